@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# services.sh: install (from Debian's packages, when missing), start and wait for the
+# local Redis and ClickHouse that `make run` and `make test` need. No systemd: both run
+# as plain processes with their data under $SVC_DATA_DIR (default .data). Running it
+# twice is harmless: a service that already answers is left alone.
+#
+#   deploy/local/services.sh up     install if missing, start, wait until both answer
+#   deploy/local/services.sh down   stop both (by pid file)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/../.." && pwd)
+data=${SVC_DATA_DIR:-$root/.data}
+case "$data" in /*) ;; *) data=$root/$data ;; esac
+redis_port=${SVC_REDIS_PORT:-6379}
+ch_port=${SVC_CLICKHOUSE_PORT:-9000}
+ch_http_port=${SVC_CLICKHOUSE_HTTP_PORT:-8123}
+
+log() { echo "services: $*" >&2; }
+
+install_missing() {
+  local pkgs=()
+  command -v redis-server >/dev/null 2>&1 || pkgs+=(redis-server)
+  command -v clickhouse-server >/dev/null 2>&1 || [ -x /usr/sbin/clickhouse-server ] || pkgs+=(clickhouse-server)
+  command -v clickhouse-client >/dev/null 2>&1 || pkgs+=(clickhouse-client)
+  [ ${#pkgs[@]} -eq 0 ] && return 0
+  log "installing ${pkgs[*]} from Debian's packages"
+  local sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq
+  # policy-rc.d may refuse to start the packaged services; we start our own below.
+  $sudo apt-get install -y -qq "${pkgs[@]}" >/dev/null
+}
+
+redis_up() { redis-cli -p "$redis_port" ping 2>/dev/null | grep -q PONG; }
+ch_up() { clickhouse-client --port "$ch_port" -q 'SELECT 1' >/dev/null 2>&1; }
+
+start_redis() {
+  redis_up && { log "redis already answers on $redis_port"; return 0; }
+  mkdir -p "$data/redis"
+  redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$data/redis" \
+    --appendonly yes --save "" --daemonize yes \
+    --pidfile "$data/redis/redis.pid" --logfile "$data/redis/redis.log"
+}
+
+start_clickhouse() {
+  ch_up && { log "clickhouse already answers on $ch_port"; return 0; }
+  local d="$data/clickhouse"
+  mkdir -p "$d/data" "$d/tmp" "$d/user_files" "$d/format_schemas" "$d/log"
+  sed -e "s#@DATA@#$d#g" -e "s#@TCP_PORT@#$ch_port#g" -e "s#@HTTP_PORT@#$ch_http_port#g" \
+    "$root/deploy/local/clickhouse.xml" >"$d/config.xml"
+  cp "$root/deploy/local/clickhouse-users.xml" "$d/users.xml"
+  local bin; bin=$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)
+  nohup "$bin" --config-file="$d/config.xml" --pid-file="$d/clickhouse.pid" \
+    >"$d/log/stdout.log" 2>&1 &
+}
+
+wait_for() {
+  local name=$1 check=$2 i
+  for i in $(seq 1 120); do
+    $check && { log "$name is up"; return 0; }
+    sleep 0.5
+  done
+  log "$name did not answer within 60 s; see $data"; return 1
+}
+
+stop_pid() {
+  local f=$1
+  [ -f "$f" ] || return 0
+  local pid; pid=$(cat "$f")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  rm -f "$f"
+}
+
+case "${1:-up}" in
+  up)
+    install_missing
+    start_redis
+    start_clickhouse
+    wait_for redis redis_up
+    wait_for clickhouse ch_up
+    ;;
+  down)
+    stop_pid "$data/redis/redis.pid"
+    stop_pid "$data/clickhouse/clickhouse.pid"
+    ;;
+  *) echo "usage: $0 up|down" >&2; exit 2 ;;
+esac

@@ -1,0 +1,63 @@
+// Command svc runs the service's roles and its admin commands.
+//
+//	svc dev        every role and an embedded Kafka broker behind one address
+//	svc ingest     the fasthttp edge: POST /events onto Kafka
+//	svc rollup     the Kafka consumer group writing events into ClickHouse
+//	svc api        the read API
+//	svc webhooks   inbound receiver and outbound delivery worker
+//	svc broker     the embedded Kafka broker alone
+//	svc migrate    apply the ClickHouse schema
+//	svc admin ...  workspaces, pixels, keys, webhooks, imports, seed data
+//	svc bench ...  load generator and reports
+//
+// Configuration comes from SVC_* environment variables (README.md lists them all).
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// command is one subcommand: it gets its arguments (without its name) and a context that
+// is cancelled on SIGINT or SIGTERM.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string) error
+}
+
+var commands = map[string]command{}
+
+func main() {
+	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+		usage()
+		os.Exit(2)
+	}
+	cmd, ok := commands[os.Args[1]]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "svc: unknown command %q\n", os.Args[1])
+		usage()
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := cmd.run(ctx, os.Args[2:]); err != nil {
+		fmt.Fprintf(os.Stderr, "svc %s: %v\n", os.Args[1], err)
+		os.Exit(1)
+	}
+}
+
+func usage() {
+	fmt.Fprintln(os.Stderr, "usage: svc <command> [arguments]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
+	}
+}

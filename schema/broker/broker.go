@@ -1,0 +1,110 @@
+// Package broker connects roles to Kafka: either the brokers named in SVC_KAFKA_BROKERS,
+// or, when that is empty, an embedded kfake broker that speaks the real Kafka protocol on
+// SVC_EMBEDDED_KAFKA_ADDR (so kcat and other standard tools can read it) and persists to
+// SVC_DATA_DIR/kafka, so a restart keeps every acknowledged batch.
+package broker
+
+import (
+	"fmt"
+	"net"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"svc/api/env"
+	"svc/schema"
+)
+
+// Config says where Kafka is.
+type Config struct {
+	// Brokers are seed brokers (SVC_KAFKA_BROKERS, comma-separated). Empty means: run
+	// the embedded broker in this process.
+	Brokers []string
+	// EmbeddedAddr is where the embedded broker listens (SVC_EMBEDDED_KAFKA_ADDR,
+	// default 127.0.0.1:9092). Port 0 picks a free port (tests).
+	EmbeddedAddr string
+	// DataDir is the root data directory (SVC_DATA_DIR, default .data); the embedded
+	// broker keeps its log under DataDir/kafka. Empty DataDir keeps it in memory.
+	DataDir string
+	// Partitions is the partition count of topics the embedded broker creates
+	// (SVC_KAFKA_PARTITIONS, default 8).
+	Partitions int
+	// SyncWrites fsyncs every produced batch in the embedded broker
+	// (SVC_EMBEDDED_KAFKA_FSYNC, default false). Without it a killed process still
+	// keeps every acknowledged batch (the OS holds the pages); only a machine crash can
+	// lose the last moments, as with Kafka's own defaults.
+	SyncWrites bool
+}
+
+// FromEnv reads the SVC_* variables named on each field.
+func FromEnv(r *env.Reader) Config {
+	return Config{
+		Brokers:      r.List("SVC_KAFKA_BROKERS", nil),
+		EmbeddedAddr: r.String("SVC_EMBEDDED_KAFKA_ADDR", "127.0.0.1:9092"),
+		DataDir:      r.String("SVC_DATA_DIR", ".data"),
+		Partitions:   r.Int("SVC_KAFKA_PARTITIONS", 8),
+		SyncWrites:   r.Bool("SVC_EMBEDDED_KAFKA_FSYNC", false),
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if len(c.Brokers) == 0 {
+		if _, _, err := net.SplitHostPort(c.EmbeddedAddr); err != nil {
+			return fmt.Errorf("SVC_EMBEDDED_KAFKA_ADDR %q: %v", c.EmbeddedAddr, err)
+		}
+	}
+	if c.Partitions < 1 || c.Partitions > 1024 {
+		return fmt.Errorf("SVC_KAFKA_PARTITIONS %d: want 1..1024", c.Partitions)
+	}
+	return nil
+}
+
+// Embedded is a running in-process broker.
+type Embedded struct {
+	cluster *kfake.Cluster
+}
+
+// Addrs returns the addresses the broker listens on.
+func (e *Embedded) Addrs() []string { return e.cluster.ListenAddrs() }
+
+// Close stops the broker and writes its state to disk.
+func (e *Embedded) Close() { e.cluster.Close() }
+
+// Cluster exposes the kfake cluster for fault injection in tests.
+func (e *Embedded) Cluster() *kfake.Cluster { return e.cluster }
+
+// StartEmbedded starts a kfake broker per c, seeding the events and dead-letter topics.
+func StartEmbedded(c Config) (*Embedded, error) {
+	host, portStr, err := net.SplitHostPort(c.EmbeddedAddr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded kafka address %q: %w", c.EmbeddedAddr, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return nil, fmt.Errorf("embedded kafka port %q: %w", portStr, err)
+	}
+	opts := []kfake.Opt{
+		kfake.Ports(port),
+		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
+			return net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+		}),
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(c.Partitions),
+		kfake.SeedTopics(int32(c.Partitions), schema.TopicEvents, schema.TopicDeadEvent),
+		kfake.GroupMinSessionTimeout(time.Second),
+	}
+	if c.DataDir != "" {
+		opts = append(opts, kfake.DataDir(filepath.Join(c.DataDir, "kafka")))
+	}
+	if c.SyncWrites {
+		opts = append(opts, kfake.SyncWrites())
+	}
+	cl, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded kafka on %s: %w", c.EmbeddedAddr, err)
+	}
+	return &Embedded{cluster: cl}, nil
+}
