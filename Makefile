@@ -1,0 +1,48 @@
+# The two commands a newcomer needs are `make run` and `make test` (README.md).
+# Both install and start what is missing: Redis and ClickHouse from Debian's packages,
+# as plain processes with their data under .data/.
+
+GO       ?= go
+BIN      := bin/svc
+DATA     ?= $(CURDIR)/.data
+export SVC_DATA_DIR ?= $(DATA)
+# Short fuzz run inside make test; raise it for a real fuzzing session.
+FUZZTIME ?= 10s
+# Package list for go test; override to run one package.
+PKGS     ?= ./...
+
+.PHONY: all build run test bench lint services services-down fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN) .
+
+services:
+	deploy/local/services.sh up
+
+services-down:
+	deploy/local/services.sh down
+
+# run: services, schema, showroom seed, every role with the embedded broker, then a
+# working key and a curl line to try.
+run: build services
+	deploy/local/run.sh
+
+test: build services
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m -p 2 $(PKGS)
+	$(MAKE) --no-print-directory fuzz
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzParseBatch$$' -fuzztime $(FUZZTIME) ./ingest/
+
+bench: build services
+	bench/run-standard.sh
+
+lint:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin
