@@ -1,0 +1,113 @@
+package api
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"time"
+
+	"svc/api/env"
+)
+
+// Config is the HTTP side of every role: where it listens, how it names itself, and
+// how patient it is with clients.
+type Config struct {
+	// HTTPAddr is the listen address (SVC_HTTP_ADDR, default 127.0.0.1:8080).
+	HTTPAddr string
+	// MetricsAddr serves Prometheus metrics at /metrics (SVC_METRICS_ADDR, default
+	// 127.0.0.1:9464; "off" disables it).
+	MetricsAddr string
+	// PublicURL is the base URL clients use (SVC_PUBLIC_URL, default http://HTTPAddr).
+	// Problem types, doc_url and discovery documents are built from it.
+	PublicURL string
+	// RedisURL locates Redis (SVC_REDIS_URL, default redis://127.0.0.1:6379/0).
+	RedisURL string
+	// TrustedProxies are addresses or CIDR ranges whose X-Forwarded-For is believed
+	// (SVC_TRUSTED_PROXIES, comma-separated; default none: the peer address is the
+	// client address).
+	TrustedProxies []netip.Prefix
+	// MaxBodyBytes caps request bodies; larger ones get 413 before parsing
+	// (SVC_MAX_BODY_BYTES, default 1 MiB).
+	MaxBodyBytes int
+	// ReadTimeout bounds reading one request, headers and body (SVC_READ_TIMEOUT, 10s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing one response (SVC_WRITE_TIMEOUT, 10s).
+	WriteTimeout time.Duration
+	// IdleTimeout closes keep-alive connections idle this long (SVC_IDLE_TIMEOUT, 60s).
+	IdleTimeout time.Duration
+	// ShutdownTimeout bounds draining in-flight requests on SIGTERM
+	// (SVC_SHUTDOWN_TIMEOUT, 20s).
+	ShutdownTimeout time.Duration
+	// KeyCacheTTL bounds how stale a key record may be in this process, and so how long
+	// a revocation takes to reach it (SVC_KEY_CACHE_TTL, 500ms; at most 1s).
+	KeyCacheTTL time.Duration
+}
+
+// ConfigFromEnv reads the SVC_* variables named on each field.
+func ConfigFromEnv(r *env.Reader) Config {
+	c := Config{
+		HTTPAddr:        r.String("SVC_HTTP_ADDR", "127.0.0.1:8080"),
+		MetricsAddr:     r.String("SVC_METRICS_ADDR", "127.0.0.1:9464"),
+		RedisURL:        r.String("SVC_REDIS_URL", "redis://127.0.0.1:6379/0"),
+		MaxBodyBytes:    r.Int("SVC_MAX_BODY_BYTES", 1<<20),
+		ReadTimeout:     r.Duration("SVC_READ_TIMEOUT", 10*time.Second),
+		WriteTimeout:    r.Duration("SVC_WRITE_TIMEOUT", 10*time.Second),
+		IdleTimeout:     r.Duration("SVC_IDLE_TIMEOUT", 60*time.Second),
+		ShutdownTimeout: r.Duration("SVC_SHUTDOWN_TIMEOUT", 20*time.Second),
+		KeyCacheTTL:     r.Duration("SVC_KEY_CACHE_TTL", 500*time.Millisecond),
+	}
+	c.PublicURL = strings.TrimRight(r.String("SVC_PUBLIC_URL", "http://"+c.HTTPAddr), "/")
+	for _, s := range r.List("SVC_TRUSTED_PROXIES", nil) {
+		p, err := parsePrefix(s)
+		if err != nil {
+			c.TrustedProxies = append(c.TrustedProxies, netip.Prefix{}) // reported by Validate
+			continue
+		}
+		c.TrustedProxies = append(c.TrustedProxies, p)
+	}
+	return c
+}
+
+func parsePrefix(s string) (netip.Prefix, error) {
+	if strings.Contains(s, "/") {
+		return netip.ParsePrefix(s)
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Prefix{}, err
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// Validate reports every field that cannot work.
+func (c Config) Validate() error {
+	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+		return fmt.Errorf("SVC_HTTP_ADDR %q: %v", c.HTTPAddr, err)
+	}
+	if c.MetricsAddr != "off" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return fmt.Errorf("SVC_METRICS_ADDR %q: %v", c.MetricsAddr, err)
+		}
+	}
+	for _, p := range c.TrustedProxies {
+		if !p.IsValid() {
+			return fmt.Errorf("SVC_TRUSTED_PROXIES: every entry must be an address or CIDR range")
+		}
+	}
+	if c.MaxBodyBytes < 1024 {
+		return fmt.Errorf("SVC_MAX_BODY_BYTES %d: want at least 1024", c.MaxBodyBytes)
+	}
+	if c.KeyCacheTTL <= 0 || c.KeyCacheTTL > time.Second {
+		return fmt.Errorf("SVC_KEY_CACHE_TTL %s: want more than 0 and at most 1s (revocations must apply within a second)", c.KeyCacheTTL)
+	}
+	for name, d := range map[string]time.Duration{"SVC_READ_TIMEOUT": c.ReadTimeout, "SVC_WRITE_TIMEOUT": c.WriteTimeout, "SVC_IDLE_TIMEOUT": c.IdleTimeout, "SVC_SHUTDOWN_TIMEOUT": c.ShutdownTimeout} {
+		if d <= 0 {
+			return fmt.Errorf("%s must be positive", name)
+		}
+	}
+	return nil
+}
+
+// DocsURL is the developer pages' base URL.
+func (c Config) DocsURL() string { return c.PublicURL + "/developers" }

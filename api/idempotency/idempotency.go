@@ -1,0 +1,124 @@
+// Package idempotency makes writes repeatable: the first request with an Idempotency-Key
+// reserves it, its response is stored for 24 hours, and a repeat with the same key,
+// method, path and body gets that response back byte for byte. The same key with a
+// different request is idempotency_key_reuse; a repeat while the first still runs is
+// idempotency_key_in_use. Records are per API key, in Redis:
+//
+//	svc:idem:<key id>:<idempotency key>  hash {fp, state, status, ctype, body}
+package idempotency
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Outcome of Reserve.
+type Outcome int
+
+const (
+	Proceed Outcome = iota // first use: run the request, then Complete or Release
+	Replay                 // identical repeat of a finished request: send Stored
+	Reuse                  // same key, different request: 409 idempotency_key_reuse
+	InUse                  // identical repeat while the first runs: 409 idempotency_key_in_use
+)
+
+// Stored is a finished request's response.
+type Stored struct {
+	Status      int
+	ContentType string
+	Body        []byte
+}
+
+// Store keeps idempotency records.
+type Store struct {
+	rdb *redis.Client
+	// TTL is how long a finished response is kept (24 h).
+	TTL time.Duration
+	// PendingTTL bounds a reservation whose process died before finishing (60 s): after
+	// it, the request may run again.
+	PendingTTL time.Duration
+}
+
+// New returns a Store with the default TTLs.
+func New(rdb *redis.Client) *Store {
+	return &Store{rdb: rdb, TTL: 24 * time.Hour, PendingTTL: time.Minute}
+}
+
+// MaxKeyLen is the longest Idempotency-Key accepted.
+const MaxKeyLen = 255
+
+// Fingerprint identifies a request: its method, path and body.
+func Fingerprint(method, path string, body []byte) string {
+	h := sha256.New()
+	h.Write([]byte(method))
+	h.Write([]byte{0})
+	h.Write([]byte(path))
+	h.Write([]byte{0})
+	h.Write(body)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func recordKey(keyID, idemKey string) string { return "svc:idem:" + keyID + ":" + idemKey }
+
+var reserveScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 'fp', 'state', 'status', 'ctype', 'body')
+if not v[1] then
+  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'pending')
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return {0}
+end
+if v[1] ~= ARGV[1] then return {2} end
+if v[2] == 'pending' then return {3} end
+return {1, v[3], v[4], v[5]}
+`)
+
+// Reserve claims idemKey for the request fp, or says why it cannot run.
+func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string) (Outcome, *Stored, error) {
+	res, err := reserveScript.Run(ctx, s.rdb, []string{recordKey(keyID, idemKey)}, fp, s.PendingTTL.Milliseconds()).Slice()
+	if err != nil {
+		return 0, nil, err
+	}
+	o := Outcome(res[0].(int64))
+	if o != Replay {
+		return o, nil, nil
+	}
+	st := &Stored{}
+	if v, ok := res[1].(string); ok {
+		for _, c := range v {
+			st.Status = st.Status*10 + int(c-'0')
+		}
+	}
+	st.ContentType, _ = res[2].(string)
+	b, _ := res[3].(string)
+	st.Body = []byte(b)
+	return Replay, st, nil
+}
+
+var completeScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'fp') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'done', 'status', ARGV[2], 'ctype', ARGV[3], 'body', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+`)
+
+// Complete stores the response of the reserved request.
+func (s *Store) Complete(ctx context.Context, keyID, idemKey, fp string, st Stored) error {
+	return completeScript.Run(ctx, s.rdb, []string{recordKey(keyID, idemKey)},
+		fp, st.Status, st.ContentType, st.Body, s.TTL.Milliseconds()).Err()
+}
+
+var releaseScript = redis.NewScript(`
+local v = redis.call('HMGET', KEYS[1], 'fp', 'state')
+if v[1] == ARGV[1] and v[2] == 'pending' then redis.call('DEL', KEYS[1]) end
+return 1
+`)
+
+// Release drops a reservation whose request failed in a way a retry may fix (5xx), so
+// that the retry runs.
+func (s *Store) Release(ctx context.Context, keyID, idemKey, fp string) error {
+	return releaseScript.Run(ctx, s.rdb, []string{recordKey(keyID, idemKey)}, fp).Err()
+}

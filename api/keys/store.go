@@ -1,0 +1,353 @@
+package keys
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotFound is returned for a workspace, pixel or key that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrUnknownSecret is returned by Authenticate for a secret that opens no key.
+var ErrUnknownSecret = errors.New("secret matches no key")
+
+// Store reads and writes the records in Redis. Authenticate caches what it reads for
+// CacheTTL, so a revocation or limit change reaches every process within CacheTTL.
+type Store struct {
+	rdb *redis.Client
+	// CacheTTL bounds how stale an authenticated key record may be (default 500 ms,
+	// which keeps revocation under the promised one second).
+	CacheTTL time.Duration
+	// Now is the clock (tests may replace it).
+	Now func() time.Time
+
+	mu     sync.Mutex
+	byHash map[string]cachedKey
+	pixels sync.Map // uuid.UUID -> Pixel (pixels never change workspace)
+}
+
+type cachedKey struct {
+	key     *Key
+	secret  Secret
+	digest  string
+	fetched time.Time
+}
+
+// NewStore returns a Store over rdb.
+func NewStore(rdb *redis.Client) *Store {
+	return &Store{rdb: rdb, CacheTTL: 500 * time.Millisecond, Now: time.Now,
+		byHash: make(map[string]cachedKey)}
+}
+
+// Redis returns the client (for stores that share the connection pool).
+func (s *Store) Redis() *redis.Client { return s.rdb }
+
+func wsKey(id uuid.UUID) string      { return "svc:ws:" + id.String() }
+func pixelKey(id uuid.UUID) string   { return "svc:pixel:" + id.String() }
+func keyKey(id uuid.UUID) string     { return "svc:key:" + id.String() }
+func secretKey(digest string) string { return "svc:secret:" + digest }
+
+func (s *Store) getJSON(ctx context.Context, k string, v any) error {
+	b, err := s.rdb.Get(ctx, k).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return ErrNotFound
+	}
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+func (s *Store) now() time.Time { return s.Now().UTC().Truncate(time.Second) }
+
+// CreateWorkspace records a new workspace.
+func (s *Store) CreateWorkspace(ctx context.Context, name string, showroom bool) (Workspace, error) {
+	return s.PutWorkspace(ctx, Workspace{ID: uuid.New(), Name: name, Showroom: showroom, CreatedAt: s.now()})
+}
+
+// PutWorkspace writes w as it is (deterministic seeds choose their own ids).
+func (s *Store) PutWorkspace(ctx context.Context, w Workspace) (Workspace, error) {
+	if w.Name == "" {
+		return Workspace{}, errors.New("a workspace needs a name")
+	}
+	b, _ := json.Marshal(w)
+	return w, s.rdb.Set(ctx, wsKey(w.ID), b, 0).Err()
+}
+
+// Workspace reads a workspace.
+func (s *Store) Workspace(ctx context.Context, id uuid.UUID) (Workspace, error) {
+	var w Workspace
+	return w, s.getJSON(ctx, wsKey(id), &w)
+}
+
+// CreatePixel records a new pixel in workspace ws.
+func (s *Store) CreatePixel(ctx context.Context, ws uuid.UUID, name string) (Pixel, error) {
+	return s.PutPixel(ctx, Pixel{ID: uuid.New(), WorkspaceID: ws, Name: name})
+}
+
+// PutPixel writes p (its workspace must exist); CreatedAt is set when zero.
+func (s *Store) PutPixel(ctx context.Context, p Pixel) (Pixel, error) {
+	w, err := s.Workspace(ctx, p.WorkspaceID)
+	if err != nil {
+		return Pixel{}, fmt.Errorf("workspace %s: %w", p.WorkspaceID, err)
+	}
+	p.Showroom = w.Showroom
+	if p.CreatedAt.IsZero() {
+		p.CreatedAt = s.now()
+	}
+	b, _ := json.Marshal(p)
+	_, err = s.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
+		tx.Set(ctx, pixelKey(p.ID), b, 0)
+		tx.SAdd(ctx, wsKey(p.WorkspaceID)+":pixels", p.ID.String())
+		return nil
+	})
+	return p, err
+}
+
+// Pixel reads a pixel, from a process-wide cache after the first read.
+func (s *Store) Pixel(ctx context.Context, id uuid.UUID) (Pixel, error) {
+	if v, ok := s.pixels.Load(id); ok {
+		return v.(Pixel), nil
+	}
+	var p Pixel
+	if err := s.getJSON(ctx, pixelKey(id), &p); err != nil {
+		return Pixel{}, err
+	}
+	s.pixels.Store(id, p)
+	return p, nil
+}
+
+// Pixels lists a workspace's pixel ids.
+func (s *Store) Pixels(ctx context.Context, ws uuid.UUID) ([]Pixel, error) {
+	ids, err := s.rdb.SMembers(ctx, wsKey(ws)+":pixels").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Pixel, 0, len(ids))
+	for _, raw := range ids {
+		id, err := uuid.Parse(raw)
+		if err != nil {
+			continue
+		}
+		p, err := s.Pixel(ctx, id)
+		if err == nil {
+			out = append(out, p)
+		}
+	}
+	return out, nil
+}
+
+// KeySpec is what an administrator chooses when creating a key.
+type KeySpec struct {
+	WorkspaceID uuid.UUID
+	Env         string
+	Scopes      []string
+	ExpiresAt   *time.Time
+	Allow       []string
+	Version     string
+	Burst       int // 0 means DefaultBurst
+	Daily       int // 0 means DefaultDaily
+}
+
+// CreateKey creates a key and returns its record and its secret (shown only here).
+// A sandbox key is only for a showroom workspace; a live key never for one.
+func (s *Store) CreateKey(ctx context.Context, spec KeySpec) (Key, string, error) {
+	w, err := s.Workspace(ctx, spec.WorkspaceID)
+	if err != nil {
+		return Key{}, "", fmt.Errorf("workspace %s: %w", spec.WorkspaceID, err)
+	}
+	switch {
+	case spec.Env != Live && spec.Env != Sandbox:
+		return Key{}, "", fmt.Errorf("env must be live or sandbox, not %q", spec.Env)
+	case spec.Env == Sandbox && !w.Showroom:
+		return Key{}, "", errors.New("a sandbox key can only be created for a showroom workspace")
+	case spec.Env == Live && w.Showroom:
+		return Key{}, "", errors.New("a live key cannot be created for a showroom workspace")
+	}
+	if err := ValidateScopes(spec.Scopes); err != nil {
+		return Key{}, "", err
+	}
+	allow, err := ParseAllow(spec.Allow)
+	if err != nil {
+		return Key{}, "", err
+	}
+	if spec.Burst < 0 || spec.Daily < 0 {
+		return Key{}, "", errors.New("limits must be positive")
+	}
+	k := Key{ID: uuid.New(), WorkspaceID: w.ID, Env: spec.Env, Scopes: spec.Scopes,
+		ExpiresAt: spec.ExpiresAt, Allow: allow, Version: spec.Version,
+		Burst: orDefault(spec.Burst, DefaultBurst), Daily: orDefault(spec.Daily, DefaultDaily),
+		CreatedAt: s.now()}
+	secret := newSecret(k.Env)
+	kb, _ := json.Marshal(k)
+	sb, _ := json.Marshal(Secret{KeyID: k.ID})
+	_, err = s.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
+		tx.Set(ctx, keyKey(k.ID), kb, 0)
+		tx.Set(ctx, secretKey(Digest(secret)), sb, 0)
+		tx.SAdd(ctx, keyKey(k.ID)+":secrets", Digest(secret))
+		tx.SAdd(ctx, wsKey(w.ID)+":keys", k.ID.String())
+		return nil
+	})
+	return k, secret, err
+}
+
+func orDefault(v, def int) int {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// Key reads a key record.
+func (s *Store) Key(ctx context.Context, id uuid.UUID) (Key, error) {
+	var k Key
+	return k, s.getJSON(ctx, keyKey(id), &k)
+}
+
+func (s *Store) putKey(ctx context.Context, k Key) error {
+	b, _ := json.Marshal(k)
+	return s.rdb.Set(ctx, keyKey(k.ID), b, 0).Err()
+}
+
+// Revoke marks a key revoked; every process refuses it within CacheTTL.
+func (s *Store) Revoke(ctx context.Context, id uuid.UUID) (Key, error) {
+	k, err := s.Key(ctx, id)
+	if err != nil {
+		return Key{}, err
+	}
+	if k.RevokedAt == nil {
+		now := s.now()
+		k.RevokedAt = &now
+	}
+	return k, s.putKey(ctx, k)
+}
+
+// SetLimits changes a key's burst and daily quotas (0 leaves one as it is).
+func (s *Store) SetLimits(ctx context.Context, id uuid.UUID, burst, daily int) (Key, error) {
+	if burst < 0 || daily < 0 {
+		return Key{}, errors.New("limits must be positive")
+	}
+	k, err := s.Key(ctx, id)
+	if err != nil {
+		return Key{}, err
+	}
+	k.Burst, k.Daily = orDefault(burst, k.Burst), orDefault(daily, k.Daily)
+	return k, s.putKey(ctx, k)
+}
+
+// Rotate issues a new secret for key id at once. Every older secret of the key keeps
+// working until now+overlap (its cutover), then answers key_expired.
+func (s *Store) Rotate(ctx context.Context, id uuid.UUID, overlap time.Duration) (Key, string, time.Time, error) {
+	if overlap < 0 {
+		return Key{}, "", time.Time{}, errors.New("overlap must not be negative")
+	}
+	k, err := s.Key(ctx, id)
+	if err != nil {
+		return Key{}, "", time.Time{}, err
+	}
+	if k.RevokedAt != nil {
+		return Key{}, "", time.Time{}, errors.New("a revoked key cannot be rotated")
+	}
+	cutover := s.now().Add(overlap)
+	digests, err := s.rdb.SMembers(ctx, keyKey(id)+":secrets").Result()
+	if err != nil {
+		return Key{}, "", time.Time{}, err
+	}
+	secret := newSecret(k.Env)
+	nb, _ := json.Marshal(Secret{KeyID: k.ID})
+	_, err = s.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
+		for _, d := range digests {
+			var old Secret
+			if s.getJSON(ctx, secretKey(d), &old) == nil && old.CutoverAt == nil {
+				old.CutoverAt = &cutover
+				ob, _ := json.Marshal(old)
+				tx.Set(ctx, secretKey(d), ob, 0)
+			}
+		}
+		d := Digest(secret)
+		tx.Set(ctx, secretKey(d), nb, 0)
+		tx.SAdd(ctx, keyKey(id)+":secrets", d)
+		return nil
+	})
+	return k, secret, cutover, err
+}
+
+// Keys lists a workspace's keys.
+func (s *Store) Keys(ctx context.Context, ws uuid.UUID) ([]Key, error) {
+	ids, err := s.rdb.SMembers(ctx, wsKey(ws)+":keys").Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Key, 0, len(ids))
+	for _, raw := range ids {
+		id, err := uuid.Parse(raw)
+		if err != nil {
+			continue
+		}
+		if k, err := s.Key(ctx, id); err == nil {
+			out = append(out, k)
+		}
+	}
+	return out, nil
+}
+
+// lookupScript returns [secret JSON, key JSON] for a digest in one round trip.
+var lookupScript = redis.NewScript(`
+local s = redis.call('GET', KEYS[1])
+if not s then return false end
+local id = cjson.decode(s)['key_id']
+local k = redis.call('GET', 'svc:key:' .. id)
+if not k then return false end
+return {s, k}
+`)
+
+// Authenticate finds the key a secret opens. It returns ErrUnknownSecret when none does.
+// The caller checks revocation, expiry and cutover (Check). The secret itself is hashed
+// at once and never kept; the stored digest is compared in constant time.
+func (s *Store) Authenticate(ctx context.Context, secret string) (*Key, Secret, error) {
+	digest := Digest(secret)
+	now := s.Now()
+	s.mu.Lock()
+	c, ok := s.byHash[digest]
+	s.mu.Unlock()
+	if ok && now.Sub(c.fetched) < s.CacheTTL && subtle.ConstantTimeCompare([]byte(c.digest), []byte(digest)) == 1 {
+		return c.key, c.secret, nil
+	}
+	res, err := lookupScript.Run(ctx, s.rdb, []string{secretKey(digest)}).StringSlice()
+	if errors.Is(err, redis.Nil) {
+		s.forget(digest)
+		return nil, Secret{}, ErrUnknownSecret
+	}
+	if err != nil {
+		return nil, Secret{}, err
+	}
+	var sec Secret
+	k := new(Key)
+	if err := json.Unmarshal([]byte(res[0]), &sec); err != nil {
+		return nil, Secret{}, err
+	}
+	if err := json.Unmarshal([]byte(res[1]), k); err != nil {
+		return nil, Secret{}, err
+	}
+	s.mu.Lock()
+	if len(s.byHash) > 100000 { // bound memory: valid keys only, but be safe
+		clear(s.byHash)
+	}
+	s.byHash[digest] = cachedKey{key: k, secret: sec, digest: digest, fetched: now}
+	s.mu.Unlock()
+	return k, sec, nil
+}
+
+func (s *Store) forget(digest string) {
+	s.mu.Lock()
+	delete(s.byHash, digest)
+	s.mu.Unlock()
+}

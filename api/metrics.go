@@ -1,0 +1,28 @@
+package api
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics of the HTTP side, shared by every role in a process.
+type Metrics struct {
+	Requests *prometheus.CounterVec   // svc_http_requests_total{route,code}
+	Duration *prometheus.HistogramVec // svc_http_request_duration_seconds{route}
+}
+
+// NewMetrics registers the HTTP metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "svc_http_requests_total",
+			Help: "HTTP requests by route (method and path pattern) and response code (problem code, or the status for successes).",
+		}, []string{"route", "code"}),
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "svc_http_request_duration_seconds",
+			Help:    "Time from reading a request to writing its response, by route.",
+			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
+		}, []string{"route"}),
+	}
+	reg.MustRegister(m.Requests, m.Duration)
+	return m
+}

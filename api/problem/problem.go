@@ -1,0 +1,183 @@
+// Package problem holds the one code table of the API and writes RFC 9457 problem
+// documents (application/problem+json). Every failure any HTTP role returns goes through
+// New and Write; status, title, retryable and suggested action come only from the table.
+package problem
+
+import (
+	"fmt"
+	"sort"
+)
+
+// Code is a stable machine-readable error code.
+type Code string
+
+// The spec's fourteen codes, then the additive ones (changelog: added, unversioned).
+const (
+	Unauthorized        Code = "unauthorized"
+	InvalidKey          Code = "invalid_key"
+	KeyRevoked          Code = "key_revoked"
+	KeyExpired          Code = "key_expired"
+	InsufficientScope   Code = "insufficient_scope"
+	IPNotAllowed        Code = "ip_not_allowed"
+	NotFound            Code = "not_found"
+	MethodNotAllowed    Code = "method_not_allowed"
+	InvalidRequest      Code = "invalid_request"
+	IdempotencyKeyReuse Code = "idempotency_key_reuse"
+	RateLimited         Code = "rate_limited"
+	QuotaExceeded       Code = "quota_exceeded"
+	UnsupportedVersion  Code = "unsupported_version"
+	InternalError       Code = "internal_error"
+
+	PayloadTooLarge     Code = "payload_too_large"
+	IdempotencyKeyInUse Code = "idempotency_key_in_use"
+	ServiceUnavailable  Code = "service_unavailable"
+	InvalidSignature    Code = "invalid_signature"
+	TimestampOutOfRange Code = "timestamp_out_of_range"
+)
+
+// Entry is one row of the code table.
+type Entry struct {
+	Status          int
+	Title           string
+	Retryable       bool
+	SuggestedAction string
+	// Condition says when the code is returned (documentation and error pages).
+	Condition string
+	// Added is true for codes added after the spec's table (additive, unversioned).
+	Added bool
+}
+
+// Table is the single source of every code's status, title, retryability and advice.
+var Table = map[Code]Entry{
+	Unauthorized: {401, "Unauthorized", false,
+		"Send the header Authorization: Bearer <API key>.",
+		"No Authorization header, or not a bearer token.", false},
+	InvalidKey: {401, "Invalid API key", false,
+		"Copy the whole key again from the API keys screen; check for truncation or whitespace.",
+		"The key matches no key on record.", false},
+	KeyRevoked: {401, "API key revoked", false,
+		"Create a new key; a revoked key never works again.",
+		"The key was revoked.", false},
+	KeyExpired: {401, "API key expired", false,
+		"Create or rotate to a key with a later expiry; expired_at says when this one ended.",
+		"The key is past its expiry (or a rotated secret past its cutover); the response carries expired_at.", false},
+	InsufficientScope: {403, "Insufficient scope", false,
+		"Use a key that has required_scope, or add that scope to this key.",
+		"The key lacks the scope the endpoint needs; the response lists required_scope and granted_scopes.", false},
+	IPNotAllowed: {403, "Address not allowed", false,
+		"Call from an address on the key's allow-list, or add client_ip to it.",
+		"The caller's address is not on the key's allow-list; the response carries client_ip.", false},
+	NotFound: {404, "Not found", false,
+		"Check the id and that it belongs to this key's workspace (sandbox keys see only showroom data).",
+		"The object or path does not exist, belongs to another workspace, or a sandbox key asked for a live object.", false},
+	MethodNotAllowed: {405, "Method not allowed", false,
+		"Use one of the methods in the Allow header.",
+		"The path does not serve this HTTP method.", false},
+	InvalidRequest: {422, "Invalid request", false,
+		"Fix the fields listed in errors[] and send again.",
+		"The payload or query parameters failed validation; field problems are in errors[].", false},
+	IdempotencyKeyReuse: {409, "Idempotency key reused", false,
+		"Use a new Idempotency-Key for a different request; reuse a key only to retry the identical request.",
+		"The Idempotency-Key was already used on this key with a different body or path.", false},
+	RateLimited: {429, "Rate limited", true,
+		"Send nothing until Retry-After seconds have passed, then slow down.",
+		"The key's per-minute burst limit is exhausted.", false},
+	QuotaExceeded: {429, "Daily quota exceeded", true,
+		"Wait Retry-After seconds, or ask an administrator to raise the key's daily quota.",
+		"The key's daily allowance is exhausted.", false},
+	UnsupportedVersion: {400, "Unsupported version", false,
+		"Use a published dated version from GET /versions, or stable or next.",
+		"The version parameter, the SVC-Version header or the key's pinned version names a version that is not served.", false},
+	InternalError: {500, "Internal error", true,
+		"Retry with backoff; quote request_id if it persists.",
+		"An unhandled failure inside the API.", false},
+	PayloadTooLarge: {413, "Payload too large", false,
+		"Send a smaller body: split the batch.",
+		"The body is over the operation's byte ceiling; it was refused before parsing.", true},
+	IdempotencyKeyInUse: {409, "Idempotency key in use", true,
+		"Wait for the first request with this Idempotency-Key to finish, then retry.",
+		"A request with the same Idempotency-Key is still being processed.", true},
+	ServiceUnavailable: {503, "Service unavailable", true,
+		"Retry after Retry-After seconds with the same Idempotency-Key.",
+		"A dependency (Kafka, Redis or ClickHouse) is unavailable; nothing was accepted.", true},
+	InvalidSignature: {401, "Invalid signature", false,
+		"Sign <t>.<body> with HMAC-SHA256 and the workspace's inbound secret; send SVC-Signature: t=<unix>,v1=<hex>.",
+		"An inbound webhook's SVC-Signature header is missing, malformed, or matches no valid secret.", true},
+	TimestampOutOfRange: {401, "Timestamp out of tolerance", false,
+		"Sign with the current time; check the sender's clock (tolerance is five minutes).",
+		"An inbound webhook's signature timestamp is more than five minutes from the server's clock.", true},
+}
+
+// Codes returns every code, sorted.
+func Codes() []Code {
+	out := make([]Code, 0, len(Table))
+	for c := range Table {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// FieldError is one entry of errors[]: the field, the rule it broke, the value received,
+// and an RFC 6901 JSON Pointer to it.
+type FieldError struct {
+	Field   string `json:"field"`
+	Rule    string `json:"rule"`
+	Value   any    `json:"value"`
+	Pointer string `json:"pointer,omitempty"`
+	Detail  string `json:"detail,omitempty"`
+}
+
+// Problem is a problem document. Type, Title, Status, DocURL, Retryable and
+// SuggestedAction are filled from the table when written; handlers set Code, Detail and
+// the code's own extension fields.
+type Problem struct {
+	Type            string       `json:"type"`
+	Title           string       `json:"title"`
+	Status          int          `json:"status"`
+	Code            Code         `json:"code"`
+	Detail          string       `json:"detail"`
+	RequestID       string       `json:"request_id"`
+	DocURL          string       `json:"doc_url"`
+	Retryable       bool         `json:"retryable"`
+	SuggestedAction string       `json:"suggested_action"`
+	RequiredScope   string       `json:"required_scope,omitempty"`
+	GrantedScopes   []string     `json:"granted_scopes,omitempty"`
+	Errors          []FieldError `json:"errors,omitempty"`
+	ExpiredAt       string       `json:"expired_at,omitempty"`
+	ClientIP        string       `json:"client_ip,omitempty"`
+	// RetryAfter, when positive, is sent as the Retry-After header (seconds).
+	RetryAfter int `json:"-"`
+	// Allow lists the methods for method_not_allowed (sent as the Allow header).
+	Allow []string `json:"-"`
+}
+
+// New returns a problem with code and a detail formatted like fmt.Sprintf. It panics on
+// a code missing from Table: that is a programming error caught by tests.
+func New(code Code, format string, args ...any) *Problem {
+	e, ok := Table[code]
+	if !ok {
+		panic("problem: code not in table: " + string(code))
+	}
+	return &Problem{Code: code, Status: e.Status, Title: e.Title, Retryable: e.Retryable,
+		SuggestedAction: e.SuggestedAction, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Invalid returns an invalid_request problem carrying errs.
+func Invalid(detail string, errs ...FieldError) *Problem {
+	p := New(InvalidRequest, "%s", detail)
+	p.Errors = errs
+	return p
+}
+
+// Error makes *Problem an error so handlers can return it.
+func (p *Problem) Error() string { return string(p.Code) + ": " + p.Detail }
+
+// Finish fills the document's URLs and request id. docsURL is the developer pages' base
+// (for example https://api.example.com/developers): type and doc_url are
+// docsURL/errors/<code>.
+func (p *Problem) Finish(docsURL, requestID string) {
+	p.Type = docsURL + "/errors/" + string(p.Code)
+	p.DocURL = p.Type
+	p.RequestID = requestID
+}

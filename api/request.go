@@ -1,0 +1,91 @@
+package api
+
+import (
+	"context"
+	"strconv"
+
+	json "github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+
+	"svc/api/keys"
+	"svc/api/limits"
+)
+
+// Request is one call in flight. It lives only as long as the handler runs: like the
+// fasthttp.RequestCtx it wraps, it must not be kept or used from another goroutine after
+// the handler returns.
+type Request struct {
+	Ctx *fasthttp.RequestCtx
+	// ID is the request id (req_…), also sent as the Request-Id header.
+	ID string
+	// Key is the authenticated key; nil on public routes.
+	Key *keys.Key
+	// Version is the API version in use (a dated version).
+	Version string
+	// Limits is the rate-limit decision of this request (nil on public routes).
+	Limits *limits.Decision
+
+	route  *compiled
+	params []param
+	srv    *Server
+}
+
+// Context returns a context for calls to stores made on behalf of this request.
+func (r *Request) Context() context.Context { return r.Ctx }
+
+// Param returns the path parameter name ("" if absent).
+func (r *Request) Param(name string) string {
+	for _, p := range r.params {
+		if p.name == name {
+			return p.value
+		}
+	}
+	return ""
+}
+
+// Query returns the query parameter name ("" if absent).
+func (r *Request) Query(name string) string {
+	return string(r.Ctx.QueryArgs().Peek(name))
+}
+
+// Body returns the request body. The slice belongs to fasthttp and is valid only
+// during the handler.
+func (r *Request) Body() []byte { return r.Ctx.PostBody() }
+
+// Server returns the server handling the request (config, stores).
+func (r *Request) Server() *Server { return r.srv }
+
+// JSON writes v as the JSON response with status.
+func (r *Request) JSON(status int, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	r.Ctx.SetStatusCode(status)
+	r.Ctx.SetContentType("application/json")
+	r.Ctx.SetBody(b)
+	return nil
+}
+
+// Raw writes body with status and content type as given.
+func (r *Request) Raw(status int, contentType string, body []byte) {
+	r.Ctx.SetStatusCode(status)
+	r.Ctx.SetContentType(contentType)
+	r.Ctx.SetBody(body)
+}
+
+// List is the envelope of every list response.
+type List[T any] struct {
+	Data []T      `json:"data"`
+	Meta ListMeta `json:"meta"`
+}
+
+// ListMeta carries the cursor of the next page; NextCursor is null on the last page.
+type ListMeta struct {
+	NextCursor *string `json:"next_cursor"`
+	// Offset paging (deprecated) reports where the next page starts.
+	NextOffset *int `json:"next_offset,omitempty"`
+}
+
+// Itoa is strconv.Itoa, for handlers building headers.
+func Itoa(n int) string { return strconv.Itoa(n) }

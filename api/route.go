@@ -1,0 +1,130 @@
+package api
+
+import (
+	"strings"
+
+	"github.com/valyala/fasthttp"
+)
+
+// Handler serves one operation. It writes its response through Request's helpers and
+// returns nil, or returns an error: a *problem.Problem is written as it is, anything
+// else becomes 500 internal_error (logged with the request id, never shown).
+type Handler func(r *Request) error
+
+// Route declares one operation. The Server applies, in order: routing, authentication,
+// version, scope, limits, idempotency, then Handle.
+type Route struct {
+	Method string
+	// Path is the path under the base URL, with {name} for a parameter segment:
+	// "/plans/{id}". Every path also answers under /v1.
+	Path string
+	// Scope the key must hold; "" means any valid key.
+	Scope string
+	// Public routes need no key and spend no quota (health, discovery, docs, signed
+	// webhooks that authenticate themselves).
+	Public bool
+	// Idempotent routes honour the Idempotency-Key header.
+	Idempotent bool
+	// MaxBody overrides Config.MaxBodyBytes downwards for this route (0: the default).
+	MaxBody int
+	// Summary is a one-line description (OpenAPI and developer pages).
+	Summary string
+	Handle  Handler
+}
+
+type compiled struct {
+	Route
+	segs  []string // "" marks a parameter segment
+	names []string
+}
+
+// router matches paths to routes: static paths by map, parameterised ones by segments.
+type router struct {
+	static  map[string][]*compiled
+	dynamic []*compiled
+	all     []*compiled
+}
+
+func newRouter(routes []Route) *router {
+	rt := &router{static: map[string][]*compiled{}}
+	for _, r := range routes {
+		c := &compiled{Route: r}
+		for _, s := range strings.Split(strings.Trim(r.Path, "/"), "/") {
+			if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
+				c.segs = append(c.segs, "")
+				c.names = append(c.names, s[1:len(s)-1])
+			} else {
+				c.segs = append(c.segs, s)
+			}
+		}
+		if len(c.names) == 0 {
+			rt.static[r.Path] = append(rt.static[r.Path], c)
+		} else {
+			rt.dynamic = append(rt.dynamic, c)
+		}
+		rt.all = append(rt.all, c)
+	}
+	return rt
+}
+
+// stripVersion removes a leading /v1 segment.
+func stripVersion(path string) string {
+	if path == "/v1" {
+		return "/"
+	}
+	if strings.HasPrefix(path, "/v1/") {
+		return path[3:]
+	}
+	return path
+}
+
+// match returns the route for method and path, its parameters, and the methods the
+// path serves (for 405) when only the method is wrong.
+func (rt *router) match(method, path string, params *[]param) (*compiled, []string) {
+	if cands, ok := rt.static[path]; ok {
+		return pick(cands, method)
+	}
+	segs := strings.Split(strings.Trim(path, "/"), "/")
+	var cands []*compiled
+	for _, c := range rt.dynamic {
+		if segsMatch(c.segs, segs) {
+			cands = append(cands, c)
+		}
+	}
+	c, allow := pick(cands, method)
+	if c != nil {
+		j := 0
+		for i, s := range c.segs {
+			if s == "" {
+				*params = append(*params, param{c.names[j], segs[i]})
+				j++
+			}
+		}
+	}
+	return c, allow
+}
+
+func segsMatch(pattern, segs []string) bool {
+	if len(pattern) != len(segs) {
+		return false
+	}
+	for i, p := range pattern {
+		if p != "" && p != segs[i] || p == "" && segs[i] == "" {
+			return false
+		}
+	}
+	return true
+}
+
+func pick(cands []*compiled, method string) (*compiled, []string) {
+	var allow []string
+	for _, c := range cands {
+		if c.Method == method || method == fasthttp.MethodHead && c.Method == fasthttp.MethodGet {
+			return c, nil
+		}
+		allow = append(allow, c.Method)
+	}
+	return nil, allow
+}
+
+type param struct{ name, value string }

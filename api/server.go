@@ -1,0 +1,445 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+
+	"svc/api/idempotency"
+	"svc/api/ids"
+	"svc/api/keys"
+	"svc/api/limits"
+	"svc/api/problem"
+)
+
+// Deps are the stores every HTTP role shares.
+type Deps struct {
+	Keys    *keys.Store
+	Limits  *limits.Limiter
+	Idem    *idempotency.Store
+	Metrics *Metrics
+	Log     *slog.Logger
+}
+
+// Server applies the API's conventions to a set of routes: request ids, routing (404,
+// 405), authentication, versions, scopes, rate limits, idempotency, problem documents,
+// panics, metrics. Every HTTP role (and `svc dev`, with all routes at once) uses it.
+type Server struct {
+	Config Config
+	Deps   Deps
+	rt     *router
+	policy string // RateLimit-Policy of the default key, for responses without a key
+	now    func() time.Time
+}
+
+// NewServer returns a Server for routes.
+func NewServer(cfg Config, deps Deps, routes []Route) *Server {
+	b, d := limits.Windows(keys.DefaultBurst, keys.DefaultDaily)
+	return &Server{Config: cfg, Deps: deps, rt: newRouter(routes), policy: limits.Policy(b, d), now: time.Now}
+}
+
+// Routes returns the routes served (OpenAPI and documentation use it).
+func (s *Server) Routes() []Route {
+	out := make([]Route, len(s.rt.all))
+	for i, c := range s.rt.all {
+		out[i] = c.Route
+	}
+	return out
+}
+
+// HTTPServer returns a fasthttp server with the configured limits and timeouts. A body
+// over MaxBodyBytes is answered 413 payload_too_large by ErrorHandler before parsing.
+func (s *Server) HTTPServer() *fasthttp.Server {
+	return &fasthttp.Server{
+		Handler:                       s.Handle,
+		ErrorHandler:                  s.serverError,
+		Name:                          "svc",
+		MaxRequestBodySize:            s.Config.MaxBodyBytes,
+		ReadTimeout:                   s.Config.ReadTimeout,
+		WriteTimeout:                  s.Config.WriteTimeout,
+		IdleTimeout:                   s.Config.IdleTimeout,
+		NoDefaultServerHeader:         true,
+		NoDefaultDate:                 false,
+		DisableHeaderNamesNormalizing: false,
+		ReduceMemoryUsage:             false,
+		CloseOnShutdown:               true,
+	}
+}
+
+// Serve listens on Config.HTTPAddr until ctx is done, then stops accepting, drains
+// in-flight requests (up to ShutdownTimeout) and returns.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := s.HTTPServer()
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), s.Config.ShutdownTimeout)
+	defer cancel()
+	return hs.ShutdownWithContext(sctx)
+}
+
+// serverError answers failures fasthttp detects before a handler runs.
+func (s *Server) serverError(ctx *fasthttp.RequestCtx, err error) {
+	var p *problem.Problem
+	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
+		p = problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", s.Config.MaxBodyBytes)
+	} else if isTimeout(err) {
+		ctx.Response.SetConnectionClose()
+		p = problem.New(problem.InvalidRequest, "The request was not received in time.")
+	} else {
+		p = problem.New(problem.InvalidRequest, "The request could not be read as HTTP/1.1.")
+	}
+	ctx.Response.SetConnectionClose()
+	s.writeProblem(ctx, ids.RequestID(), nil, p)
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// Handle is the fasthttp handler.
+func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
+	start := time.Now()
+	r := &Request{Ctx: ctx, ID: ids.RequestID(), srv: s}
+	routeName := "unmatched"
+	defer func() {
+		if v := recover(); v != nil {
+			s.Deps.Log.Error("panic", "request_id", r.ID, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			ctx.Response.Reset()
+			s.writeProblem(ctx, r.ID, r.Limits, problem.New(problem.InternalError, "An unexpected failure; request_id identifies it."))
+		}
+		s.observe(ctx, routeName, start)
+	}()
+	path := stripVersion(string(ctx.Path()))
+	c, allow := s.rt.match(string(ctx.Method()), path, &r.params)
+	if c == nil {
+		if len(allow) > 0 {
+			p := problem.New(problem.MethodNotAllowed, "%s does not serve %s.", path, ctx.Method())
+			p.Allow = allow
+			s.writeProblem(ctx, r.ID, nil, p)
+			return
+		}
+		s.writeProblem(ctx, r.ID, nil, problem.New(problem.NotFound, "No operation at %s.", path))
+		return
+	}
+	r.route = c
+	routeName = c.Method + " " + c.Path
+	s.serve(r)
+}
+
+// serve runs the conventions in order, then the handler.
+func (s *Server) serve(r *Request) {
+	c := r.route
+	if c.Public {
+		s.finish(r, c.Handle(r))
+		return
+	}
+	if p := s.authenticate(r); p != nil {
+		s.writeProblem(r.Ctx, r.ID, nil, p)
+		return
+	}
+	if p := s.version(r); p != nil {
+		s.writeProblem(r.Ctx, r.ID, nil, p)
+		return
+	}
+	if c.Scope != "" && !r.Key.HasScope(c.Scope) {
+		p := problem.New(problem.InsufficientScope, "%s %s needs the scope %s.", c.Method, c.Path, c.Scope)
+		p.RequiredScope, p.GrantedScopes = c.Scope, r.Key.Scopes
+		s.writeProblem(r.Ctx, r.ID, nil, p)
+		return
+	}
+	if c.MaxBody > 0 && len(r.Ctx.PostBody()) > c.MaxBody {
+		s.writeProblem(r.Ctx, r.ID, nil, problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", c.MaxBody))
+		return
+	}
+	if p := s.limit(r); p != nil {
+		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
+		return
+	}
+	if c.Idempotent && len(r.Ctx.Request.Header.Peek("Idempotency-Key")) > 0 {
+		s.idempotent(r)
+		return
+	}
+	err := c.Handle(r)
+	s.finish(r, err)
+	s.refundIfRejected(r)
+}
+
+// finish writes a handler's error, if any, and the common headers.
+func (s *Server) finish(r *Request, err error) {
+	if err != nil {
+		var p *problem.Problem
+		if !errors.As(err, &p) {
+			s.Deps.Log.Error("handler failed", "request_id", r.ID, "route", r.route.Path, "err", err.Error())
+			p = problem.New(problem.InternalError, "An unexpected failure; request_id identifies it.")
+		}
+		r.Ctx.Response.ResetBody()
+		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
+		return
+	}
+	s.commonHeaders(r.Ctx, r.ID, r.Limits)
+	if r.Version != "" {
+		r.Ctx.Response.Header.Set("SVC-Version", r.Version)
+	}
+}
+
+// authenticate applies the spec's authentication rules 2–7.
+func (s *Server) authenticate(r *Request) *problem.Problem {
+	h := r.Ctx.Request.Header.Peek("Authorization")
+	const bearer = "Bearer "
+	if len(h) == 0 {
+		return problem.New(problem.Unauthorized, "The Authorization header is missing.")
+	}
+	if len(h) <= len(bearer) || !strings.EqualFold(string(h[:len(bearer)]), bearer) {
+		return problem.New(problem.Unauthorized, "The Authorization header is not a bearer token.")
+	}
+	secret := string(h[len(bearer):])
+	k, sec, err := s.Deps.Keys.Authenticate(r.Ctx, secret)
+	if errors.Is(err, keys.ErrUnknownSecret) {
+		return problem.New(problem.InvalidKey, "The bearer token matches no key on record.")
+	}
+	if err != nil {
+		s.Deps.Log.Error("key lookup failed", "request_id", r.ID, "err", err.Error())
+		return unavailable("the key store")
+	}
+	now := s.now()
+	if k.RevokedAt != nil {
+		return problem.New(problem.KeyRevoked, "This key was revoked at %s.", k.RevokedAt.UTC().Format(time.RFC3339))
+	}
+	if sec.CutoverAt != nil && !now.Before(*sec.CutoverAt) {
+		p := problem.New(problem.KeyExpired, "This secret was rotated out at %s; use the key's new secret.", sec.CutoverAt.UTC().Format(time.RFC3339))
+		p.ExpiredAt = sec.CutoverAt.UTC().Format(time.RFC3339)
+		return p
+	}
+	if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
+		p := problem.New(problem.KeyExpired, "This key expired at %s.", k.ExpiresAt.UTC().Format(time.RFC3339))
+		p.ExpiredAt = k.ExpiresAt.UTC().Format(time.RFC3339)
+		return p
+	}
+	ip := s.clientIP(r.Ctx)
+	if !k.Allows(ip) {
+		p := problem.New(problem.IPNotAllowed, "Calls from %s are not on this key's allow-list.", ip)
+		p.ClientIP = ip.String()
+		return p
+	}
+	r.Key = k
+	return nil
+}
+
+// clientIP is the peer address, or, when the peer is a trusted proxy, the right-most
+// X-Forwarded-For address that is not itself a trusted proxy.
+func (s *Server) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
+	peer, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	peer = peer.Unmap()
+	if !s.trusted(peer) {
+		return peer
+	}
+	xff := string(ctx.Request.Header.Peek("X-Forwarded-For"))
+	parts := strings.Split(xff, ",")
+	for i := len(parts) - 1; i >= 0; i-- {
+		a, err := netip.ParseAddr(strings.TrimSpace(parts[i]))
+		if err != nil {
+			return peer
+		}
+		a = a.Unmap()
+		if !s.trusted(a) {
+			return a
+		}
+	}
+	return peer
+}
+
+func (s *Server) trusted(a netip.Addr) bool {
+	for _, p := range s.Config.TrustedProxies {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) version(r *Request) *problem.Problem {
+	v, p := ResolveVersion(string(r.Ctx.QueryArgs().Peek("version")),
+		string(r.Ctx.Request.Header.Peek("SVC-Version")), r.Key.Version)
+	r.Version = v
+	return p
+}
+
+// limit takes one request from the key's windows.
+func (s *Server) limit(r *Request) *problem.Problem {
+	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
+	dec, err := s.Deps.Limits.Take(r.Ctx, r.Key.ID.String(), b, d)
+	if err != nil {
+		s.Deps.Log.Error("rate limiter failed", "request_id", r.ID, "err", err.Error())
+		return unavailable("the rate limiter")
+	}
+	r.Limits = &dec
+	if dec.Allowed {
+		return nil
+	}
+	var p *problem.Problem
+	if dec.Denied == "daily" {
+		p = problem.New(problem.QuotaExceeded, "The key's daily quota of %d requests is spent.", d.Quota)
+	} else {
+		p = problem.New(problem.RateLimited, "The key's burst limit of %d requests per %d s is spent.", b.Quota, b.Seconds)
+	}
+	p.RetryAfter = max(1, dec.RetryAfter)
+	return p
+}
+
+// refundIfRejected gives back the quota of a request answered with a 4xx.
+func (s *Server) refundIfRejected(r *Request) {
+	st := r.Ctx.Response.StatusCode()
+	if r.Limits == nil || !r.Limits.Allowed || st < 400 || st >= 500 {
+		return
+	}
+	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
+	dec, err := s.Deps.Limits.Refund(r.Ctx, r.Key.ID.String(), b, d)
+	if err != nil {
+		s.Deps.Log.Warn("quota refund failed", "request_id", r.ID, "err", err.Error())
+		return
+	}
+	dec.Allowed = true
+	r.Limits = &dec
+	s.rateHeaders(r.Ctx, r.Limits)
+}
+
+// idempotent runs an Idempotency-Key request: replay, conflict, or run and store.
+func (s *Server) idempotent(r *Request) {
+	key := string(r.Ctx.Request.Header.Peek("Idempotency-Key"))
+	if len(key) > idempotency.MaxKeyLen {
+		s.writeProblem(r.Ctx, r.ID, r.Limits, problem.Invalid("The Idempotency-Key header is too long.",
+			problem.FieldError{Field: "Idempotency-Key", Rule: "max_length", Value: idempotency.MaxKeyLen}))
+		s.refundIfRejected(r)
+		return
+	}
+	kid := r.Key.ID.String()
+	fp := idempotency.Fingerprint(string(r.Ctx.Method()), stripVersion(string(r.Ctx.Path())), r.Ctx.PostBody())
+	outcome, stored, err := s.Deps.Idem.Reserve(r.Ctx, kid, key, fp)
+	switch {
+	case err != nil:
+		s.Deps.Log.Error("idempotency store failed", "request_id", r.ID, "err", err.Error())
+		s.writeProblem(r.Ctx, r.ID, r.Limits, unavailable("the idempotency store"))
+		return
+	case outcome == idempotency.Reuse:
+		s.writeProblem(r.Ctx, r.ID, r.Limits, problem.New(problem.IdempotencyKeyReuse, "This Idempotency-Key was used with a different request."))
+		s.refundIfRejected(r)
+		return
+	case outcome == idempotency.InUse:
+		p := problem.New(problem.IdempotencyKeyInUse, "A request with this Idempotency-Key is still running.")
+		p.RetryAfter = 1
+		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
+		s.refundIfRejected(r)
+		return
+	case outcome == idempotency.Replay:
+		r.Raw(stored.Status, stored.ContentType, stored.Body)
+		r.Ctx.Response.Header.Set("Idempotent-Replayed", "true")
+		s.finish(r, nil)
+		return
+	}
+	s.finish(r, r.route.Handle(r))
+	st := r.Ctx.Response.StatusCode()
+	if st >= 500 || st == fasthttp.StatusTooManyRequests {
+		if err := s.Deps.Idem.Release(r.Ctx, kid, key, fp); err != nil {
+			s.Deps.Log.Warn("idempotency release failed", "request_id", r.ID, "err", err.Error())
+		}
+		return
+	}
+	err = s.Deps.Idem.Complete(r.Ctx, kid, key, fp, idempotency.Stored{Status: st,
+		ContentType: string(r.Ctx.Response.Header.ContentType()), Body: r.Ctx.Response.Body()})
+	if err != nil {
+		// The work is done but could not be recorded: say so rather than promise a
+		// replay that would not happen.
+		s.Deps.Log.Error("idempotency completion failed", "request_id", r.ID, "err", err.Error())
+	}
+	s.refundIfRejected(r)
+}
+
+func unavailable(what string) *problem.Problem {
+	p := problem.New(problem.ServiceUnavailable, "%s is unavailable; nothing was changed.", what)
+	p.RetryAfter = 1
+	return p
+}
+
+// Unavailable returns a 503 service_unavailable problem naming the dependency.
+func Unavailable(what string, retryAfter int) *problem.Problem {
+	p := unavailable(what)
+	p.RetryAfter = max(1, retryAfter)
+	return p
+}
+
+// writeProblem writes p as the response.
+func (s *Server) writeProblem(ctx *fasthttp.RequestCtx, reqID string, dec *limits.Decision, p *problem.Problem) {
+	p.Finish(s.Config.DocsURL(), reqID)
+	b, _ := json.Marshal(p)
+	ctx.SetStatusCode(p.Status)
+	ctx.SetContentType("application/problem+json")
+	ctx.SetBody(b)
+	if p.RetryAfter > 0 {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
+	if len(p.Allow) > 0 {
+		ctx.Response.Header.Set("Allow", strings.Join(p.Allow, ", "))
+	}
+	ctx.SetUserValue(problemCodeKey, string(p.Code))
+	s.commonHeaders(ctx, reqID, dec)
+}
+
+const problemCodeKey = "svc.problem"
+
+// commonHeaders sets Request-Id and the rate-limit headers every response carries.
+func (s *Server) commonHeaders(ctx *fasthttp.RequestCtx, reqID string, dec *limits.Decision) {
+	ctx.Response.Header.Set("Request-Id", reqID)
+	if dec == nil {
+		// No key (or not yet counted): the default policy, nothing spent.
+		ctx.Response.Header.Set("RateLimit-Policy", s.policy)
+		b, d := limits.Windows(keys.DefaultBurst, keys.DefaultDaily)
+		full := limits.Decision{Burst: limits.State{Window: b, Remaining: b.Quota}, Daily: limits.State{Window: d, Remaining: d.Quota}}
+		s.rateHeaders(ctx, &full)
+		return
+	}
+	s.rateHeaders(ctx, dec)
+}
+
+func (s *Server) rateHeaders(ctx *fasthttp.RequestCtx, dec *limits.Decision) {
+	h := &ctx.Response.Header
+	h.Set("RateLimit-Policy", limits.Policy(dec.Burst.Window, dec.Daily.Window))
+	c := dec.Closest()
+	if !dec.Allowed && dec.Denied != "" {
+		c = dec.Burst
+		if dec.Denied == "daily" {
+			c = dec.Daily
+		}
+	}
+	h.Set("RateLimit-Limit", strconv.Itoa(c.Quota))
+	h.Set("RateLimit-Remaining", strconv.Itoa(c.Remaining))
+	h.Set("RateLimit-Reset", strconv.Itoa(c.Reset))
+	h.Set("RateLimit", limits.Draft(dec))
+}
+
+func (s *Server) observe(ctx *fasthttp.RequestCtx, route string, start time.Time) {
+	if s.Deps.Metrics == nil {
+		return
+	}
+	code, _ := ctx.UserValue(problemCodeKey).(string)
+	if code == "" {
+		code = strconv.Itoa(ctx.Response.StatusCode())
+	}
+	s.Deps.Metrics.Requests.WithLabelValues(route, code).Inc()
+	s.Deps.Metrics.Duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+}
