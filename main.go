@@ -20,6 +20,13 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+	"time"
+
+	"svc/api"
+	"svc/api/admin"
+	"svc/api/env"
+	"svc/ingest"
+	"svc/schema/broker"
 )
 
 // command is one subcommand: it gets its arguments (without its name) and a context that
@@ -29,7 +36,66 @@ type command struct {
 	run     func(ctx context.Context, args []string) error
 }
 
-var commands = map[string]command{}
+var commands = map[string]command{
+	"dev":    {"every role and an embedded Kafka broker behind one address", devMain},
+	"ingest": {"the fasthttp edge: POST /events onto Kafka", ingest.Main},
+	"broker": {"the embedded Kafka broker alone (SVC_EMBEDDED_KAFKA_ADDR)", brokerMain},
+	"admin":  {"workspaces, pixels, keys (run without arguments for the list)", admin.Main},
+}
+
+// brokerMain runs the embedded broker alone, for several processes to share.
+func brokerMain(ctx context.Context, _ []string) error {
+	r := env.New()
+	bc := broker.FromEnv(r)
+	if err := r.Err(); err != nil {
+		return err
+	}
+	bc.Brokers = nil
+	if err := bc.Validate(); err != nil {
+		return err
+	}
+	b, err := broker.StartEmbedded(bc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "svc broker: listening on %v\n", b.Addrs())
+	<-ctx.Done()
+	b.Close()
+	return nil
+}
+
+// devMain runs every role in one process behind SVC_HTTP_ADDR, routing by path as a
+// production load balancer would, with an embedded broker unless SVC_KAFKA_BROKERS is set.
+func devMain(ctx context.Context, _ []string) error {
+	r := env.New()
+	acfg, bcfg, icfg := api.ConfigFromEnv(r), broker.FromEnv(r), ingest.ConfigFromEnv(r)
+	if err := r.Err(); err != nil {
+		return err
+	}
+	p, err := api.OpenProcess(ctx, acfg)
+	if err != nil {
+		return err
+	}
+	defer p.Redis.Close()
+	seeds, stopBroker, err := broker.Seeds(bcfg)
+	if err != nil {
+		return err
+	}
+	defer stopBroker()
+	edge, err := ingest.Start(p, bcfg, seeds, icfg)
+	if err != nil {
+		return err
+	}
+	routes := edge.Routes()
+	checks := []api.Check{edge.Ready()}
+	serveErr := p.Serve(ctx, routes, checks...)
+	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := edge.Close(fctx); err != nil {
+		p.Log.Error("producer flush incomplete", "err", err.Error())
+	}
+	return serveErr
+}
 
 func main() {
 	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {

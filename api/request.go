@@ -7,6 +7,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
+	"svc/api/idempotency"
 	"svc/api/keys"
 	"svc/api/limits"
 )
@@ -25,9 +26,23 @@ type Request struct {
 	// Limits is the rate-limit decision of this request (nil on public routes).
 	Limits *limits.Decision
 
-	route  *compiled
-	params []param
-	srv    *Server
+	route   *compiled
+	params  []param
+	srv     *Server
+	pending func() (idempotency.Stored, bool)
+}
+
+// SetPending tells the server that a failed (5xx) answer is ambiguous: the work may
+// still complete. For an Idempotency-Key request the reservation is then kept, and wait
+// (run in the background, after the response) decides it: true stores the response it
+// returns as the key's result; false releases the key for a retry. Until then a retry
+// gets idempotency_key_in_use, so no retry can double the work.
+func (r *Request) SetPending(wait func() (idempotency.Stored, bool)) { r.pending = wait }
+
+// Idempotent reports whether the request carries an Idempotency-Key on a route that
+// honours it.
+func (r *Request) Idempotent() bool {
+	return r.route.Idempotent && len(r.Ctx.Request.Header.Peek("Idempotency-Key")) > 0
 }
 
 // Context returns a context for calls to stores made on behalf of this request.

@@ -115,6 +115,7 @@ func isTimeout(err error) bool {
 // Handle is the fasthttp handler.
 func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 	start := time.Now()
+	ctx.Response.Header.DisableNormalizing() // send RateLimit-Policy, not Ratelimit-Policy
 	r := &Request{Ctx: ctx, ID: ids.RequestID(), srv: s}
 	routeName := "unmatched"
 	defer func() {
@@ -354,6 +355,10 @@ func (s *Server) idempotent(r *Request) {
 	}
 	s.finish(r, r.route.Handle(r))
 	st := r.Ctx.Response.StatusCode()
+	if st >= 500 && r.pending != nil {
+		go s.settle(kid, key, fp, r.pending, r.ID)
+		return
+	}
 	if st >= 500 || st == fasthttp.StatusTooManyRequests {
 		if err := s.Deps.Idem.Release(r.Ctx, kid, key, fp); err != nil {
 			s.Deps.Log.Warn("idempotency release failed", "request_id", r.ID, "err", err.Error())
@@ -368,6 +373,22 @@ func (s *Server) idempotent(r *Request) {
 		s.Deps.Log.Error("idempotency completion failed", "request_id", r.ID, "err", err.Error())
 	}
 	s.refundIfRejected(r)
+}
+
+// settle decides an ambiguous idempotent request once its outcome is known.
+func (s *Server) settle(kid, key, fp string, wait func() (idempotency.Stored, bool), reqID string) {
+	st, ok := wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	if ok {
+		err = s.Deps.Idem.Complete(ctx, kid, key, fp, st)
+	} else {
+		err = s.Deps.Idem.Release(ctx, kid, key, fp)
+	}
+	if err != nil {
+		s.Deps.Log.Error("idempotency settle failed", "request_id", reqID, "err", err.Error())
+	}
 }
 
 func unavailable(what string) *problem.Problem {

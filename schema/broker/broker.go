@@ -108,3 +108,20 @@ func StartEmbedded(c Config) (*Embedded, error) {
 	}
 	return &Embedded{cluster: cl}, nil
 }
+
+// Seeds returns the brokers to connect to: Config.Brokers, or the address of an embedded
+// broker started here (stop it with the returned function, after every client using it
+// has closed).
+func Seeds(c Config) ([]string, func(), error) {
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	if len(c.Brokers) > 0 {
+		return c.Brokers, func() {}, nil
+	}
+	e, err := StartEmbedded(c)
+	if err != nil {
+		return nil, nil, err
+	}
+	return e.Addrs(), e.Close, nil
+}

@@ -1,0 +1,400 @@
+// Package admin implements `svc admin`, standing in for the application's key screens:
+// workspaces, pixels and API keys. Every command prints one JSON object on stdout, or
+// exits non-zero with a message on stderr. Secrets are printed only on creation and
+// rotation, never logged.
+package admin
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/redis/go-redis/v9"
+
+	"svc/api"
+	"svc/api/env"
+	"svc/api/ids"
+	"svc/api/keys"
+)
+
+// Command is one admin command: "<noun> <verb>" → Run.
+type Command struct {
+	Usage string
+	Run   func(ctx context.Context, e *Env, args []string) (any, error)
+}
+
+// Env is what commands share: the key store and where output goes.
+type Env struct {
+	Keys  *keys.Store
+	Redis *redis.Client
+	Out   io.Writer
+}
+
+// Commands maps "noun verb" to a command. Packages outside admin add theirs through
+// Register (webhooks, imports, seeds).
+var Commands = map[string]Command{
+	"workspace create": {"--name NAME [--showroom]", workspaceCreate},
+	"pixel create":     {"--workspace ID [--name NAME]", pixelCreate},
+	"key create":       {"--workspace ID --env live|sandbox --scopes a,b [--expires RFC3339] [--allow CIDR,...] [--version V] [--burst N] [--daily N]", keyCreate},
+	"key revoke":       {"ID", keyRevoke},
+	"key rotate":       {"ID --overlap DURATION", keyRotate},
+	"key set-limits":   {"ID [--burst N] [--daily N]", keySetLimits},
+	"key list":         {"--workspace ID", keyList},
+}
+
+// Register adds a command; it panics on a duplicate name (a programming error).
+func Register(name string, c Command) {
+	if _, dup := Commands[name]; dup {
+		panic("admin: duplicate command " + name)
+	}
+	Commands[name] = c
+}
+
+// Main runs `svc admin <noun> <verb> [flags]`.
+func Main(ctx context.Context, args []string) error {
+	name, rest := split(args)
+	cmd, ok := Commands[name]
+	if !ok {
+		return usageError(name)
+	}
+	r := env.New()
+	redisURL := r.String("SVC_REDIS_URL", "redis://127.0.0.1:6379/0")
+	if err := r.Err(); err != nil {
+		return err
+	}
+	rdb, err := api.OpenRedis(ctx, redisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	e := &Env{Keys: keys.NewStore(rdb), Redis: rdb, Out: os.Stdout}
+	out, err := cmd.Run(ctx, e, rest)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	enc := json.NewEncoder(e.Out)
+	return enc.Encode(out)
+}
+
+func split(args []string) (string, []string) {
+	if len(args) >= 2 && !strings.HasPrefix(args[1], "-") {
+		if _, ok := Commands[args[0]+" "+args[1]]; ok {
+			return args[0] + " " + args[1], args[2:]
+		}
+		// Three-word commands ("seed showroom", "webhook endpoint create").
+		if len(args) >= 3 {
+			if _, ok := Commands[args[0]+" "+args[1]+" "+args[2]]; ok {
+				return args[0] + " " + args[1] + " " + args[2], args[3:]
+			}
+		}
+	}
+	if len(args) >= 1 {
+		if _, ok := Commands[args[0]]; ok {
+			return args[0], args[1:]
+		}
+	}
+	return strings.Join(args[:min(len(args), 2)], " "), nil
+}
+
+func usageError(name string) error {
+	names := make([]string, 0, len(Commands))
+	for n := range Commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	if name != "" {
+		fmt.Fprintf(&b, "unknown admin command %q\n", name)
+	}
+	b.WriteString("usage:\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "  svc admin %s %s\n", n, Commands[n].Usage)
+	}
+	return errors.New(strings.TrimRight(b.String(), "\n"))
+}
+
+// flags parses args with fs, refusing stray positional arguments beyond want.
+func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
+	fs.SetOutput(io.Discard)
+	// Allow the positional argument first: "ID --flag v".
+	var pos []string
+	for len(args) > 0 && !strings.HasPrefix(args[0], "-") && len(pos) < positional {
+		pos, args = append(pos, args[0]), args[1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	pos = append(pos, fs.Args()...)
+	if len(pos) != positional {
+		return nil, fmt.Errorf("want %d argument(s), got %d", positional, len(pos))
+	}
+	return pos, nil
+}
+
+// WorkspaceJSON is a workspace as printed.
+type WorkspaceJSON struct {
+	ID        string    `json:"id"`
+	IDUUID    string    `json:"id_uuid"`
+	Name      string    `json:"name"`
+	Showroom  bool      `json:"showroom"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// NewWorkspaceJSON formats w.
+func NewWorkspaceJSON(w keys.Workspace) WorkspaceJSON {
+	return WorkspaceJSON{ids.Format(ids.Org, w.ID), w.ID.String(), w.Name, w.Showroom, w.CreatedAt}
+}
+
+func workspaceCreate(ctx context.Context, e *Env, args []string) (any, error) {
+	fs := flag.NewFlagSet("workspace create", flag.ContinueOnError)
+	name := fs.String("name", "", "workspace name")
+	showroom := fs.Bool("showroom", false, "a showroom workspace (demonstration data, sandbox keys)")
+	if _, err := parse(fs, args, 0); err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(*name) == "" {
+		return nil, errors.New("--name is required")
+	}
+	w, err := e.Keys.CreateWorkspace(ctx, strings.TrimSpace(*name), *showroom)
+	if err != nil {
+		return nil, err
+	}
+	return NewWorkspaceJSON(w), nil
+}
+
+func workspaceID(ctx context.Context, e *Env, raw string) (keys.Workspace, error) {
+	if raw == "" {
+		return keys.Workspace{}, errors.New("--workspace is required")
+	}
+	id, err := ids.Parse(ids.Org, raw)
+	if err != nil {
+		return keys.Workspace{}, fmt.Errorf("--workspace %q: %v", raw, err)
+	}
+	w, err := e.Keys.Workspace(ctx, id)
+	if errors.Is(err, keys.ErrNotFound) {
+		return keys.Workspace{}, fmt.Errorf("no workspace %s", ids.Format(ids.Org, id))
+	}
+	return w, err
+}
+
+// PixelJSON is a pixel as printed.
+type PixelJSON struct {
+	ID              string    `json:"id"`
+	IDUUID          string    `json:"id_uuid"`
+	WorkspaceID     string    `json:"workspace_id"`
+	WorkspaceIDUUID string    `json:"workspace_id_uuid"`
+	Name            string    `json:"name"`
+	CreatedAt       time.Time `json:"created_at"`
+}
+
+func pixelCreate(ctx context.Context, e *Env, args []string) (any, error) {
+	fs := flag.NewFlagSet("pixel create", flag.ContinueOnError)
+	ws := fs.String("workspace", "", "workspace id (org_… or UUID)")
+	name := fs.String("name", "Website pixel", "pixel name")
+	if _, err := parse(fs, args, 0); err != nil {
+		return nil, err
+	}
+	w, err := workspaceID(ctx, e, *ws)
+	if err != nil {
+		return nil, err
+	}
+	p, err := e.Keys.CreatePixel(ctx, w.ID, *name)
+	if err != nil {
+		return nil, err
+	}
+	return PixelJSON{ids.Format(ids.Pixel, p.ID), p.ID.String(), ids.Format(ids.Org, w.ID), w.ID.String(), p.Name, p.CreatedAt}, nil
+}
+
+// KeyJSON is a key as printed; Secret only on create and rotate.
+type KeyJSON struct {
+	ID                string     `json:"id"`
+	IDUUID            string     `json:"id_uuid"`
+	Secret            string     `json:"secret,omitempty"`
+	WorkspaceID       string     `json:"workspace_id"`
+	WorkspaceIDUUID   string     `json:"workspace_id_uuid"`
+	Env               string     `json:"env"`
+	Scopes            []string   `json:"scopes"`
+	ExpiresAt         *time.Time `json:"expires_at"`
+	Allow             []string   `json:"allow"`
+	Version           string     `json:"version,omitempty"`
+	Burst             int        `json:"burst"`
+	Daily             int        `json:"daily"`
+	Status            string     `json:"status"`
+	CreatedAt         time.Time  `json:"created_at"`
+	RevokedAt         *time.Time `json:"revoked_at,omitempty"`
+	PreviousCutoverAt *time.Time `json:"previous_cutover_at,omitempty"`
+}
+
+// NewKeyJSON formats k as of now.
+func NewKeyJSON(k keys.Key, now time.Time) KeyJSON {
+	allow := make([]string, len(k.Allow))
+	for i, p := range k.Allow {
+		allow[i] = p.String()
+	}
+	status := "active"
+	if k.RevokedAt != nil {
+		status = "revoked"
+	} else if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
+		status = "expired"
+	}
+	return KeyJSON{ID: ids.Format(ids.Key, k.ID), IDUUID: k.ID.String(), WorkspaceID: ids.Format(ids.Org, k.WorkspaceID),
+		WorkspaceIDUUID: k.WorkspaceID.String(), Env: k.Env, Scopes: k.Scopes, ExpiresAt: k.ExpiresAt, Allow: allow,
+		Version: k.Version, Burst: k.Burst, Daily: k.Daily, Status: status, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
+}
+
+func keyCreate(ctx context.Context, e *Env, args []string) (any, error) {
+	fs := flag.NewFlagSet("key create", flag.ContinueOnError)
+	ws := fs.String("workspace", "", "workspace id")
+	envName := fs.String("env", "", "live or sandbox")
+	scopes := fs.String("scopes", "", "comma-separated scopes")
+	expires := fs.String("expires", "", "expiry, RFC 3339")
+	allow := fs.String("allow", "", "comma-separated addresses or CIDR ranges")
+	version := fs.String("version", "", "pinned API version")
+	burst := fs.Int("burst", keys.DefaultBurst, "requests per 60 s")
+	daily := fs.Int("daily", keys.DefaultDaily, "requests per rolling 86,400 s")
+	if _, err := parse(fs, args, 0); err != nil {
+		return nil, err
+	}
+	w, err := workspaceID(ctx, e, *ws)
+	if err != nil {
+		return nil, err
+	}
+	spec := keys.KeySpec{WorkspaceID: w.ID, Env: *envName, Scopes: splitList(*scopes), Allow: splitList(*allow),
+		Version: *version, Burst: *burst, Daily: *daily}
+	if *burst < 1 || *daily < 1 {
+		return nil, errors.New("--burst and --daily must be at least 1")
+	}
+	if *expires != "" {
+		t, err := time.Parse(time.RFC3339, *expires)
+		if err != nil {
+			return nil, fmt.Errorf("--expires %q is not an RFC 3339 time such as 2027-01-31T00:00:00Z", *expires)
+		}
+		t = t.UTC()
+		spec.ExpiresAt = &t
+	}
+	if *version != "" {
+		if _, p := api.ResolveVersion("", "", *version); p != nil {
+			return nil, errors.New(p.Detail)
+		}
+	}
+	k, secret, err := e.Keys.CreateKey(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	out := NewKeyJSON(k, time.Now())
+	out.Secret = secret
+	return out, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func keyArg(ctx context.Context, e *Env, raw string) (keys.Key, error) {
+	id, err := ids.Parse(ids.Key, raw)
+	if err != nil {
+		return keys.Key{}, fmt.Errorf("key id %q: %v", raw, err)
+	}
+	k, err := e.Keys.Key(ctx, id)
+	if errors.Is(err, keys.ErrNotFound) {
+		return keys.Key{}, fmt.Errorf("no key %s", ids.Format(ids.Key, id))
+	}
+	return k, err
+}
+
+func keyRevoke(ctx context.Context, e *Env, args []string) (any, error) {
+	pos, err := parse(flag.NewFlagSet("key revoke", flag.ContinueOnError), args, 1)
+	if err != nil {
+		return nil, err
+	}
+	k, err := keyArg(ctx, e, pos[0])
+	if err != nil {
+		return nil, err
+	}
+	k, err = e.Keys.Revoke(ctx, k.ID)
+	if err != nil {
+		return nil, err
+	}
+	return NewKeyJSON(k, time.Now()), nil
+}
+
+func keyRotate(ctx context.Context, e *Env, args []string) (any, error) {
+	fs := flag.NewFlagSet("key rotate", flag.ContinueOnError)
+	overlap := fs.Duration("overlap", 24*time.Hour, "how long the old secret keeps working")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return nil, err
+	}
+	k, err := keyArg(ctx, e, pos[0])
+	if err != nil {
+		return nil, err
+	}
+	k, secret, cutover, err := e.Keys.Rotate(ctx, k.ID, *overlap)
+	if err != nil {
+		return nil, err
+	}
+	out := NewKeyJSON(k, time.Now())
+	out.Secret, out.PreviousCutoverAt = secret, &cutover
+	return out, nil
+}
+
+func keySetLimits(ctx context.Context, e *Env, args []string) (any, error) {
+	fs := flag.NewFlagSet("key set-limits", flag.ContinueOnError)
+	burst := fs.Int("burst", 0, "requests per 60 s")
+	daily := fs.Int("daily", 0, "requests per rolling 86,400 s")
+	pos, err := parse(fs, args, 1)
+	if err != nil {
+		return nil, err
+	}
+	if *burst == 0 && *daily == 0 {
+		return nil, errors.New("give --burst, --daily or both")
+	}
+	if *burst < 0 || *daily < 0 {
+		return nil, errors.New("--burst and --daily must be positive")
+	}
+	k, err := keyArg(ctx, e, pos[0])
+	if err != nil {
+		return nil, err
+	}
+	k, err = e.Keys.SetLimits(ctx, k.ID, *burst, *daily)
+	if err != nil {
+		return nil, err
+	}
+	return NewKeyJSON(k, time.Now()), nil
+}
+
+func keyList(ctx context.Context, e *Env, args []string) (any, error) {
+	fs := flag.NewFlagSet("key list", flag.ContinueOnError)
+	ws := fs.String("workspace", "", "workspace id")
+	if _, err := parse(fs, args, 0); err != nil {
+		return nil, err
+	}
+	w, err := workspaceID(ctx, e, *ws)
+	if err != nil {
+		return nil, err
+	}
+	ks, err := e.Keys.Keys(ctx, w.ID)
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(ks, func(i, j int) bool { return ks[i].CreatedAt.Before(ks[j].CreatedAt) })
+	now := time.Now()
+	out := make([]KeyJSON, len(ks))
+	for i, k := range ks {
+		out[i] = NewKeyJSON(k, now)
+	}
+	return map[string]any{"data": out}, nil
+}

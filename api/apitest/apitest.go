@@ -1,0 +1,215 @@
+// Package apitest runs HTTP roles in tests against the real Redis: it starts an
+// api.Server on a free loopback port and creates workspaces, pixels and keys through the
+// same store the service uses. Tests skip when Redis is unreachable, except under
+// CI=true, where they fail.
+package apitest
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+
+	"svc/api"
+	"svc/api/ids"
+	"svc/api/keys"
+)
+
+// RedisURL is where tests find Redis (SVC_REDIS_URL or the default).
+func RedisURL() string {
+	if u := os.Getenv("SVC_REDIS_URL"); u != "" {
+		return u
+	}
+	return "redis://127.0.0.1:6379/0"
+}
+
+// Redis connects to the test Redis, skipping (or failing under CI) when it is down.
+func Redis(t testing.TB) *redis.Client {
+	t.Helper()
+	rdb, err := api.OpenRedis(context.Background(), RedisURL())
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis: %v", err)
+		}
+		t.Skipf("redis unavailable: %v", err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// Server is a running api.Server for a test.
+type Server struct {
+	URL      string
+	API      *api.Server
+	Deps     api.Deps
+	Redis    *redis.Client
+	Keys     *keys.Store
+	Registry *prometheus.Registry
+	Client   *http.Client
+}
+
+// Start serves routes on 127.0.0.1:0 until the test ends. cfg may adjust the config
+// before the server starts (nil for defaults).
+func Start(t testing.TB, routes []api.Route, cfg func(*api.Config)) *Server {
+	t.Helper()
+	rdb := Redis(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := api.Config{HTTPAddr: ln.Addr().String(), MetricsAddr: "off", RedisURL: RedisURL(),
+		MaxBodyBytes: 1 << 20, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		IdleTimeout: 30 * time.Second, ShutdownTimeout: 5 * time.Second, KeyCacheTTL: 500 * time.Millisecond}
+	c.PublicURL = "http://" + c.HTTPAddr
+	if cfg != nil {
+		cfg(&c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	deps := api.NewDeps(c, rdb, reg, api.NewLogger())
+	srv := api.NewServer(c, deps, append(api.HealthRoutes(api.RedisCheck(rdb)), routes...))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return &Server{URL: "http://" + c.HTTPAddr, API: srv, Deps: deps, Redis: rdb, Keys: deps.Keys,
+		Registry: reg, Client: &http.Client{Timeout: 30 * time.Second}}
+}
+
+// Workspace creates a workspace (a showroom one when showroom is true).
+func (s *Server) Workspace(t testing.TB, showroom bool) keys.Workspace {
+	t.Helper()
+	w, err := s.Keys.CreateWorkspace(context.Background(), "test "+uuid.NewString()[:8], showroom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// Pixel creates a pixel in ws.
+func (s *Server) Pixel(t testing.TB, ws uuid.UUID) keys.Pixel {
+	t.Helper()
+	p, err := s.Keys.CreatePixel(context.Background(), ws, "test pixel")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// Key creates a key per spec (WorkspaceID and Env must be set; Scopes default to all).
+func (s *Server) Key(t testing.TB, spec keys.KeySpec) (keys.Key, string) {
+	t.Helper()
+	if len(spec.Scopes) == 0 {
+		spec.Scopes = keys.Scopes
+	}
+	k, secret, err := s.Keys.CreateKey(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k, secret
+}
+
+// Tenant is a workspace with one pixel and one all-scopes key.
+type Tenant struct {
+	Workspace keys.Workspace
+	Pixel     keys.Pixel
+	Key       keys.Key
+	Secret    string
+}
+
+// Tenant creates a live (or, with showroom, sandbox) workspace, pixel and key.
+func (s *Server) Tenant(t testing.TB, showroom bool) Tenant {
+	w := s.Workspace(t, showroom)
+	env := keys.Live
+	if showroom {
+		env = keys.Sandbox
+	}
+	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: w.ID, Env: env})
+	return Tenant{Workspace: w, Pixel: s.Pixel(t, w.ID), Key: k, Secret: sec}
+}
+
+// PixelID is the tenant's prefixed pixel id.
+func (tn Tenant) PixelID() string { return ids.Format(ids.Pixel, tn.Pixel.ID) }
+
+// Response is a finished HTTP exchange.
+type Response struct {
+	Status int
+	Header http.Header
+	Body   []byte
+}
+
+// JSON decodes the body into a map.
+func (r Response) JSON(t testing.TB) map[string]any {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(r.Body, &m); err != nil {
+		t.Fatalf("body is not JSON: %v: %s", err, r.Body)
+	}
+	return m
+}
+
+// Do sends a request. headers alternate name, value.
+func (s *Server) Do(t testing.TB, method, path, secret, body string, headers ...string) Response {
+	t.Helper()
+	req, err := http.NewRequest(method, s.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if secret != "" {
+		req.Header.Set("Authorization", "Bearer "+secret)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := s.Client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// Problem asserts r is a problem document with status and code, and returns it.
+func Problem(t testing.TB, r Response, status int, code string) map[string]any {
+	t.Helper()
+	if r.Status != status {
+		t.Fatalf("status %d, want %d: %s", r.Status, status, r.Body)
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/problem+json" {
+		t.Fatalf("Content-Type %q, want application/problem+json", ct)
+	}
+	m := r.JSON(t)
+	if m["code"] != code {
+		t.Fatalf("code %v, want %s: %s", m["code"], code, r.Body)
+	}
+	for _, f := range []string{"type", "title", "status", "code", "detail", "request_id", "doc_url", "retryable", "suggested_action"} {
+		if _, ok := m[f]; !ok {
+			t.Fatalf("problem lacks %s: %s", f, r.Body)
+		}
+	}
+	if rid, _ := m["request_id"].(string); !strings.HasPrefix(rid, "req_") || r.Header.Get("Request-Id") != rid {
+		t.Fatalf("request_id %q vs Request-Id header %q", rid, r.Header.Get("Request-Id"))
+	}
+	if m["type"] != m["doc_url"] || !strings.HasSuffix(m["type"].(string), "/errors/"+code) {
+		t.Fatalf("type %v / doc_url %v do not name the code's page", m["type"], m["doc_url"])
+	}
+	return m
+}

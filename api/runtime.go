@@ -1,0 +1,176 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
+
+	"svc/api/idempotency"
+	"svc/api/keys"
+	"svc/api/limits"
+)
+
+// NewLogger returns the process logger: JSON lines on stderr. Nothing secret is ever
+// passed to it (keys are logged by id, emails never).
+func NewLogger() *slog.Logger {
+	lvl := slog.LevelInfo
+	if os.Getenv("SVC_LOG_LEVEL") == "debug" {
+		lvl = slog.LevelDebug
+	}
+	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
+}
+
+// OpenRedis connects to url and checks that Redis answers.
+func OpenRedis(ctx context.Context, url string) (*redis.Client, error) {
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_REDIS_URL: %w", err)
+	}
+	opt.PoolSize = max(opt.PoolSize, 64)
+	opt.ReadTimeout, opt.WriteTimeout = 2*time.Second, 2*time.Second
+	rdb := redis.NewClient(opt)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("redis at %s does not answer: %w", opt.Addr, err)
+	}
+	return rdb, nil
+}
+
+// NewDeps builds the shared stores over rdb and registers HTTP metrics on reg.
+func NewDeps(cfg Config, rdb *redis.Client, reg prometheus.Registerer, log *slog.Logger) Deps {
+	ks := keys.NewStore(rdb)
+	ks.CacheTTL = cfg.KeyCacheTTL
+	return Deps{Keys: ks, Limits: limits.New(rdb), Idem: idempotency.New(rdb), Metrics: NewMetrics(reg), Log: log}
+}
+
+// NewRegistry returns a registry with the Go and process collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// ServeMetrics serves reg at addr/metrics until ctx is done ("off" disables it).
+func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry) error {
+	if addr == "off" {
+		return nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("metrics listener on %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+	go func() { _ = hs.Serve(ln) }()
+	return nil
+}
+
+// Check is one readiness check: nil when the dependency is fit to serve.
+type Check struct {
+	Name string
+	Fn   func(ctx context.Context) error
+}
+
+// HealthRoutes returns GET /healthz (alive: the process serves) and GET /readyz (every
+// check passes; 503 with the failures otherwise).
+func HealthRoutes(checks ...Check) []Route {
+	return []Route{
+		{Method: "GET", Path: "/healthz", Public: true, Summary: "Liveness: the process serves HTTP.",
+			Handle: func(r *Request) error { return r.JSON(200, map[string]string{"status": "ok"}) }},
+		{Method: "GET", Path: "/readyz", Public: true, Summary: "Readiness: every dependency answers.",
+			Handle: func(r *Request) error {
+				ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+				defer cancel()
+				failed := map[string]string{}
+				for _, c := range checks {
+					if err := c.Fn(ctx); err != nil {
+						failed[c.Name] = err.Error()
+					}
+				}
+				if len(failed) > 0 {
+					return r.JSON(fasthttp.StatusServiceUnavailable, map[string]any{"status": "unavailable", "failed": failed})
+				}
+				return r.JSON(200, map[string]string{"status": "ready"})
+			}},
+	}
+}
+
+// RedisCheck is a readiness check that pings Redis.
+func RedisCheck(rdb *redis.Client) Check {
+	return Check{Name: "redis", Fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
+}
+
+// Listen opens the HTTP listener, with a clear error when the address is taken.
+func Listen(addr string) (net.Listener, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		var oe *net.OpError
+		if errors.As(err, &oe) {
+			return nil, fmt.Errorf("cannot listen on %s (SVC_HTTP_ADDR): %v", addr, oe.Err)
+		}
+		return nil, err
+	}
+	return ln, nil
+}
+
+// Process is what every HTTP role of one process shares: configuration, stores,
+// metrics registry and logger.
+type Process struct {
+	Config   Config
+	Deps     Deps
+	Redis    *redis.Client
+	Registry *prometheus.Registry
+	Log      *slog.Logger
+}
+
+// OpenProcess validates cfg, connects to Redis and builds the shared stores.
+func OpenProcess(ctx context.Context, cfg Config) (*Process, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := NewLogger()
+	rdb, err := OpenRedis(ctx, cfg.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	reg := NewRegistry()
+	return &Process{Config: cfg, Deps: NewDeps(cfg, rdb, reg, log), Redis: rdb, Registry: reg, Log: log}, nil
+}
+
+// Serve serves routes (plus /healthz and /readyz over checks and Redis) on
+// Config.HTTPAddr, and metrics on Config.MetricsAddr, until ctx is done; then it drains
+// in-flight requests and returns.
+func (p *Process) Serve(ctx context.Context, routes []Route, checks ...Check) error {
+	ln, err := Listen(p.Config.HTTPAddr)
+	if err != nil {
+		return err
+	}
+	if err := ServeMetrics(ctx, p.Config.MetricsAddr, p.Registry); err != nil {
+		ln.Close()
+		return err
+	}
+	all := append(HealthRoutes(append([]Check{RedisCheck(p.Redis)}, checks...)...), routes...)
+	srv := NewServer(p.Config, p.Deps, all)
+	p.Log.Info("serving", "addr", ln.Addr().String(), "metrics", p.Config.MetricsAddr, "routes", len(all))
+	return srv.Serve(ctx, ln)
+}

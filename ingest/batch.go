@@ -1,0 +1,613 @@
+// Package ingest is the edge role: POST /events. It authenticates through the API's
+// conventions (svc/api), parses and validates a batch, hashes contact details, encodes
+// the accepted events as one schema record and answers 202 only once Kafka has
+// acknowledged it.
+package ingest
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"svc/api/problem"
+	"svc/schema"
+)
+
+// Bounds on event fields (documented on the developer pages).
+const (
+	MaxEventIDLen = 64
+	MaxEmailLen   = 254
+	// MaxEventAge is how far in the past occurred_at may be: a late event lands on its
+	// own day, up to this age. Days older than this (plus a grace day) are final.
+	MaxEventAge = 7 * 24 * time.Hour
+	// MaxClockSkew is how far in the future occurred_at may be.
+	MaxClockSkew = 5 * time.Minute
+	// MaxValue bounds |value|: Decimal(18,4) holds 14 integer digits.
+	MaxValue = 99_999_999_999_999
+)
+
+// Rejection explains why one event of a batch was not accepted.
+type Rejection struct {
+	Index int    `json:"index"`
+	Field string `json:"field"`
+	Rule  string `json:"rule"`
+	Value any    `json:"value"`
+}
+
+// Batch is a parsed request body. Accepted events' strings alias the request body: the
+// Batch must not outlive the handler that parsed it.
+type Batch struct {
+	PixelID    string // as sent ("" when absent)
+	Total      int    // events in the array, accepted or not
+	Events     []schema.Event
+	Rejections []Rejection
+	// Envelope holds faults that fail the whole request (422).
+	Envelope []problem.FieldError
+	// clientID[i] says whether Events[i] carried its own event_id.
+	clientID []bool
+}
+
+func (b *Batch) reset() {
+	b.PixelID, b.Total = "", 0
+	b.Events, b.Rejections, b.Envelope = b.Events[:0], b.Rejections[:0], b.Envelope[:0]
+	b.clientID = b.clientID[:0]
+}
+
+// Parser parses batches. It keeps buffers between calls: use one per goroutine (pool it).
+type Parser struct {
+	sc scanner
+	// Now is the clock for occurred_at bounds (time.Now when nil).
+	Now func() time.Time
+}
+
+// Parse reads body into b. It returns false when the body is not a JSON object of the
+// batch's shape; b.Envelope then says why.
+func (p *Parser) Parse(body []byte, b *Batch) bool {
+	b.reset()
+	p.sc = scanner{b: body, scratch: p.sc.scratch[:0]}
+	s := &p.sc
+	now := time.Now()
+	if p.Now != nil {
+		now = p.Now()
+	}
+	if s.kind() != kObject {
+		b.Envelope = append(b.Envelope, problem.FieldError{Field: "body", Rule: "json_object",
+			Value: s.raw(s.i), Pointer: ""})
+		return false
+	}
+	sawEvents := false
+	if s.objectStart() {
+		for {
+			name := s.member()
+			switch string(name) {
+			case "pixel_id":
+				if s.kind() == kString {
+					b.PixelID = string(s.str())
+				} else {
+					from := s.i
+					s.skip(0)
+					b.Envelope = append(b.Envelope, problem.FieldError{Field: "pixel_id", Rule: "type_string", Value: s.raw(from), Pointer: "/pixel_id"})
+				}
+			case "events":
+				sawEvents = true
+				p.events(b, now)
+			default:
+				s.skip(0)
+			}
+			if !s.next('}') {
+				break
+			}
+		}
+	}
+	if s.err == nil && s.peek() != 0 {
+		s.fail()
+	}
+	if s.err != nil {
+		b.Envelope = append(b.Envelope[:0], problem.FieldError{Field: "body", Rule: "json",
+			Value: "malformed JSON near byte " + strconv.Itoa(min(s.i, len(body))), Pointer: ""})
+		return false
+	}
+	if b.PixelID == "" && !hasField(b.Envelope, "pixel_id") {
+		b.Envelope = append(b.Envelope, problem.FieldError{Field: "pixel_id", Rule: "required", Value: nil, Pointer: "/pixel_id"})
+	}
+	if !sawEvents {
+		b.Envelope = append(b.Envelope, problem.FieldError{Field: "events", Rule: "required", Value: nil, Pointer: "/events"})
+	}
+	return len(b.Envelope) == 0
+}
+
+func hasField(errs []problem.FieldError, field string) bool {
+	for _, e := range errs {
+		if e.Field == field {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Parser) events(b *Batch, now time.Time) {
+	s := &p.sc
+	if s.kind() != kArray {
+		from := s.i
+		s.skip(0)
+		b.Envelope = append(b.Envelope, problem.FieldError{Field: "events", Rule: "type_array", Value: s.raw(from), Pointer: "/events"})
+		return
+	}
+	s.i++
+	if s.peek() == ']' {
+		s.i++
+		b.Envelope = append(b.Envelope, problem.FieldError{Field: "events", Rule: "min_items", Value: 0, Pointer: "/events"})
+		return
+	}
+	for {
+		if b.Total >= schema.MaxEvents {
+			// Count the rest without keeping them; the batch is refused as a whole.
+			s.skip(0)
+			b.Total++
+		} else {
+			p.event(b, b.Total, now)
+			b.Total++
+		}
+		if !s.next(']') {
+			break
+		}
+	}
+	if b.Total > schema.MaxEvents {
+		b.Envelope = append(b.Envelope, problem.FieldError{Field: "events", Rule: "max_items", Value: b.Total,
+			Pointer: "/events", Detail: "at most 50 events per batch"})
+	}
+}
+
+// eventState tracks which fields one event has shown.
+type eventState struct {
+	name, occurred, consent, measurement, currency bool
+	rejected                                       bool
+}
+
+func (p *Parser) reject(b *Batch, st *eventState, idx int, field, rule string, value any) {
+	if st.rejected {
+		return // one reason per event: the first found
+	}
+	st.rejected = true
+	b.Rejections = append(b.Rejections, Rejection{Index: idx, Field: field, Rule: rule, Value: value})
+}
+
+func (p *Parser) event(b *Batch, idx int, now time.Time) {
+	s := &p.sc
+	if s.kind() != kObject {
+		from := s.i
+		s.skip(0)
+		b.Rejections = append(b.Rejections, Rejection{Index: idx, Field: "event", Rule: "type_object", Value: s.raw(from)})
+		return
+	}
+	var e schema.Event
+	var st eventState
+	var clientID []byte
+	if s.objectStart() {
+		for {
+			name := s.member()
+			from := s.i
+			switch string(name) {
+			case "event_name":
+				st.name = true
+				p.eventName(b, &st, idx, &e)
+			case "occurred_at":
+				st.occurred = true
+				p.occurredAt(b, &st, idx, &e, now)
+			case "value":
+				p.value(b, &st, idx, &e)
+			case "currency":
+				p.currency(b, &st, idx, &e)
+			case "consent":
+				st.consent = true
+				p.consent(b, &st, idx, &e)
+			case "identity":
+				p.identity(b, &st, idx, &e)
+			case "event_id":
+				if s.kind() == kNull {
+					s.skip(0)
+					break
+				}
+				if s.kind() != kString {
+					s.skip(0)
+					p.reject(b, &st, idx, "event_id", "type_string", s.raw(from))
+					break
+				}
+				id := s.str()
+				if len(id) == 0 || len(id) > MaxEventIDLen || !printable(id) {
+					p.reject(b, &st, idx, "event_id", "max_length", string(id))
+					break
+				}
+				clientID = id
+			default:
+				s.skip(0)
+			}
+			if !s.next('}') {
+				break
+			}
+		}
+	}
+	if s.err != nil {
+		return
+	}
+	switch {
+	case !st.name:
+		p.reject(b, &st, idx, "event_name", "required", nil)
+	case !st.occurred:
+		p.reject(b, &st, idx, "occurred_at", "required", nil)
+	case !st.consent:
+		p.reject(b, &st, idx, "consent", "required", nil)
+	case !st.measurement:
+		p.reject(b, &st, idx, "consent.measurement", "required", nil)
+	case e.HasValue && !st.currency:
+		p.reject(b, &st, idx, "currency", "required_with_value", nil)
+	}
+	if st.rejected {
+		return
+	}
+	if !e.Consent {
+		// Consent withheld: no contact detail is kept, not even hashed.
+		e.HasEmail, e.EmailSHA = false, [32]byte{}
+	}
+	if clientID != nil {
+		e.ID = clientEventID(clientID)
+	}
+	b.Events = append(b.Events, e)
+	b.clientID = append(b.clientID, clientID != nil)
+}
+
+// clientEventID maps a client's event_id to a UUID: the first 16 bytes of its SHA-256,
+// with the version nibble set to 8 (custom) and the RFC 4122 variant.
+func clientEventID(id []byte) schema.UUID {
+	sum := sha256.Sum256(id)
+	var u schema.UUID
+	copy(u[:], sum[:16])
+	u[6] = u[6]&0x0f | 0x80
+	u[8] = u[8]&0x3f | 0x80
+	return u
+}
+
+// AssignIDs gives every event without a client event_id an id derived from base and
+// its index: the same base (from the Idempotency-Key) gives the same ids on a retry.
+func (b *Batch) AssignIDs(base [16]byte) {
+	for i := range b.Events {
+		if b.clientID[i] {
+			continue
+		}
+		u := base
+		binary.BigEndian.PutUint16(u[14:], binary.BigEndian.Uint16(u[14:])^uint16(i))
+		u[6] = u[6]&0x0f | 0x40
+		u[8] = u[8]&0x3f | 0x80
+		b.Events[i].ID = u
+	}
+}
+
+func printable(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// unsafeString aliases b as a string without copying. The caller guarantees b is not
+// modified while the string is in use (the request body, during the handler).
+func unsafeString(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+func (p *Parser) eventName(b *Batch, st *eventState, idx int, e *schema.Event) {
+	s := &p.sc
+	from := s.i
+	if s.kind() != kString {
+		s.skip(0)
+		p.reject(b, st, idx, "event_name", "type_string", s.raw(from))
+		return
+	}
+	v := s.str()
+	switch {
+	case len(v) == 0:
+		p.reject(b, st, idx, "event_name", "required", "")
+	case len(v) > schema.MaxNameLen:
+		p.reject(b, st, idx, "event_name", "max_length", string(v[:32])+"…")
+	case !printable(v):
+		p.reject(b, st, idx, "event_name", "printable", string(v))
+	case s.escaped:
+		e.Name = string(v)
+	default:
+		e.Name = unsafeString(v)
+	}
+}
+
+func (p *Parser) occurredAt(b *Batch, st *eventState, idx int, e *schema.Event, now time.Time) {
+	s := &p.sc
+	from := s.i
+	if s.kind() != kString {
+		s.skip(0)
+		p.reject(b, st, idx, "occurred_at", "type_string", s.raw(from))
+		return
+	}
+	v := s.str()
+	t, ok := parseUTC(v)
+	switch {
+	case !ok:
+		p.reject(b, st, idx, "occurred_at", "iso8601_utc", string(v))
+	case t.Before(now.Add(-MaxEventAge)):
+		p.reject(b, st, idx, "occurred_at", "too_old", string(v))
+	case t.After(now.Add(MaxClockSkew)):
+		p.reject(b, st, idx, "occurred_at", "in_future", string(v))
+	default:
+		e.OccurredAt = t.UnixMilli()
+	}
+}
+
+// parseUTC accepts YYYY-MM-DDTHH:MM:SS[.fraction]Z (RFC 3339 in UTC, with Z).
+func parseUTC(v []byte) (time.Time, bool) {
+	if len(v) < 20 || v[len(v)-1] != 'Z' || v[4] != '-' || v[7] != '-' || v[10] != 'T' || v[13] != ':' || v[16] != ':' {
+		return time.Time{}, false
+	}
+	num := func(b []byte) (int, bool) {
+		n := 0
+		for _, c := range b {
+			if c < '0' || c > '9' {
+				return 0, false
+			}
+			n = n*10 + int(c-'0')
+		}
+		return n, true
+	}
+	y, ok1 := num(v[0:4])
+	mo, ok2 := num(v[5:7])
+	d, ok3 := num(v[8:10])
+	h, ok4 := num(v[11:13])
+	mi, ok5 := num(v[14:16])
+	sec, ok6 := num(v[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 59 {
+		return time.Time{}, false
+	}
+	nsec := 0
+	if rest := v[19 : len(v)-1]; len(rest) > 0 {
+		if rest[0] != '.' || len(rest) < 2 || len(rest) > 10 {
+			return time.Time{}, false
+		}
+		f, ok := num(rest[1:])
+		if !ok {
+			return time.Time{}, false
+		}
+		for i := len(rest) - 1; i < 9; i++ {
+			f *= 10
+		}
+		nsec = f
+	}
+	t := time.Date(y, time.Month(mo), d, h, mi, sec, nsec, time.UTC)
+	if t.Day() != d { // 2026-02-30 normalises to March: reject
+		return time.Time{}, false
+	}
+	return t, true
+}
+
+func (p *Parser) value(b *Batch, st *eventState, idx int, e *schema.Event) {
+	s := &p.sc
+	from := s.i
+	switch s.kind() {
+	case kNull:
+		s.skip(0)
+		return
+	case kNumber:
+	default:
+		s.skip(0)
+		p.reject(b, st, idx, "value", "type_number", s.raw(from))
+		return
+	}
+	v, rule := parseDecimal(s.number())
+	if rule != "" {
+		p.reject(b, st, idx, "value", rule, s.raw(from))
+		return
+	}
+	e.HasValue, e.Value = true, v
+}
+
+// parseDecimal turns a JSON number into an integer count of 1/10^4, exactly. It refuses
+// (rule max_decimals) more than four significant decimals and (rule range) a magnitude
+// Decimal(18,4) cannot hold.
+func parseDecimal(t []byte) (int64, string) {
+	neg := false
+	if len(t) > 0 && t[0] == '-' {
+		neg, t = true, t[1:]
+	}
+	var mant []byte
+	exp := 0
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	intPart := t[:i]
+	var frac []byte
+	if i < len(t) && t[i] == '.' {
+		j := i + 1
+		for j < len(t) && t[j] >= '0' && t[j] <= '9' {
+			j++
+		}
+		frac, i = t[i+1:j], j
+	}
+	if i < len(t) && (t[i] == 'e' || t[i] == 'E') {
+		e, err := strconv.Atoi(string(t[i+1:]))
+		if err != nil || e > 40 || e < -40 {
+			return 0, "range"
+		}
+		exp = e
+	}
+	// value = (intPart.frac) × 10^exp; scaled = digits × 10^(exp - len(frac) + 4)
+	var buf [64]byte
+	mant = append(append(buf[:0], intPart...), frac...)
+	shift := exp - len(frac) + 4
+	for shift < 0 && len(mant) > 0 && mant[len(mant)-1] == '0' {
+		mant, shift = mant[:len(mant)-1], shift+1
+	}
+	if shift < 0 {
+		return 0, "max_decimals"
+	}
+	var n int64
+	for _, c := range mant {
+		if n > (MaxValue*10000)/10 {
+			return 0, "range"
+		}
+		n = n*10 + int64(c-'0')
+	}
+	for ; shift > 0; shift-- {
+		if n > (MaxValue*10000)/10 {
+			return 0, "range"
+		}
+		n *= 10
+	}
+	if n > MaxValue*10000+9999 {
+		return 0, "range"
+	}
+	if neg {
+		n = -n
+	}
+	return n, ""
+}
+
+func (p *Parser) currency(b *Batch, st *eventState, idx int, e *schema.Event) {
+	s := &p.sc
+	from := s.i
+	switch s.kind() {
+	case kNull:
+		s.skip(0)
+		return
+	case kString:
+	default:
+		s.skip(0)
+		p.reject(b, st, idx, "currency", "type_string", s.raw(from))
+		return
+	}
+	v := s.str()
+	if len(v) != 3 || !upper(v[0]) || !upper(v[1]) || !upper(v[2]) {
+		p.reject(b, st, idx, "currency", "iso4217", string(v))
+		return
+	}
+	st.currency = true
+	copy(e.Currency[:], v)
+}
+
+func upper(c byte) bool { return c >= 'A' && c <= 'Z' }
+
+func (p *Parser) consent(b *Batch, st *eventState, idx int, e *schema.Event) {
+	s := &p.sc
+	from := s.i
+	if s.kind() != kObject {
+		s.skip(0)
+		p.reject(b, st, idx, "consent", "type_object", s.raw(from))
+		return
+	}
+	if !s.objectStart() {
+		return
+	}
+	for {
+		name := s.member()
+		if string(name) == "measurement" {
+			from := s.i
+			if s.kind() == kBool {
+				st.measurement = true
+				e.Consent = s.boolean()
+			} else {
+				s.skip(0)
+				p.reject(b, st, idx, "consent.measurement", "type_boolean", s.raw(from))
+			}
+		} else {
+			s.skip(0)
+		}
+		if !s.next('}') {
+			return
+		}
+	}
+}
+
+func (p *Parser) identity(b *Batch, st *eventState, idx int, e *schema.Event) {
+	s := &p.sc
+	from := s.i
+	switch s.kind() {
+	case kNull:
+		s.skip(0)
+		return
+	case kObject:
+	default:
+		s.skip(0)
+		p.reject(b, st, idx, "identity", "type_object", s.raw(from))
+		return
+	}
+	if !s.objectStart() {
+		return
+	}
+	for {
+		name := s.member()
+		if string(name) == "email" {
+			p.email(b, st, idx, e)
+		} else {
+			s.skip(0)
+		}
+		if !s.next('}') {
+			return
+		}
+	}
+}
+
+// email validates a normalised address and keeps only its SHA-256. Rejections never echo
+// the address: errors[].value says what is wrong with it instead.
+func (p *Parser) email(b *Batch, st *eventState, idx int, e *schema.Event) {
+	s := &p.sc
+	switch s.kind() {
+	case kNull:
+		s.skip(0)
+		return
+	case kString:
+	default:
+		s.skip(0)
+		p.reject(b, st, idx, "identity.email", "type_string", "(not a string)")
+		return
+	}
+	v := s.str()
+	if rule := emailRule(v); rule != "" {
+		p.reject(b, st, idx, "identity.email", rule, "(withheld: contact details are never echoed)")
+		return
+	}
+	e.HasEmail = true
+	e.EmailSHA = sha256.Sum256(v)
+}
+
+// emailRule returns "" for a trimmed, lowercased address of plausible shape.
+func emailRule(v []byte) string {
+	if len(v) == 0 || len(v) > MaxEmailLen {
+		return "email"
+	}
+	at := -1
+	for i, c := range v {
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			if i == 0 || i == len(v)-1 {
+				return "normalised"
+			}
+			return "email"
+		case c >= 'A' && c <= 'Z':
+			return "normalised"
+		case c == '@':
+			if at >= 0 {
+				return "email"
+			}
+			at = i
+		case c < 0x20:
+			return "email"
+		}
+	}
+	if at <= 0 || at == len(v)-1 {
+		return "email"
+	}
+	return ""
+}

@@ -1,0 +1,297 @@
+package ingest
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/valyala/fasthttp"
+
+	"svc/api"
+	"svc/api/env"
+	"svc/api/idempotency"
+	"svc/api/ids"
+	"svc/api/keys"
+	"svc/api/problem"
+	"svc/schema"
+	"svc/schema/broker"
+)
+
+// Config of the edge role (the HTTP side is api.Config, Kafka is broker.Config).
+type Config struct {
+	// DeliveryTimeout is how long an accepted batch may wait for Kafka's
+	// acknowledgement before the request is answered 503 (SVC_INGEST_DELIVERY_TIMEOUT,
+	// default 5s). The producer fails a record only when that is safe (it was never
+	// sent, or the broker answered), so a 503 never hides a record that lands later;
+	// when the outcome is unknown, an Idempotency-Key stays reserved until it is known.
+	DeliveryTimeout time.Duration
+	// MaxBufferedRecords bounds records waiting for Kafka (SVC_INGEST_MAX_BUFFERED,
+	// default 20000 batches). When full, requests get 503 at once instead of queuing.
+	MaxBufferedRecords int
+	// Linger is how long the producer waits to fill a batch per partition
+	// (SVC_INGEST_LINGER, default 2ms): higher means fewer, larger produce requests.
+	Linger time.Duration
+}
+
+// ConfigFromEnv reads the SVC_INGEST_* variables.
+func ConfigFromEnv(r *env.Reader) Config {
+	return Config{
+		DeliveryTimeout:    r.Duration("SVC_INGEST_DELIVERY_TIMEOUT", 5*time.Second),
+		MaxBufferedRecords: r.Int("SVC_INGEST_MAX_BUFFERED", 20000),
+		Linger:             r.Duration("SVC_INGEST_LINGER", 2*time.Millisecond),
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	if c.DeliveryTimeout < 100*time.Millisecond {
+		return fmt.Errorf("SVC_INGEST_DELIVERY_TIMEOUT %s: want at least 100ms", c.DeliveryTimeout)
+	}
+	if c.MaxBufferedRecords < 1 {
+		return fmt.Errorf("SVC_INGEST_MAX_BUFFERED %d: want at least 1", c.MaxBufferedRecords)
+	}
+	if c.Linger < 0 || c.Linger > time.Second {
+		return fmt.Errorf("SVC_INGEST_LINGER %s: want 0..1s", c.Linger)
+	}
+	return nil
+}
+
+// NewProducer returns a Kafka client for the edge: acks from all in-sync replicas,
+// idempotent (franz-go's default), records keyed by pixel.
+func NewProducer(bc broker.Config, seeds []string, c Config) (*kgo.Client, error) {
+	return kgo.NewClient(
+		kgo.SeedBrokers(seeds...),
+		kgo.DefaultProduceTopic(schema.TopicEvents),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),
+		kgo.MaxBufferedRecords(c.MaxBufferedRecords),
+		kgo.ProducerLinger(c.Linger),
+		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		kgo.AllowAutoTopicCreation(),
+	)
+}
+
+// Metrics of the edge.
+type Metrics struct {
+	Events  *prometheus.CounterVec // svc_ingest_events_total{outcome,reason}
+	Produce prometheus.Histogram   // svc_ingest_produce_duration_seconds
+}
+
+func newMetrics(reg prometheus.Registerer, client *kgo.Client, capacity int) *Metrics {
+	m := &Metrics{
+		Events: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svc_ingest_events_total",
+			Help: "Events by outcome (accepted or rejected) and, for rejections, the rule broken."},
+			[]string{"outcome", "reason"}),
+		Produce: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svc_ingest_produce_duration_seconds",
+			Help:    "Time from handing a batch to the producer to Kafka's acknowledgement.",
+			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
+	}
+	reg.MustRegister(m.Events, m.Produce,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ingest_producer_buffered_records",
+			Help: "Batches buffered in the producer, not yet acknowledged by Kafka."},
+			func() float64 { return float64(client.BufferedProduceRecords()) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ingest_producer_buffer_capacity",
+			Help: "Most batches the producer buffers before the edge answers 503."},
+			func() float64 { return float64(capacity) }))
+	return m
+}
+
+// Edge serves POST /events.
+type Edge struct {
+	cfg      Config
+	producer *kgo.Client
+	keys     *keys.Store
+	metrics  *Metrics
+	work     sync.Pool // *work
+	accepted prometheus.Counter
+}
+
+// work is the per-request scratch a pooled goroutine reuses: parser, batch, record
+// buffer and the acknowledgement channel. While a record is in the producer, its work
+// belongs to the producer's callback.
+type work struct {
+	parser Parser
+	batch  Batch
+	rec    kgo.Record
+	buf    []byte
+	acked  chan error
+}
+
+// NewEdge returns the edge over an open producer and key store.
+func NewEdge(cfg Config, producer *kgo.Client, ks *keys.Store, reg prometheus.Registerer) *Edge {
+	e := &Edge{cfg: cfg, producer: producer, keys: ks, metrics: newMetrics(reg, producer, cfg.MaxBufferedRecords)}
+	e.work.New = func() any { return &work{acked: make(chan error, 1)} }
+	e.accepted = e.metrics.Events.WithLabelValues("accepted", "")
+	return e
+}
+
+// Routes returns the edge's operations.
+func (e *Edge) Routes() []api.Route {
+	return []api.Route{{Method: "POST", Path: "/events", Scope: "events:write", Idempotent: true,
+		Summary: "Send a batch of up to 50 events for one pixel.", Handle: e.postEvents}}
+}
+
+// Ready is the edge's readiness check: the producer has room.
+func (e *Edge) Ready() api.Check {
+	return api.Check{Name: "kafka_producer", Fn: func(ctx context.Context) error {
+		if n := e.producer.BufferedProduceRecords(); n >= int64(e.cfg.MaxBufferedRecords)*9/10 {
+			return fmt.Errorf("producer buffer %d of %d", n, e.cfg.MaxBufferedRecords)
+		}
+		return e.producer.Ping(ctx)
+	}}
+}
+
+// Close flushes what the producer holds (bounded by ctx) and closes it.
+func (e *Edge) Close(ctx context.Context) error {
+	err := e.producer.Flush(ctx)
+	e.producer.Close()
+	return err
+}
+
+// Accepted is the 202 body of POST /events.
+type Accepted struct {
+	Accepted   int         `json:"accepted"`
+	Rejected   int         `json:"rejected"`
+	Rejections []Rejection `json:"rejections"`
+	RequestID  string      `json:"request_id"`
+}
+
+func (e *Edge) postEvents(r *api.Request) error {
+	w := e.work.Get().(*work)
+	keep := true
+	defer func() {
+		if keep {
+			e.work.Put(w)
+		}
+	}()
+	b := &w.batch
+	if !w.parser.Parse(r.Body(), b) {
+		return problem.Invalid("The body is not a valid batch; see errors[].", b.Envelope...)
+	}
+	px, perr := e.pixel(r, b.PixelID)
+	if perr != nil {
+		return perr
+	}
+	e.countRejections(b)
+	if len(b.Events) == 0 {
+		return problem.Invalid(fmt.Sprintf("None of the %d events is acceptable; see errors[].", b.Total), fieldErrors(b.Rejections)...)
+	}
+	b.AssignIDs(e.idBase(r))
+	w.buf = schema.AppendBatch(w.buf[:0], &schema.Batch{Sandbox: r.Key.Env == keys.Sandbox,
+		Workspace: schema.UUID(r.Key.WorkspaceID), Pixel: schema.UUID(px.ID), Key: schema.UUID(r.Key.ID),
+		ReceivedAt: time.Now().UnixMilli(), RequestID: r.ID, Events: b.Events})
+	body, _ := json.Marshal(Accepted{Accepted: len(b.Events), Rejected: len(b.Rejections),
+		Rejections: nonNil(b.Rejections), RequestID: r.ID})
+	w.rec = kgo.Record{Topic: schema.TopicEvents, Key: w.rec.Key[:0], Value: w.buf,
+		Headers: []kgo.RecordHeader{{Key: schema.HeaderSchema, Value: []byte(schema.SchemaEventsV1)}}}
+	w.rec.Key = append(w.rec.Key, px.ID[:]...)
+	start := time.Now()
+	e.producer.TryProduce(context.Background(), &w.rec, func(_ *kgo.Record, err error) { w.acked <- err })
+	timer := time.NewTimer(e.cfg.DeliveryTimeout + time.Second)
+	defer timer.Stop()
+	select {
+	case err := <-w.acked:
+		e.metrics.Produce.Observe(time.Since(start).Seconds())
+		if err != nil {
+			return e.produceFailed(err)
+		}
+	case <-timer.C:
+		// Unknown outcome: the record may still land. The producer owns w until its
+		// callback; an idempotent request stays reserved until then.
+		keep = false
+		r.SetPending(func() (idempotency.Stored, bool) {
+			err := <-w.acked
+			e.work.Put(w)
+			return idempotency.Stored{Status: fasthttp.StatusAccepted, ContentType: "application/json", Body: body}, err == nil
+		})
+		return api.Unavailable("Kafka (acknowledgement overdue)", 2)
+	}
+	e.accepted.Add(float64(len(b.Events)))
+	r.Raw(fasthttp.StatusAccepted, "application/json", body)
+	return nil
+}
+
+func nonNil(r []Rejection) []Rejection {
+	if r == nil {
+		return []Rejection{}
+	}
+	return r
+}
+
+func (e *Edge) produceFailed(err error) error {
+	if errors.Is(err, kgo.ErrMaxBuffered) {
+		return api.Unavailable("Kafka (producer buffer full)", 1)
+	}
+	return api.Unavailable("Kafka", 2)
+}
+
+// pixel resolves the batch's pixel within the key's workspace: a malformed id is 422;
+// an unknown one, or one of another workspace (a sandbox key reaching past the
+// showroom included), is 404.
+func (e *Edge) pixel(r *api.Request, raw string) (keys.Pixel, error) {
+	id, err := ids.Parse(ids.Pixel, raw)
+	if err != nil {
+		return keys.Pixel{}, problem.Invalid("pixel_id is not a pixel id.",
+			problem.FieldError{Field: "pixel_id", Rule: "pixel_id", Value: raw, Pointer: "/pixel_id"})
+	}
+	px, err := e.keys.Pixel(r.Context(), id)
+	if errors.Is(err, keys.ErrNotFound) || err == nil && px.WorkspaceID != r.Key.WorkspaceID {
+		return keys.Pixel{}, problem.New(problem.NotFound, "No pixel %s in this key's workspace.", ids.Format(ids.Pixel, id))
+	}
+	if err != nil {
+		return keys.Pixel{}, api.Unavailable("the pixel store", 1)
+	}
+	return px, nil
+}
+
+// idBase is the seed of the events' ids: from the Idempotency-Key when there is one (so
+// a retry carries the same ids), random otherwise.
+func (e *Edge) idBase(r *api.Request) [16]byte {
+	var base [16]byte
+	if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 {
+		h := sha256.New()
+		h.Write(r.Key.ID[:])
+		h.Write(k)
+		copy(base[:], h.Sum(nil))
+		return base
+	}
+	_, _ = rand.Read(base[:])
+	return base
+}
+
+func (e *Edge) countRejections(b *Batch) {
+	for _, rj := range b.Rejections {
+		e.metrics.Events.WithLabelValues("rejected", rj.Rule).Inc()
+	}
+}
+
+// fieldErrors turns rejections into errors[] entries with JSON Pointers.
+func fieldErrors(rs []Rejection) []problem.FieldError {
+	out := make([]problem.FieldError, len(rs))
+	for i, rj := range rs {
+		ptr := "/events/" + strconv.Itoa(rj.Index)
+		if rj.Field != "event" {
+			ptr += "/" + pointerPath(rj.Field)
+		}
+		out[i] = problem.FieldError{Field: "events[" + strconv.Itoa(rj.Index) + "]." + rj.Field, Rule: rj.Rule, Value: rj.Value, Pointer: ptr}
+	}
+	return out
+}
+
+func pointerPath(field string) string {
+	b := []byte(field)
+	for i, c := range b {
+		if c == '.' {
+			b[i] = '/'
+		}
+	}
+	return string(b)
+}
