@@ -20,7 +20,6 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
-	"time"
 
 	"svc/api"
 	"svc/api/admin"
@@ -82,19 +81,14 @@ func devMain(ctx context.Context, _ []string) error {
 		return err
 	}
 	defer stopBroker()
+	var roles []api.Role
 	edge, err := ingest.Start(p, bcfg, seeds, icfg)
 	if err != nil {
 		return err
 	}
-	routes := edge.Routes()
-	checks := []api.Check{edge.Ready()}
-	serveErr := p.Serve(ctx, routes, checks...)
-	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := edge.Close(fctx); err != nil {
-		p.Log.Error("producer flush incomplete", "err", err.Error())
-	}
-	return serveErr
+	roles = append(roles, edge.Role())
+	// Each further role appends itself here: roles = append(roles, <role>).
+	return p.RunRoles(ctx, roles...)
 }
 
 func main() {

@@ -174,3 +174,71 @@ func (p *Process) Serve(ctx context.Context, routes []Route, checks ...Check) er
 	p.Log.Info("serving", "addr", ln.Addr().String(), "metrics", p.Config.MetricsAddr, "routes", len(all))
 	return srv.Serve(ctx, ln)
 }
+
+// Role is one role's part of a process: HTTP routes, readiness checks, optional
+// background work and an optional close. `svc dev` runs several in one process;
+// `svc <role>` runs one.
+type Role struct {
+	Name   string
+	Routes []Route
+	Checks []Check
+	// Run does background work until ctx is done (consumers, workers); nil if none.
+	Run func(ctx context.Context) error
+	// Close releases the role after HTTP has drained and Run has returned (flush the
+	// producer, commit offsets); nil if nothing to do.
+	Close func(ctx context.Context) error
+}
+
+// RunRoles serves every role's routes, runs their background work, and on ctx done
+// drains HTTP, waits for background work, then closes roles in reverse order.
+func (p *Process) RunRoles(ctx context.Context, roles ...Role) error {
+	var routes []Route
+	var checks []Check
+	for _, r := range roles {
+		routes = append(routes, r.Routes...)
+		checks = append(checks, r.Checks...)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(roles))
+	running := 0
+	for _, r := range roles {
+		if r.Run == nil {
+			continue
+		}
+		running++
+		go func(r Role) {
+			err := r.Run(rctx)
+			if err != nil && rctx.Err() == nil {
+				p.Log.Error("role stopped", "role", r.Name, "err", err.Error())
+				cancel() // a dead role takes the process down rather than serve half
+			}
+			errc <- err
+		}(r)
+	}
+	serveErr := p.Serve(rctx, routes, checks...)
+	cancel()
+	var firstErr error
+	for ; running > 0; running-- {
+		if err := <-errc; err != nil && firstErr == nil && !errors.Is(err, context.Canceled) {
+			firstErr = err
+		}
+	}
+	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer ccancel()
+	for i := len(roles) - 1; i >= 0; i-- {
+		if roles[i].Close == nil {
+			continue
+		}
+		if err := roles[i].Close(cctx); err != nil {
+			p.Log.Error("role close incomplete", "role", roles[i].Name, "err", err.Error())
+		}
+	}
+	if serveErr != nil {
+		return serveErr
+	}
+	if ctx.Err() == nil && firstErr != nil {
+		return firstErr
+	}
+	return firstErr
+}

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"time"
 
 	"svc/api"
 	"svc/api/env"
@@ -44,11 +43,11 @@ func Main(ctx context.Context, _ []string) error {
 	if err != nil {
 		return err
 	}
-	serveErr := p.Serve(ctx, edge.Routes(), edge.Ready())
-	fctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := edge.Close(fctx); err != nil {
-		p.Log.Error("producer flush incomplete", "err", err.Error())
-	}
-	return serveErr
+	return p.RunRoles(ctx, edge.Role())
+}
+
+// Role returns the edge as a process role: POST /events, the producer check, and a
+// close that flushes the producer.
+func (e *Edge) Role() api.Role {
+	return api.Role{Name: "ingest", Routes: e.Routes(), Checks: []api.Check{e.Ready()}, Close: e.Close}
 }
