@@ -40,9 +40,15 @@ fuzz:
 bench: build services
 	bench/run-standard.sh
 
-lint:
+lint: lint-deploy
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 	$(GO) vet ./...
+
+# lint-deploy: every file under deploy/ through real validators (promtool, kubeconform,
+# haproxy -c, go test ./deploy/...); installs them when missing. See deploy/lint.sh.
+.PHONY: lint-deploy
+lint-deploy:
+	GO=$(GO) deploy/lint.sh
 
 clean:
 	rm -rf bin
