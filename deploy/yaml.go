@@ -26,7 +26,8 @@ func DecodeYAMLStrict(data []byte, v any) error {
 }
 
 // YAMLDocuments splits a multi-document YAML stream into its documents, each decoded
-// into a generic yaml.Node (comments and line numbers kept). Empty documents are skipped.
+// into a generic yaml.Node (comments and line numbers kept). Empty and comment-only documents
+// are skipped.
 func YAMLDocuments(data []byte) ([]*yaml.Node, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var docs []*yaml.Node
@@ -39,8 +40,9 @@ func YAMLDocuments(data []byte) ([]*yaml.Node, error) {
 		if err != nil {
 			return nil, err
 		}
-		if len(n.Content) == 0 || n.Content[0].Kind == 0 {
-			continue
+		if len(n.Content) == 0 || n.Content[0].Kind == 0 ||
+			(n.Content[0].Kind == yaml.ScalarNode && n.Content[0].ShortTag() == "!!null") {
+			continue // empty, or only comments
 		}
 		docs = append(docs, &n)
 	}
