@@ -4,6 +4,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -21,6 +22,13 @@ type composeFile struct {
 	Volumes  map[string]*struct {
 		Driver string `yaml:"driver"`
 	} `yaml:"volumes"`
+	Networks map[string]struct {
+		IPAM struct {
+			Config []struct {
+				Subnet string `yaml:"subnet"`
+			} `yaml:"config"`
+		} `yaml:"ipam"`
+	} `yaml:"networks"`
 	Extensions map[string]any `yaml:",inline"`
 }
 
@@ -183,6 +191,12 @@ func TestComposeStructure(t *testing.T) {
 // wired to services that exist.
 func TestComposeTopology(t *testing.T) {
 	c := loadCompose(t)
+	subnets := map[string]bool{}
+	for _, n := range c.Networks {
+		for _, cfg := range n.IPAM.Config {
+			subnets[cfg.Subnet] = true
+		}
+	}
 	roles := map[string][]string{}
 	for _, name := range sortedKeys(c.Services) {
 		s := c.Services[name]
@@ -210,6 +224,16 @@ func TestComposeTopology(t *testing.T) {
 			t.Errorf("%s: SVC_REDIS_URL %q", name, env["SVC_REDIS_URL"])
 		} else {
 			checkHostPort(t, c, name, "SVC_REDIS_URL", u.Host)
+		}
+		for _, p := range strings.Split(env["SVC_TRUSTED_PROXIES"], ",") {
+			if p == "" {
+				continue
+			}
+			if _, err := netip.ParsePrefix(p); err != nil {
+				t.Errorf("%s: SVC_TRUSTED_PROXIES: %v", name, err)
+			} else if !subnets[p] {
+				t.Errorf("%s: SVC_TRUSTED_PROXIES %s is not the stack's network", name, p)
+			}
 		}
 		if role != "migrate" && (s.Healthcheck == nil || !strings.Contains(strings.Join(s.Healthcheck.Test, " "), "/readyz")) {
 			t.Errorf("%s: healthcheck should probe /readyz", name)
