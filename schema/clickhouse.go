@@ -1,0 +1,129 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"svc/api/env"
+)
+
+// Config says where ClickHouse is. Only the native protocol is used: the HTTP interface
+// of ClickHouse 18.16 does not work with clickhouse-go v2.
+type Config struct {
+	// Addr is host:port of the native protocol (SVC_CLICKHOUSE_ADDR, default
+	// 127.0.0.1:9000).
+	Addr string
+	// Database holds every table of the service (SVC_CLICKHOUSE_DB, default svc). It
+	// must be a plain identifier: migrations substitute it for {db}.
+	Database string
+	// User and Password authenticate (SVC_CLICKHOUSE_USER, default "default";
+	// SVC_CLICKHOUSE_PASSWORD, default empty).
+	User     string
+	Password string
+	// Cluster, when set, makes Migrate apply the clustered variant of the schema
+	// (ReplicatedMergeTree tables named *_local plus Distributed tables under the
+	// plain names, every statement ON CLUSTER) (SVC_CLICKHOUSE_CLUSTER, default empty).
+	Cluster string
+	// DialTimeout bounds connecting (SVC_CLICKHOUSE_DIAL_TIMEOUT, default 5s).
+	DialTimeout time.Duration
+	// MaxOpenConns caps the connection pool (SVC_CLICKHOUSE_MAX_CONNS, default 8).
+	MaxOpenConns int
+}
+
+// FromEnv reads the SVC_* variables named on each field.
+func FromEnv(r *env.Reader) Config {
+	return Config{
+		Addr:         r.String("SVC_CLICKHOUSE_ADDR", "127.0.0.1:9000"),
+		Database:     r.String("SVC_CLICKHOUSE_DB", "svc"),
+		User:         r.String("SVC_CLICKHOUSE_USER", "default"),
+		Password:     r.String("SVC_CLICKHOUSE_PASSWORD", ""),
+		Cluster:      r.String("SVC_CLICKHOUSE_CLUSTER", ""),
+		DialTimeout:  r.Duration("SVC_CLICKHOUSE_DIAL_TIMEOUT", 5*time.Second),
+		MaxOpenConns: r.Int("SVC_CLICKHOUSE_MAX_CONNS", 8),
+	}
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("SVC_CLICKHOUSE_ADDR %q: %v", c.Addr, err))
+	}
+	if !identRE.MatchString(c.Database) {
+		errs = append(errs, fmt.Errorf("SVC_CLICKHOUSE_DB %q: want a plain identifier [A-Za-z_][A-Za-z0-9_]*", c.Database))
+	}
+	if c.Cluster != "" && !identRE.MatchString(c.Cluster) {
+		errs = append(errs, fmt.Errorf("SVC_CLICKHOUSE_CLUSTER %q: want a plain identifier", c.Cluster))
+	}
+	if c.User == "" {
+		errs = append(errs, errors.New("SVC_CLICKHOUSE_USER: must not be empty"))
+	}
+	if c.DialTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("SVC_CLICKHOUSE_DIAL_TIMEOUT %v: must be positive", c.DialTimeout))
+	}
+	if c.MaxOpenConns < 1 || c.MaxOpenConns > 1000 {
+		errs = append(errs, fmt.Errorf("SVC_CLICKHOUSE_MAX_CONNS %d: want 1..1000", c.MaxOpenConns))
+	}
+	return errors.Join(errs...)
+}
+
+// Open connects to c.Database over the native protocol and pings it. The caller owns
+// the returned pool and must Close it. Every query on the pool carries
+// max_insert_block_size = 16M rows so that one batch insert stays one block (one part
+// per partition) on the server.
+func Open(ctx context.Context, c Config) (driver.Conn, error) {
+	return open(ctx, c, c.Database)
+}
+
+func open(ctx context.Context, c Config, database string) (driver.Conn, error) {
+	if c.DialTimeout <= 0 {
+		c.DialTimeout = 5 * time.Second
+	}
+	if c.MaxOpenConns <= 0 {
+		c.MaxOpenConns = 8
+	}
+	conn, err := clickhouse.Open(&clickhouse.Options{
+		Protocol: clickhouse.Native,
+		Addr:     []string{c.Addr},
+		Auth: clickhouse.Auth{
+			Database: database,
+			Username: c.User,
+			Password: c.Password,
+		},
+		DialTimeout:     c.DialTimeout,
+		MaxOpenConns:    c.MaxOpenConns,
+		MaxIdleConns:    c.MaxOpenConns,
+		ConnMaxLifetime: time.Hour,
+		Settings: clickhouse.Settings{
+			"max_insert_block_size": 16 << 20,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse %s: %w", c.Addr, err)
+	}
+	pctx, cancel := context.WithTimeout(ctx, c.DialTimeout)
+	defer cancel()
+	if err := conn.Ping(pctx); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("clickhouse %s/%s: %w", c.Addr, database, err)
+	}
+	return conn, nil
+}
+
+// ErrorCode returns the ClickHouse server error code carried by err, or 0.
+func ErrorCode(err error) int32 {
+	var ex *clickhouse.Exception
+	if errors.As(err, &ex) {
+		return ex.Code
+	}
+	return 0
+}

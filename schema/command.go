@@ -1,0 +1,60 @@
+package schema
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"svc/api/env"
+)
+
+// MigrateMain is `svc migrate [--print] [--clustered] [--cluster NAME]`: it applies the
+// schema to the configured ClickHouse (SVC_CLICKHOUSE_*), or with --print writes the
+// SQL to stdout instead. --clustered renders the ReplicatedMergeTree + Distributed
+// variant for the cluster named by --cluster (default SVC_CLICKHOUSE_CLUSTER).
+func MigrateMain(ctx context.Context, args []string) error {
+	return migrateMain(ctx, args, os.Stdout)
+}
+
+func migrateMain(ctx context.Context, args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
+	print := fs.Bool("print", false, "print the SQL instead of applying it")
+	clustered := fs.Bool("clustered", false, "use the clustered variant (ReplicatedMergeTree + Distributed)")
+	cluster := fs.String("cluster", "", "cluster name for --clustered (default SVC_CLICKHOUSE_CLUSTER)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	r := env.New()
+	cfg := FromEnv(r)
+	if err := r.Err(); err != nil {
+		return err
+	}
+	if *cluster != "" {
+		cfg.Cluster = *cluster
+	}
+	if !*clustered && *cluster == "" {
+		cfg.Cluster = ""
+	}
+	if *clustered && cfg.Cluster == "" {
+		return errors.New("--clustered needs --cluster NAME or SVC_CLICKHOUSE_CLUSTER")
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if *print {
+		s, err := SQLScript(cfg.Database, cfg.Cluster)
+		if err != nil {
+			return err
+		}
+		_, err = io.WriteString(stdout, s)
+		return err
+	}
+	if err := Migrate(ctx, cfg); err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "svc migrate: database %s on %s is up to date\n", cfg.Database, cfg.Addr)
+	return nil
+}
