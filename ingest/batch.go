@@ -453,21 +453,20 @@ func parseDecimal(t []byte) (int64, string) {
 	if shift < 0 {
 		return 0, "max_decimals"
 	}
+	const limit = MaxValue*10000 + 9999 // Decimal(18,4)'s largest magnitude
 	var n int64
 	for _, c := range mant {
-		if n > (MaxValue*10000)/10 {
+		d := int64(c - '0')
+		if n > (limit-d)/10 {
 			return 0, "range"
 		}
-		n = n*10 + int64(c-'0')
+		n = n*10 + d
 	}
 	for ; shift > 0; shift-- {
-		if n > (MaxValue*10000)/10 {
+		if n > limit/10 {
 			return 0, "range"
 		}
 		n *= 10
-	}
-	if n > MaxValue*10000+9999 {
-		return 0, "range"
 	}
 	if neg {
 		n = -n

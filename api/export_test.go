@@ -1,0 +1,9 @@
+package api
+
+import "svc/api/limits"
+
+// ParsePrefixForTest exposes parsePrefix to api_test.
+var ParsePrefixForTest = parsePrefix
+
+// LimitsWindowsForTest exposes limits.Windows to api_test.
+func LimitsWindowsForTest(b, d int) (limits.Window, limits.Window) { return limits.Windows(b, d) }

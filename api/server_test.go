@@ -1,0 +1,366 @@
+package api_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/api"
+	"svc/api/apitest"
+	"svc/api/keys"
+	"svc/api/problem"
+)
+
+// testRoutes exercise the conventions without any role's logic.
+func testRoutes() []api.Route {
+	return []api.Route{
+		{Method: "GET", Path: "/things", Scope: "plans:read", Handle: func(r *api.Request) error {
+			return r.JSON(200, map[string]string{"version": r.Version})
+		}},
+		{Method: "GET", Path: "/things/{id}", Scope: "plans:read", Handle: func(r *api.Request) error {
+			if r.Param("id") == "missing" {
+				return problem.New(problem.NotFound, "no such thing")
+			}
+			return r.JSON(200, map[string]string{"id": r.Param("id")})
+		}},
+		{Method: "POST", Path: "/things", Scope: "plans:read", Idempotent: true, Handle: func(r *api.Request) error {
+			if strings.Contains(string(r.Body()), "invalid") {
+				return problem.Invalid("bad", problem.FieldError{Field: "name", Rule: "required", Value: nil, Pointer: "/name"})
+			}
+			if strings.Contains(string(r.Body()), "slow") {
+				time.Sleep(700 * time.Millisecond)
+			}
+			return r.JSON(201, map[string]string{"request_id": r.ID})
+		}},
+		{Method: "GET", Path: "/panic", Handle: func(r *api.Request) error { panic("boom") }},
+		{Method: "GET", Path: "/fail", Handle: func(r *api.Request) error { return errors.New("secret internals") }},
+	}
+}
+
+func TestAuthenticationCodes(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	ctx := context.Background()
+
+	apitest.Problem(t, s.Do(t, "GET", "/things", "", ""), 401, "unauthorized")
+	r := s.Do(t, "GET", "/things", "", "", "Authorization", "Basic dXNlcjpwYXNz")
+	apitest.Problem(t, r, 401, "unauthorized")
+	apitest.Problem(t, s.Do(t, "GET", "/things", tn.Secret[:len(tn.Secret)-1], ""), 401, "invalid_key")
+	// Padding inside the header value (HTTP itself strips it only at the ends).
+	apitest.Problem(t, s.Do(t, "GET", "/things", "", "", "Authorization", "Bearer  "+tn.Secret), 401, "invalid_key")
+	apitest.Problem(t, s.Do(t, "GET", "/things", "", "", "Authorization", "Bearer "+tn.Secret+" x"), 401, "invalid_key")
+	m := apitest.Problem(t, s.Do(t, "GET", "/things", tn.Secret+"0", ""), 401, "invalid_key")
+	if strings.Contains(string(mustJSON(m)), tn.Secret[9:]) {
+		t.Fatal("a problem document echoes the secret")
+	}
+
+	// Scope.
+	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Scopes: []string{"events:write", "account:read"}})
+	m = apitest.Problem(t, s.Do(t, "GET", "/things", sec, ""), 403, "insufficient_scope")
+	if m["required_scope"] != "plans:read" || len(m["granted_scopes"].([]any)) != 2 {
+		t.Fatalf("insufficient_scope fields: %v", m)
+	}
+
+	// Expiry carries expired_at.
+	past := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	_, expSec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, ExpiresAt: &past})
+	m = apitest.Problem(t, s.Do(t, "GET", "/things", expSec, ""), 401, "key_expired")
+	if m["expired_at"] != past.Format(time.RFC3339) {
+		t.Fatalf("expired_at %v, want %s", m["expired_at"], past.Format(time.RFC3339))
+	}
+
+	// Allow-list carries client_ip.
+	_, ipSec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Allow: []string{"203.0.113.0/24"}})
+	m = apitest.Problem(t, s.Do(t, "GET", "/things", ipSec, ""), 403, "ip_not_allowed")
+	if m["client_ip"] != "127.0.0.1" {
+		t.Fatalf("client_ip %v", m["client_ip"])
+	}
+	_, okSec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Allow: []string{"127.0.0.1", "10.0.0.0/8"}})
+	if r := s.Do(t, "GET", "/things", okSec, ""); r.Status != 200 {
+		t.Fatalf("allowed address refused: %d %s", r.Status, r.Body)
+	}
+
+	// Revocation.
+	if _, err := s.Keys.Revoke(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond)
+	apitest.Problem(t, s.Do(t, "GET", "/things", sec, ""), 401, "key_revoked")
+}
+
+func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), func(c *api.Config) {
+		c.TrustedProxies = nil
+	})
+	tn := s.Tenant(t, false)
+	_, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Allow: []string{"198.51.100.7"}})
+	// Untrusted peer: the header is ignored.
+	apitest.Problem(t, s.Do(t, "GET", "/things", sec, "", "X-Forwarded-For", "198.51.100.7"), 403, "ip_not_allowed")
+
+	p := apitest.Start(t, testRoutes(), func(c *api.Config) {
+		pfx, _ := api.ParsePrefixForTest("127.0.0.1/32")
+		c.TrustedProxies = append(c.TrustedProxies, pfx)
+	})
+	if r := p.Do(t, "GET", "/things", sec, "", "X-Forwarded-For", "203.0.113.9, 198.51.100.7"); r.Status != 200 {
+		t.Fatalf("trusted proxy's forwarded address refused: %d %s", r.Status, r.Body)
+	}
+	m := apitest.Problem(t, p.Do(t, "GET", "/things", sec, "", "X-Forwarded-For", "198.51.100.7, 203.0.113.9"), 403, "ip_not_allowed")
+	if m["client_ip"] != "203.0.113.9" {
+		t.Fatalf("client_ip %v, want the right-most untrusted address", m["client_ip"])
+	}
+}
+
+func TestRotationOverlap(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	_, newSec, cutover, err := s.Keys.Rotate(context.Background(), tn.Key.ID, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range []string{tn.Secret, newSec} {
+		if r := s.Do(t, "GET", "/things", sec, ""); r.Status != 200 {
+			t.Fatalf("during overlap: %d %s", r.Status, r.Body)
+		}
+	}
+	time.Sleep(time.Until(cutover) + 600*time.Millisecond)
+	m := apitest.Problem(t, s.Do(t, "GET", "/things", tn.Secret, ""), 401, "key_expired")
+	if m["expired_at"] != cutover.UTC().Format(time.RFC3339) {
+		t.Fatalf("expired_at %v, want cutover %s", m["expired_at"], cutover)
+	}
+	if r := s.Do(t, "GET", "/things", newSec, ""); r.Status != 200 {
+		t.Fatalf("new secret after cutover: %d", r.Status)
+	}
+}
+
+// TestRevocationReachesAnotherProcess: a second server with its own key cache (as a
+// second process has) refuses a revoked key within one second.
+func TestRevocationReachesAnotherProcess(t *testing.T) {
+	a := apitest.Start(t, testRoutes(), nil)
+	b := apitest.Start(t, testRoutes(), nil)
+	tn := a.Tenant(t, false)
+	for _, s := range []*apitest.Server{a, b} {
+		if r := s.Do(t, "GET", "/things", tn.Secret, ""); r.Status != 200 {
+			t.Fatalf("before revocation: %d", r.Status)
+		}
+	}
+	if _, err := a.Keys.Revoke(context.Background(), tn.Key.ID); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	for {
+		r := b.Do(t, "GET", "/things", tn.Secret, "")
+		if r.Status == 401 {
+			apitest.Problem(t, r, 401, "key_revoked")
+			break
+		}
+		if time.Since(start) > time.Second {
+			t.Fatalf("revoked key still served after %s", time.Since(start))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("revocation seen after %s", time.Since(start))
+}
+
+func TestRoutingProblems(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	apitest.Problem(t, s.Do(t, "GET", "/nowhere", tn.Secret, ""), 404, "not_found")
+	apitest.Problem(t, s.Do(t, "GET", "/v1/things/missing", tn.Secret, ""), 404, "not_found")
+	r := s.Do(t, "DELETE", "/things", tn.Secret, "")
+	apitest.Problem(t, r, 405, "method_not_allowed")
+	if allow := r.Header.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "POST") {
+		t.Fatalf("Allow %q", allow)
+	}
+	m := apitest.Problem(t, s.Do(t, "GET", "/panic", tn.Secret, ""), 500, "internal_error")
+	if m["retryable"] != true {
+		t.Fatal("internal_error must be retryable")
+	}
+	m = apitest.Problem(t, s.Do(t, "GET", "/fail", tn.Secret, ""), 500, "internal_error")
+	if strings.Contains(m["detail"].(string), "secret internals") {
+		t.Fatal("internal error text leaked")
+	}
+	if r := s.Do(t, "GET", "/v1/things", tn.Secret, ""); r.Status != 200 {
+		t.Fatalf("/v1 prefix: %d", r.Status)
+	}
+	for _, rid := range []string{s.Do(t, "GET", "/things", tn.Secret, "").Header.Get("Request-Id"), s.Do(t, "GET", "/healthz", "", "").Header.Get("Request-Id")} {
+		if !strings.HasPrefix(rid, "req_") {
+			t.Fatalf("Request-Id %q", rid)
+		}
+	}
+}
+
+func TestVersions(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	_, pinned := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Version: "2026-03-01"})
+	cases := []struct {
+		secret, query, header, want string
+	}{
+		{tn.Secret, "", "", api.Stable},
+		{pinned, "", "", "2026-03-01"},
+		{pinned, "", "next", api.Next},
+		{pinned, "?version=stable", "2026-03-01", api.Stable},
+		{tn.Secret, "?version=2026-12-01", "", "2026-12-01"},
+	}
+	for _, c := range cases {
+		r := s.Do(t, "GET", "/things"+c.query, c.secret, "", "SVC-Version", c.header)
+		if r.Status != 200 || r.Header.Get("SVC-Version") != c.want {
+			t.Fatalf("%+v: status %d version %q", c, r.Status, r.Header.Get("SVC-Version"))
+		}
+	}
+	apitest.Problem(t, s.Do(t, "GET", "/things?version=2020-01-01", tn.Secret, ""), 400, "unsupported_version")
+	apitest.Problem(t, s.Do(t, "GET", "/things", tn.Secret, "", "SVC-Version", "latest"), 400, "unsupported_version")
+}
+
+func TestRateLimitHeadersAndWindows(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	_, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 3, Daily: 100})
+	for i := 0; i < 3; i++ {
+		r := s.Do(t, "GET", "/things", sec, "")
+		if r.Status != 200 {
+			t.Fatalf("request %d: %d", i, r.Status)
+		}
+		if got := r.Header.Get("RateLimit-Policy"); got != `"burst";q=3;w=60, "daily";q=100;w=86400` {
+			t.Fatalf("RateLimit-Policy %q", got)
+		}
+		if r.Header.Get("RateLimit-Limit") != "3" || r.Header.Get("RateLimit-Remaining") != strconv.Itoa(2-i) {
+			t.Fatalf("request %d: limit %s remaining %s", i, r.Header.Get("RateLimit-Limit"), r.Header.Get("RateLimit-Remaining"))
+		}
+		if !strings.HasPrefix(r.Header.Get("RateLimit"), `"burst";r=`+strconv.Itoa(2-i)) {
+			t.Fatalf("RateLimit %q", r.Header.Get("RateLimit"))
+		}
+		if reset, _ := strconv.Atoi(r.Header.Get("RateLimit-Reset")); reset < 1 || reset > 60 {
+			t.Fatalf("RateLimit-Reset %d", reset)
+		}
+	}
+	r := s.Do(t, "GET", "/things", sec, "")
+	apitest.Problem(t, r, 429, "rate_limited")
+	if ra, _ := strconv.Atoi(r.Header.Get("Retry-After")); ra < 1 || ra > 20 {
+		t.Fatalf("Retry-After %q", r.Header.Get("Retry-After"))
+	}
+	for _, h := range []string{"RateLimit-Policy", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit"} {
+		if r.Header.Get(h) == "" {
+			t.Fatalf("429 lacks %s", h)
+		}
+	}
+	// Headers on an unauthenticated error too.
+	r = s.Do(t, "GET", "/things", "", "")
+	if r.Header.Get("RateLimit-Policy") == "" || r.Header.Get("RateLimit") == "" {
+		t.Fatal("401 lacks rate-limit headers")
+	}
+}
+
+func TestQuotaExceededSpendsNoBurst(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 10, Daily: 2})
+	for i := 0; i < 2; i++ {
+		if r := s.Do(t, "GET", "/things", sec, ""); r.Status != 200 {
+			t.Fatalf("%d", r.Status)
+		}
+	}
+	r := s.Do(t, "GET", "/things", sec, "")
+	apitest.Problem(t, r, 429, "quota_exceeded")
+	if r.Header.Get("Retry-After") == "" || r.Header.Get("RateLimit-Limit") != "2" || r.Header.Get("RateLimit-Remaining") != "0" {
+		t.Fatalf("headers %v", r.Header)
+	}
+	b, d := api.LimitsWindowsForTest(10, 2)
+	dec, err := s.Deps.Limits.Peek(context.Background(), k.ID.String(), b, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec.Burst.Remaining != 8 {
+		t.Fatalf("burst remaining %d after a daily refusal, want 8 (the refusal spends no burst)", dec.Burst.Remaining)
+	}
+}
+
+func TestRejectedAndUnauthorisedSpendNothing(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 5, Daily: 50})
+	b, d := api.LimitsWindowsForTest(5, 50)
+	peek := func() (int, int) {
+		dec, err := s.Deps.Limits.Peek(context.Background(), k.ID.String(), b, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dec.Burst.Remaining, dec.Daily.Remaining
+	}
+	apitest.Problem(t, s.Do(t, "POST", "/things", sec, `{"invalid":true}`), 422, "invalid_request")
+	apitest.Problem(t, s.Do(t, "GET", "/things/missing", sec, ""), 404, "not_found")
+	apitest.Problem(t, s.Do(t, "GET", "/things?version=1999-01-01", sec, ""), 400, "unsupported_version")
+	if br, dr := peek(); br != 5 || dr != 50 {
+		t.Fatalf("rejected requests spent quota: burst %d daily %d", br, dr)
+	}
+	if r := s.Do(t, "GET", "/things", sec, ""); r.Status != 200 {
+		t.Fatal(r.Status)
+	}
+	if br, dr := peek(); br != 4 || dr != 49 {
+		t.Fatalf("an accepted request should spend one of each: burst %d daily %d", br, dr)
+	}
+}
+
+func TestIdempotency(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	first := s.Do(t, "POST", "/things", tn.Secret, `{"name":"a"}`, "Idempotency-Key", "k-1")
+	if first.Status != 201 {
+		t.Fatalf("%d %s", first.Status, first.Body)
+	}
+	again := s.Do(t, "POST", "/v1/things", tn.Secret, `{"name":"a"}`, "Idempotency-Key", "k-1")
+	if again.Status != 201 || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %s (first %s) replayed=%q", again.Status, again.Body, first.Body, again.Header.Get("Idempotent-Replayed"))
+	}
+	apitest.Problem(t, s.Do(t, "POST", "/things", tn.Secret, `{"name":"b"}`, "Idempotency-Key", "k-1"), 409, "idempotency_key_reuse")
+	// Another key may use the same Idempotency-Key independently.
+	other := s.Tenant(t, false)
+	if r := s.Do(t, "POST", "/things", other.Secret, `{"name":"b"}`, "Idempotency-Key", "k-1"); r.Status != 201 {
+		t.Fatalf("idempotency keys must be per API key: %d", r.Status)
+	}
+	// In use while the first runs.
+	done := make(chan apitest.Response)
+	go func() { done <- s.Do(t, "POST", "/things", tn.Secret, `{"name":"slow"}`, "Idempotency-Key", "k-2") }()
+	time.Sleep(200 * time.Millisecond)
+	r := s.Do(t, "POST", "/things", tn.Secret, `{"name":"slow"}`, "Idempotency-Key", "k-2")
+	m := apitest.Problem(t, r, 409, "idempotency_key_in_use")
+	if m["retryable"] != true || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("in_use must be retryable with Retry-After: %v", m)
+	}
+	if f := <-done; f.Status != 201 {
+		t.Fatalf("first slow request: %d", f.Status)
+	}
+}
+
+func TestBodyTooLarge(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), func(c *api.Config) { c.MaxBodyBytes = 4096 })
+	tn := s.Tenant(t, false)
+	r := s.Do(t, "POST", "/things", tn.Secret, `{"name":"`+strings.Repeat("x", 5000)+`"}`)
+	apitest.Problem(t, r, 413, "payload_too_large")
+}
+
+func TestEveryCodeHasATableEntry(t *testing.T) {
+	spec := []string{"unauthorized", "invalid_key", "key_revoked", "key_expired", "insufficient_scope", "ip_not_allowed",
+		"not_found", "method_not_allowed", "invalid_request", "idempotency_key_reuse", "rate_limited", "quota_exceeded",
+		"unsupported_version", "internal_error"}
+	for _, c := range spec {
+		e, ok := problem.Table[problem.Code(c)]
+		if !ok || e.Added || e.Title == "" || e.SuggestedAction == "" {
+			t.Fatalf("spec code %s: %+v", c, e)
+		}
+	}
+	for _, c := range []string{"payload_too_large", "idempotency_key_in_use", "service_unavailable"} {
+		if e := problem.Table[problem.Code(c)]; !e.Added || !(e.Retryable || c == "payload_too_large") {
+			t.Fatalf("additive code %s: %+v", c, e)
+		}
+	}
+}
+
+func mustJSON(m map[string]any) []byte {
+	b, _ := json.Marshal(m)
+	return b
+}

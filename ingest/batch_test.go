@@ -1,0 +1,236 @@
+package ingest
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/schema"
+)
+
+var fixedNow = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+func parse(t testing.TB, body string) (*Batch, bool) {
+	t.Helper()
+	p := Parser{Now: func() time.Time { return fixedNow }}
+	var b Batch
+	ok := p.Parse([]byte(body), &b)
+	return &b, ok
+}
+
+const goodEvent = `{"event_name":"purchase","occurred_at":"2026-11-24T11:59:00Z","value":12.5,"currency":"EUR","consent":{"measurement":true},"identity":{"email":"ada@example.com"}}`
+
+func TestParseAcceptsAndHashes(t *testing.T) {
+	b, ok := parse(t, `{"pixel_id":"pxl_0b0c3a52-8a5e-4f7e-9a71-2b1f3c4d5e6f","events":[`+goodEvent+`]}`)
+	if !ok || len(b.Events) != 1 || len(b.Rejections) != 0 {
+		t.Fatalf("ok=%v events=%d rejections=%v envelope=%v", ok, len(b.Events), b.Rejections, b.Envelope)
+	}
+	e := b.Events[0]
+	if e.Name != "purchase" || e.Value != 125000 || string(e.Currency[:]) != "EUR" || !e.Consent || !e.HasEmail {
+		t.Fatalf("event %+v", e)
+	}
+	if e.EmailSHA != sha256.Sum256([]byte("ada@example.com")) {
+		t.Fatal("email hash differs from SHA-256 of the address")
+	}
+	if e.OccurredAt != time.Date(2026, 11, 24, 11, 59, 0, 0, time.UTC).UnixMilli() {
+		t.Fatalf("occurred_at %d", e.OccurredAt)
+	}
+}
+
+func TestParseConsentFalseDropsIdentity(t *testing.T) {
+	b, _ := parse(t, `{"pixel_id":"x","events":[{"event_name":"lead","occurred_at":"2026-11-24T11:00:00Z","consent":{"measurement":false},"identity":{"email":"ada@example.com"}}]}`)
+	if len(b.Events) != 1 || b.Events[0].HasEmail || b.Events[0].EmailSHA != [32]byte{} || b.Events[0].Consent {
+		t.Fatalf("identity kept without consent: %+v", b.Events)
+	}
+}
+
+func TestParseRejectsEachBadEventAlone(t *testing.T) {
+	ev := func(mut string) string {
+		return `{"event_name":"purchase","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}` + mut + `}`
+	}
+	cases := []struct {
+		name, event, field, rule string
+	}{
+		{"no name", `{"occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name", "required"},
+		{"empty name", `{"event_name":"","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name", "required"},
+		{"name type", `{"event_name":5,"occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name", "type_string"},
+		{"long name", `{"event_name":"` + strings.Repeat("a", 129) + `","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name", "max_length"},
+		{"no time", `{"event_name":"a","consent":{"measurement":true}}`, "occurred_at", "required"},
+		{"offset time", `{"event_name":"a","occurred_at":"2026-11-24T11:59:00+01:00","consent":{"measurement":true}}`, "occurred_at", "iso8601_utc"},
+		{"bad date", `{"event_name":"a","occurred_at":"2026-02-30T11:59:00Z","consent":{"measurement":true}}`, "occurred_at", "iso8601_utc"},
+		{"too old", `{"event_name":"a","occurred_at":"2026-11-01T11:59:00Z","consent":{"measurement":true}}`, "occurred_at", "too_old"},
+		{"future", `{"event_name":"a","occurred_at":"2026-11-24T13:00:00Z","consent":{"measurement":true}}`, "occurred_at", "in_future"},
+		{"no consent", `{"event_name":"a","occurred_at":"2026-11-24T11:59:00Z"}`, "consent", "required"},
+		{"consent type", `{"event_name":"a","occurred_at":"2026-11-24T11:59:00Z","consent":true}`, "consent", "type_object"},
+		{"no measurement", `{"event_name":"a","occurred_at":"2026-11-24T11:59:00Z","consent":{}}`, "consent.measurement", "required"},
+		{"measurement type", `{"event_name":"a","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":"yes"}}`, "consent.measurement", "type_boolean"},
+		{"value type", ev(`,"value":"12","currency":"EUR"`), "value", "type_number"},
+		{"value decimals", ev(`,"value":1.23456,"currency":"EUR"`), "value", "max_decimals"},
+		{"value range", ev(`,"value":1e20,"currency":"EUR"`), "value", "range"},
+		{"value without currency", ev(`,"value":1`), "currency", "required_with_value"},
+		{"currency lower", ev(`,"value":1,"currency":"eur"`), "currency", "iso4217"},
+		{"currency long", ev(`,"value":1,"currency":"EURO"`), "currency", "iso4217"},
+		{"email upper", ev(`,"identity":{"email":"Ada@example.com"}`), "identity.email", "normalised"},
+		{"email spaces", ev(`,"identity":{"email":" ada@example.com"}`), "identity.email", "normalised"},
+		{"email shape", ev(`,"identity":{"email":"ada.example.com"}`), "identity.email", "email"},
+		{"email type", ev(`,"identity":{"email":7}`), "identity.email", "type_string"},
+		{"identity type", ev(`,"identity":"ada"`), "identity", "type_object"},
+		{"event type", `"purchase"`, "event", "type_object"},
+		{"event_id long", ev(`,"event_id":"` + strings.Repeat("x", 65) + `"`), "event_id", "max_length"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, ok := parse(t, `{"pixel_id":"x","events":[`+goodEvent+`,`+c.event+`]}`)
+			if !ok {
+				t.Fatalf("envelope failed: %v", b.Envelope)
+			}
+			if len(b.Events) != 1 || len(b.Rejections) != 1 {
+				t.Fatalf("events=%d rejections=%+v", len(b.Events), b.Rejections)
+			}
+			r := b.Rejections[0]
+			if r.Index != 1 || r.Field != c.field || r.Rule != c.rule {
+				t.Fatalf("rejection %+v, want index 1 %s/%s", r, c.field, c.rule)
+			}
+			if strings.Contains(fmt.Sprint(r.Value), "@example.com") || strings.Contains(fmt.Sprint(r.Value), "ada.example") {
+				t.Fatalf("a rejection echoes the email: %v", r.Value)
+			}
+		})
+	}
+}
+
+func TestParseEnvelope(t *testing.T) {
+	many := strings.TrimSuffix(strings.Repeat(goodEvent+",", 51), ",")
+	cases := []struct {
+		name, body, field, rule string
+	}{
+		{"not json", `{"pixel_id":`, "body", "json"},
+		{"not object", `[1,2]`, "body", "json_object"},
+		{"trailing", `{"pixel_id":"x","events":[` + goodEvent + `]} x`, "body", "json"},
+		{"no pixel", `{"events":[` + goodEvent + `]}`, "pixel_id", "required"},
+		{"pixel type", `{"pixel_id":7,"events":[` + goodEvent + `]}`, "pixel_id", "type_string"},
+		{"no events", `{"pixel_id":"x"}`, "events", "required"},
+		{"events type", `{"pixel_id":"x","events":{}}`, "events", "type_array"},
+		{"empty events", `{"pixel_id":"x","events":[]}`, "events", "min_items"},
+		{"51 events", `{"pixel_id":"x","events":[` + many + `]}`, "events", "max_items"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, ok := parse(t, c.body)
+			if ok || len(b.Envelope) == 0 {
+				t.Fatalf("accepted: %+v", b)
+			}
+			if b.Envelope[0].Field != c.field || b.Envelope[0].Rule != c.rule {
+				t.Fatalf("envelope %+v, want %s/%s", b.Envelope, c.field, c.rule)
+			}
+		})
+	}
+}
+
+func TestParseFiftyIsTheCeiling(t *testing.T) {
+	fifty := strings.TrimSuffix(strings.Repeat(goodEvent+",", 50), ",")
+	b, ok := parse(t, `{"pixel_id":"x","events":[`+fifty+`]}`)
+	if !ok || len(b.Events) != 50 {
+		t.Fatalf("ok=%v events=%d envelope=%v", ok, len(b.Events), b.Envelope)
+	}
+}
+
+func TestParseEscapesAndUnknownFields(t *testing.T) {
+	b, ok := parse(t, `{"extra":{"a":[1,{"b":null}]},"pixel_id":"x","events":[{"event_name":"caf\u00e9 \"x\"","occurred_at":"2026-11-24T11:59:00.123Z","consent":{"measurement":true,"other":1},"value":-0.5e1,"currency":"USD","meta":[true,false]}]}`)
+	if !ok || len(b.Events) != 1 {
+		t.Fatalf("ok=%v %+v %+v", ok, b.Envelope, b.Rejections)
+	}
+	e := b.Events[0]
+	if e.Name != `café "x"` || e.Value != -50000 || e.OccurredAt%1000 != 123 {
+		t.Fatalf("event %+v", e)
+	}
+}
+
+func TestParseDecimal(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1": 10000, "12.5": 125000, "-3.25": -32500, "1.2345": 12345,
+		"1e2": 1000000, "1.5E-1": 1500, "0.00010": 1, "99999999999999.9999": 999999999999999999} {
+		got, rule := parseDecimal([]byte(in))
+		if rule != "" || got != want {
+			t.Errorf("parseDecimal(%s) = %d %q, want %d", in, got, rule, want)
+		}
+	}
+	for in, want := range map[string]string{"0.00001": "max_decimals", "1e15": "range", "100000000000000": "range", "1e-5": "max_decimals"} {
+		if _, rule := parseDecimal([]byte(in)); rule != want {
+			t.Errorf("parseDecimal(%s) rule %q, want %q", in, rule, want)
+		}
+	}
+}
+
+func TestClientEventIDStable(t *testing.T) {
+	a, _ := parse(t, `{"pixel_id":"x","events":[{"event_id":"order-1","event_name":"a","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}]}`)
+	id1 := a.Events[0].ID
+	b, _ := parse(t, `{"pixel_id":"x","events":[{"event_id":"order-1","event_name":"a","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}]}`)
+	b.AssignIDs([16]byte{1, 2, 3})
+	if id1 != b.Events[0].ID || id1 == (schema.UUID{}) {
+		t.Fatal("client event_id does not map to a stable id")
+	}
+}
+
+// batchBody returns a realistic 50-event batch.
+func batchBody() []byte {
+	var sb strings.Builder
+	sb.WriteString(`{"pixel_id":"pxl_0b0c3a52-8a5e-4f7e-9a71-2b1f3c4d5e6f","events":[`)
+	for i := 0; i < 50; i++ {
+		if i > 0 {
+			sb.WriteByte(',')
+		}
+		fmt.Fprintf(&sb, `{"event_name":"purchase","occurred_at":"2026-11-24T11:%02d:%02dZ","value":%d.99,"currency":"EUR","consent":{"measurement":%v},"identity":{"email":"person%d@example.com"}}`,
+			i%60, (i*7)%60, 10+i, i%5 != 0, i)
+	}
+	sb.WriteString(`]}`)
+	return []byte(sb.String())
+}
+
+// BenchmarkHotPath is the edge's per-batch CPU work: parse, validate, hash the emails
+// and encode the Kafka record for one 50-event batch. Reported per event.
+func BenchmarkHotPath(b *testing.B) {
+	body := batchBody()
+	p := Parser{Now: func() time.Time { return fixedNow }}
+	var batch Batch
+	var buf []byte
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		if !p.Parse(body, &batch) || len(batch.Events) != 50 {
+			b.Fatal("parse failed")
+		}
+		batch.AssignIDs([16]byte{byte(i)})
+		buf = schema.AppendBatch(buf[:0], &schema.Batch{RequestID: "req_0123456789abcdef01234567", ReceivedAt: fixedNow.UnixMilli(), Events: batch.Events})
+	}
+	b.StopTimer()
+	perEvent := float64(b.Elapsed().Nanoseconds()) / float64(b.N) / 50
+	b.ReportMetric(perEvent, "ns/event")
+}
+
+// FuzzParseBatch: any body parses without panicking, and what it accepts re-encodes
+// and decodes as a valid record.
+func FuzzParseBatch(f *testing.F) {
+	f.Add(batchBody())
+	f.Add([]byte(`{"pixel_id":"x","events":[` + goodEvent + `]}`))
+	f.Add([]byte(`{"events":[{"event_name":"\ud83d\ude00","value":1e400}]}`))
+	f.Add([]byte(`[{"a":"\u12"}]`))
+	p := Parser{Now: func() time.Time { return fixedNow }}
+	var batch Batch
+	f.Fuzz(func(t *testing.T, body []byte) {
+		ok := p.Parse(body, &batch)
+		if !ok && len(batch.Envelope) == 0 {
+			t.Fatal("refused without a reason")
+		}
+		if !ok || len(batch.Events) == 0 {
+			return
+		}
+		batch.AssignIDs([16]byte{})
+		rec := schema.AppendBatch(nil, &schema.Batch{Events: batch.Events})
+		var back schema.Batch
+		if err := schema.DecodeBatch(rec, &back); err != nil {
+			t.Fatalf("accepted events do not round-trip: %v", err)
+		}
+	})
+}
