@@ -1,0 +1,106 @@
+package rollup
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/api/env"
+	"svc/schema"
+	"svc/schema/broker"
+)
+
+// Config configures `svc rollup`.
+type Config struct {
+	// Group is the Kafka consumer group (SVC_ROLLUP_GROUP, default svc-rollup). Every
+	// instance of the role joins the same group; partitions are spread across them.
+	Group string
+	// BatchRows flushes when this many events are buffered (SVC_ROLLUP_BATCH_ROWS,
+	// default 50000, allowed 1000..1000000). One flush is one INSERT, one part.
+	BatchRows int
+	// BatchInterval flushes buffered events at most this long after the first of them
+	// arrived (SVC_ROLLUP_BATCH_INTERVAL, default 1s, allowed 10ms..1m).
+	BatchInterval time.Duration
+	// RetryMin and RetryMax bound the exponential backoff between failed flushes while
+	// ClickHouse or Kafka is unavailable (SVC_ROLLUP_RETRY_MIN, default 100ms;
+	// SVC_ROLLUP_RETRY_MAX, default 10s). Fetching stops while a flush is failing.
+	RetryMin, RetryMax time.Duration
+	// InsertTimeout bounds one INSERT attempt (SVC_ROLLUP_INSERT_TIMEOUT, default 30s).
+	// It must stay below the group's rebalance timeout (60s).
+	InsertTimeout time.Duration
+	// RevokeTimeout bounds the flush in a rebalance callback; past it the revoked
+	// partitions' buffered rows are dropped uncommitted and the next owner re-reads them
+	// (SVC_ROLLUP_REVOKE_TIMEOUT, default 15s).
+	RevokeTimeout time.Duration
+	// Table is the raw events table (SVC_ROLLUP_TABLE, default events).
+	Table string
+	// Topic is the events topic (schema.TopicEvents); DeadTopic receives undecodable
+	// records (schema.TopicDeadEvent). Not set from the environment.
+	Topic, DeadTopic string
+	// Kafka and ClickHouse say where the brokers and the database are.
+	Kafka      broker.Config
+	ClickHouse schema.Config
+	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
+	Registerer prometheus.Registerer
+
+	// testAfterInsert, when set, runs after a successful INSERT and before the commit;
+	// returning an error makes the consumer stop at once without committing, as a
+	// SIGKILL at that moment would. Tests only.
+	testAfterInsert func() error
+	// testKgoOpts are appended to the Kafka client options (faster heartbeats). Tests only.
+	testKgoOpts []kgo.Opt
+}
+
+// FromEnv reads the SVC_* variables named on each field.
+func FromEnv(r *env.Reader) Config {
+	return Config{
+		Group:         r.String("SVC_ROLLUP_GROUP", "svc-rollup"),
+		BatchRows:     r.Int("SVC_ROLLUP_BATCH_ROWS", 50000),
+		BatchInterval: r.Duration("SVC_ROLLUP_BATCH_INTERVAL", time.Second),
+		RetryMin:      r.Duration("SVC_ROLLUP_RETRY_MIN", 100*time.Millisecond),
+		RetryMax:      r.Duration("SVC_ROLLUP_RETRY_MAX", 10*time.Second),
+		InsertTimeout: r.Duration("SVC_ROLLUP_INSERT_TIMEOUT", 30*time.Second),
+		RevokeTimeout: r.Duration("SVC_ROLLUP_REVOKE_TIMEOUT", 15*time.Second),
+		Table:         r.String("SVC_ROLLUP_TABLE", "events"),
+		Topic:         schema.TopicEvents,
+		DeadTopic:     schema.TopicDeadEvent,
+		Kafka:         broker.FromEnv(r),
+		ClickHouse:    schema.FromEnv(r),
+	}
+}
+
+// Validate reports a configuration that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Group == "" {
+		errs = append(errs, errors.New("SVC_ROLLUP_GROUP: must not be empty"))
+	}
+	if c.BatchRows < 1000 || c.BatchRows > 1_000_000 {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_BATCH_ROWS %d: want 1000..1000000", c.BatchRows))
+	}
+	if c.BatchInterval < 10*time.Millisecond || c.BatchInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_BATCH_INTERVAL %v: want 10ms..1m", c.BatchInterval))
+	}
+	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_RETRY_MIN %v / SVC_ROLLUP_RETRY_MAX %v: want 0 < min <= max", c.RetryMin, c.RetryMax))
+	}
+	if c.InsertTimeout <= 0 || c.InsertTimeout > 50*time.Second {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_INSERT_TIMEOUT %v: want 0 < t <= 50s (below the rebalance timeout)", c.InsertTimeout))
+	}
+	if c.RevokeTimeout <= 0 || c.RevokeTimeout > 50*time.Second {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_REVOKE_TIMEOUT %v: want 0 < t <= 50s", c.RevokeTimeout))
+	}
+	if c.Table == "" || c.Topic == "" || c.DeadTopic == "" {
+		errs = append(errs, errors.New("table, topic and dead-letter topic must be set"))
+	}
+	if err := c.Kafka.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.ClickHouse.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

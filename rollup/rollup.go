@@ -1,0 +1,78 @@
+// Package rollup is the `svc rollup` role: a Kafka consumer group that writes accepted
+// event batches into ClickHouse exactly once, in large batches, and the read side of
+// the daily pixel rollups (QueryDaily) that GET /pixel-rollups serves.
+package rollup
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"svc/api/env"
+	"svc/schema"
+)
+
+// Run consumes until ctx is cancelled (SIGTERM), then flushes, commits and leaves the
+// group. It waits for ClickHouse to answer at start. With no SVC_KAFKA_BROKERS it
+// connects to the embedded broker's address (SVC_EMBEDDED_KAFKA_ADDR), which another
+// process (svc broker, svc ingest, svc dev) runs.
+func Run(ctx context.Context, cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	conn, err := openRetry(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	seeds := cfg.Kafka.Brokers
+	if len(seeds) == 0 {
+		seeds = []string{cfg.Kafka.EmbeddedAddr}
+	}
+	c, err := newConsumer(cfg, conn, seeds, cfg.testKgoOpts...)
+	if err != nil {
+		return err
+	}
+	return c.run(ctx)
+}
+
+// openRetry opens ClickHouse, retrying with backoff until it answers or ctx ends.
+func openRetry(ctx context.Context, cfg Config) (driver.Conn, error) {
+	d := cfg.RetryMin
+	for {
+		conn, err := schema.Open(ctx, cfg.ClickHouse)
+		if err == nil {
+			return conn, nil
+		}
+		slog.Warn("rollup: ClickHouse not reachable yet", "err", err, "retry_in", d)
+		if !sleep(ctx, d) {
+			return nil, errors.Join(ctx.Err(), err)
+		}
+		d = min(2*d, cfg.RetryMax)
+	}
+}
+
+// Main is `svc rollup`: configuration from SVC_* variables, no arguments.
+func Main(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	r := env.New()
+	cfg := FromEnv(r)
+	if err := r.Err(); err != nil {
+		return err
+	}
+	start := time.Now()
+	err := Run(ctx, cfg)
+	slog.Info("rollup stopped", "after", time.Since(start).Round(time.Millisecond), "err", err)
+	return err
+}

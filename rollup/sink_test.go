@@ -1,0 +1,61 @@
+package rollup
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"svc/schema"
+	"svc/schema/chtest"
+)
+
+// benchBatches returns n records of 50 events each, as the edge would write them.
+func benchBatches(n int) []schema.Batch {
+	out := make([]schema.Batch, n)
+	for i := range out {
+		b := &out[i]
+		b.Workspace[0], b.Pixel[0], b.Key[0] = 1, byte(i%7), 3
+		b.ReceivedAt = time.Now().UnixMilli()
+		b.RequestID = "req_0123456789abcdef"
+		b.Events = make([]schema.Event, 50)
+		for j := range b.Events {
+			e := &b.Events[j]
+			e.ID[0], e.ID[1], e.ID[2] = byte(i), byte(i>>8), byte(j)
+			e.Name = []string{"purchase", "page_view", "signup"}[j%3]
+			e.OccurredAt = b.ReceivedAt - int64(j)*1000
+			e.HasValue, e.Value = j%3 == 0, int64(j)*12345
+			e.Currency = [3]byte{'E', 'U', 'R'}
+			e.Consent = j%4 != 0
+			e.HasEmail = e.Consent
+			e.EmailSHA[0], e.EmailSHA[1] = byte(j), byte(i)
+		}
+	}
+	return out
+}
+
+// BenchmarkSinkFlush50k inserts 50,000-row batches into the real ClickHouse (with the
+// rollup materialized view attached) and reports rows/s. Run with GOMAXPROCS=1 for the
+// per-core figure:
+//
+//	GOMAXPROCS=1 go test -run '^$' -bench SinkFlush50k -benchtime 20x ./rollup/
+func BenchmarkSinkFlush50k(b *testing.B) {
+	_, conn := chtest.NewDB(b)
+	batches := benchBatches(1000)
+	s := NewSink(conn, "events", schema.TopicEvents)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.ResetTimer()
+	var off int64
+	for i := 0; i < b.N; i++ {
+		for j := range batches {
+			s.Add(&batches[j], int32(j%8), off)
+			off++
+		}
+		if err := s.Flush(ctx, time.Now()); err != nil {
+			b.Fatal(err)
+		}
+		s.Reset()
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(b.N)*50000/b.Elapsed().Seconds(), "rows/s")
+}
