@@ -1,0 +1,279 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/api/apitest"
+	"svc/api/keys"
+	"svc/schema"
+	"svc/schema/broker"
+)
+
+type rig struct {
+	*apitest.Server
+	bc    broker.Config
+	kafka *broker.Embedded
+	seeds []string
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// newRig starts an embedded broker (persisting to a temp dir), an edge producing to it,
+// and an api.Server serving POST /events over the real Redis.
+func newRig(t *testing.T) *rig {
+	bc := broker.Config{EmbeddedAddr: freeAddr(t), DataDir: t.TempDir(), Partitions: 2}
+	k, err := broker.StartEmbedded(bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg := &rig{bc: bc, kafka: k, seeds: k.Addrs()}
+	t.Cleanup(func() { rg.kafka.Close() })
+	cfg := Config{DeliveryTimeout: time.Second, MaxBufferedRecords: 1000, Linger: time.Millisecond}
+	producer, err := NewProducer(bc, rg.seeds, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	edge := NewEdge(cfg, producer, nil, prometheus.NewRegistry())
+	rg.Server = apitest.Start(t, edge.Routes(), nil)
+	edge.keys = rg.Keys
+	return rg
+}
+
+// records reads every record of the events topic.
+func (rg *rig) records(t *testing.T) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(rg.seeds...), kgo.ConsumeTopics(schema.TopicEvents),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, schema.TopicEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
+	var out []*kgo.Record
+	for int64(len(out)) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records", len(out), want)
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}
+
+func eventJSON(name, email string, consent bool) string {
+	ts := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
+	id := ""
+	if email != "" {
+		id = `,"identity":{"email":"` + email + `"}`
+	}
+	return fmt.Sprintf(`{"event_name":%q,"occurred_at":%q,"value":19.99,"currency":"EUR","consent":{"measurement":%v}%s}`, name, ts, consent, id)
+}
+
+func batchJSON(pixel string, events ...string) string {
+	return `{"pixel_id":"` + pixel + `","events":[` + strings.Join(events, ",") + `]}`
+}
+
+func TestAcceptedBatchReachesKafkaHashed(t *testing.T) {
+	rg := newRig(t)
+	tn := rg.Tenant(t, false)
+	body := batchJSON(tn.PixelID(), eventJSON("purchase", "ada@example.com", true), eventJSON("lead", "bob@example.com", false),
+		`{"event_name":"bad"}`)
+	r := rg.Do(t, "POST", "/events", tn.Secret, body)
+	if r.Status != 202 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	m := r.JSON(t)
+	if m["accepted"] != 2.0 || m["rejected"] != 1.0 || m["request_id"] != r.Header.Get("Request-Id") {
+		t.Fatalf("202 body %s", r.Body)
+	}
+	rej := m["rejections"].([]any)[0].(map[string]any)
+	if rej["index"] != 2.0 || rej["field"] != "occurred_at" || rej["rule"] != "required" {
+		t.Fatalf("rejection %v", rej)
+	}
+	recs := rg.records(t)
+	if len(recs) != 1 {
+		t.Fatalf("%d records, want 1", len(recs))
+	}
+	rec := recs[0]
+	for _, raw := range []string{"ada@example.com", "bob@example.com"} {
+		if bytes.Contains(rec.Value, []byte(raw)) || bytes.Contains(rec.Key, []byte(raw)) {
+			t.Fatalf("raw email %s in the record", raw)
+		}
+		for _, h := range rec.Headers {
+			if bytes.Contains(h.Value, []byte(raw)) {
+				t.Fatal("raw email in a header")
+			}
+		}
+	}
+	var b schema.Batch
+	if err := schema.DecodeBatch(rec.Value, &b); err != nil {
+		t.Fatal(err)
+	}
+	if b.Workspace != schema.UUID(tn.Workspace.ID) || b.Pixel != schema.UUID(tn.Pixel.ID) || b.Key != schema.UUID(tn.Key.ID) ||
+		!bytes.Equal(rec.Key, tn.Pixel.ID[:]) || b.RequestID != m["request_id"] || b.Sandbox {
+		t.Fatalf("record envelope %+v", b)
+	}
+	if len(b.Events) != 2 || !b.Events[0].HasEmail || b.Events[0].EmailSHA != sha256.Sum256([]byte("ada@example.com")) {
+		t.Fatalf("first event %+v", b.Events[0])
+	}
+	// Known vector, as published on the developer pages.
+	if fmt.Sprintf("%x", b.Events[0].EmailSHA) != "b5fc85e55755f9e0d030a10ab4429b6b2944855f9a0d60077fe832becbc41d72" {
+		t.Fatalf("sha256(ada@example.com) = %x", b.Events[0].EmailSHA)
+	}
+	if b.Events[1].HasEmail || b.Events[1].Consent {
+		t.Fatal("an unconsented event kept its identity")
+	}
+	if b.Events[0].Value != 199900 || string(b.Events[0].Currency[:]) != "EUR" {
+		t.Fatalf("value %d %s", b.Events[0].Value, b.Events[0].Currency)
+	}
+}
+
+func TestPixelMustBelongToTheKeysWorkspace(t *testing.T) {
+	rg := newRig(t)
+	a, b := rg.Tenant(t, false), rg.Tenant(t, false)
+	show := rg.Tenant(t, true)
+	ev := eventJSON("purchase", "", true)
+	apitest.Problem(t, rg.Do(t, "POST", "/events", a.Secret, batchJSON(b.PixelID(), ev)), 404, "not_found")
+	apitest.Problem(t, rg.Do(t, "POST", "/events", show.Secret, batchJSON(a.PixelID(), ev)), 404, "not_found")
+	apitest.Problem(t, rg.Do(t, "POST", "/events", a.Secret, batchJSON(show.PixelID(), ev)), 404, "not_found")
+	m := apitest.Problem(t, rg.Do(t, "POST", "/events", a.Secret, batchJSON("pxl_nope", ev)), 422, "invalid_request")
+	if e := m["errors"].([]any)[0].(map[string]any); e["field"] != "pixel_id" || e["pointer"] != "/pixel_id" {
+		t.Fatalf("errors %v", m["errors"])
+	}
+	// Raw UUID accepted; sandbox key reaches its showroom pixel.
+	if r := rg.Do(t, "POST", "/events", a.Secret, batchJSON(a.Pixel.ID.String(), ev)); r.Status != 202 {
+		t.Fatalf("raw uuid: %d %s", r.Status, r.Body)
+	}
+	if r := rg.Do(t, "POST", "/events", show.Secret, batchJSON(show.PixelID(), ev)); r.Status != 202 {
+		t.Fatalf("sandbox: %d %s", r.Status, r.Body)
+	}
+	recs := rg.records(t)
+	var sb schema.Batch
+	sandboxSeen := false
+	for _, rec := range recs {
+		if err := schema.DecodeBatch(rec.Value, &sb); err != nil {
+			t.Fatal(err)
+		}
+		sandboxSeen = sandboxSeen || sb.Sandbox
+	}
+	if len(recs) != 2 || !sandboxSeen {
+		t.Fatalf("%d records, sandbox flagged %v", len(recs), sandboxSeen)
+	}
+}
+
+func TestWholeBatchFailures(t *testing.T) {
+	rg := newRig(t)
+	tn := rg.Tenant(t, false)
+	m := apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), `{"event_name":"x"}`, `{"occurred_at":"nope"}`)), 422, "invalid_request")
+	errs := m["errors"].([]any)
+	if len(errs) != 2 || errs[1].(map[string]any)["pointer"] != "/events/1/occurred_at" || errs[1].(map[string]any)["rule"] != "iso8601_utc" {
+		t.Fatalf("errors %v", errs)
+	}
+	many := make([]string, 51)
+	for i := range many {
+		many[i] = eventJSON("e", "", true)
+	}
+	m = apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), many...)), 422, "invalid_request")
+	if e := m["errors"].([]any)[0].(map[string]any); e["rule"] != "max_items" || e["value"] != 51.0 {
+		t.Fatalf("errors %v", m["errors"])
+	}
+	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, `{"pixel_id":`), 422, "invalid_request")
+	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, strings.Repeat(" ", 1<<20+1)), 413, "payload_too_large")
+	// Scope.
+	_, sec := rg.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Scopes: []string{"plans:read"}})
+	apitest.Problem(t, rg.Do(t, "POST", "/events", sec, batchJSON(tn.PixelID(), eventJSON("e", "", true))), 403, "insufficient_scope")
+	apitest.Problem(t, rg.Do(t, "GET", "/events", tn.Secret, ""), 405, "method_not_allowed")
+	if n := len(rg.records(t)); n != 0 {
+		t.Fatalf("%d records from refused requests", n)
+	}
+}
+
+func TestIdempotentRetryProducesOnce(t *testing.T) {
+	rg := newRig(t)
+	tn := rg.Tenant(t, false)
+	body := batchJSON(tn.PixelID(), eventJSON("purchase", "ada@example.com", true))
+	a := rg.Do(t, "POST", "/events", tn.Secret, body, "Idempotency-Key", "batch-1")
+	b := rg.Do(t, "POST", "/events", tn.Secret, body, "Idempotency-Key", "batch-1")
+	if a.Status != 202 || b.Status != 202 || string(a.Body) != string(b.Body) || b.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("a=%d %s b=%d %s", a.Status, a.Body, b.Status, b.Body)
+	}
+	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), eventJSON("other", "", true)), "Idempotency-Key", "batch-1"), 409, "idempotency_key_reuse")
+	if n := len(rg.records(t)); n != 1 {
+		t.Fatalf("%d records, want 1", n)
+	}
+}
+
+// TestKafkaDownThenBack: with the broker stopped the edge answers 503 and never 202;
+// once it is back, the retried batch is accepted exactly once.
+func TestKafkaDownThenBack(t *testing.T) {
+	rg := newRig(t)
+	tn := rg.Tenant(t, false)
+	if r := rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), eventJSON("warm", "", true))); r.Status != 202 {
+		t.Fatalf("warm-up: %d", r.Status)
+	}
+	rg.kafka.Close()
+	body := batchJSON(tn.PixelID(), eventJSON("during-outage", "", true))
+	r := rg.Do(t, "POST", "/events", tn.Secret, body, "Idempotency-Key", "outage-1")
+	m := apitest.Problem(t, r, 503, "service_unavailable")
+	if m["retryable"] != true || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("503 must be retryable with Retry-After: %v", m)
+	}
+	k, err := broker.StartEmbedded(rg.bc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rg.kafka = k
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r = rg.Do(t, "POST", "/events", tn.Secret, body, "Idempotency-Key", "outage-1")
+		if r.Status == 202 {
+			break
+		}
+		if r.Status != 503 && r.Status != 409 || time.Now().After(deadline) {
+			t.Fatalf("retry: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if again := rg.Do(t, "POST", "/events", tn.Secret, body, "Idempotency-Key", "outage-1"); again.Status != 202 || string(again.Body) != string(r.Body) {
+		t.Fatalf("replay after recovery: %d", again.Status)
+	}
+	count := 0
+	var b schema.Batch
+	for _, rec := range rg.records(t) {
+		if err := schema.DecodeBatch(rec.Value, &b); err != nil {
+			t.Fatal(err)
+		}
+		if b.Events[0].Name == "during-outage" {
+			count++
+		}
+	}
+	if count != 1 {
+		t.Fatalf("the retried batch is in Kafka %d times, want exactly 1", count)
+	}
+}
