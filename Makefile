@@ -11,7 +11,7 @@ FUZZTIME ?= 10s
 # Package list for go test; override to run one package.
 PKGS     ?= ./...
 
-.PHONY: all build run test bench lint services services-down fuzz clean
+.PHONY: all build run stop test bench lint services services-down fuzz clean
 
 all: build
 
@@ -28,6 +28,11 @@ services-down:
 # working key and a curl line to try.
 run: build services
 	deploy/local/run.sh
+
+# stop: the svc dev that `make run` started (Redis and ClickHouse keep running; see
+# services-down).
+stop:
+	@if [ -f $(SVC_DATA_DIR)/svc-dev.pid ]; then kill $$(cat $(SVC_DATA_DIR)/svc-dev.pid) 2>/dev/null || true; rm -f $(SVC_DATA_DIR)/svc-dev.pid; fi
 
 test: build services
 	$(GO) vet ./...

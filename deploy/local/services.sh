@@ -22,6 +22,7 @@ install_missing() {
   command -v redis-server >/dev/null 2>&1 || pkgs+=(redis-server)
   command -v clickhouse-server >/dev/null 2>&1 || [ -x /usr/sbin/clickhouse-server ] || pkgs+=(clickhouse-server)
   command -v clickhouse-client >/dev/null 2>&1 || pkgs+=(clickhouse-client)
+  command -v curl >/dev/null 2>&1 || pkgs+=(curl)
   [ ${#pkgs[@]} -eq 0 ] && return 0
   log "installing ${pkgs[*]} from Debian's packages"
   local sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
