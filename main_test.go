@@ -1,0 +1,270 @@
+package main
+
+// End-to-end tests: they build the svc binary and run it as a user would (make run's
+// steps), against the real Redis and ClickHouse and the embedded broker.
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/schema"
+)
+
+var svcBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "svc-e2e")
+	if err != nil {
+		panic(err)
+	}
+	svcBin = filepath.Join(dir, "svc")
+	out, err := exec.Command("go", "build", "-o", svcBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// instance is one environment for svc processes: ports, data dir, database.
+type instance struct {
+	t    *testing.T
+	env  []string
+	http string
+	dev  *exec.Cmd
+	log  *bytes.Buffer
+}
+
+func newInstance(t *testing.T) *instance {
+	in := &instance{t: t, http: freePort(t)}
+	db := fmt.Sprintf("svc_e2e_%d", time.Now().UnixNano())
+	in.env = append(os.Environ(),
+		"SVC_HTTP_ADDR="+in.http, "SVC_METRICS_ADDR="+freePort(t), "SVC_EMBEDDED_KAFKA_ADDR="+freePort(t),
+		"SVC_DATA_DIR="+t.TempDir(), "SVC_CLICKHOUSE_DB="+db, "SVC_KAFKA_PARTITIONS=2",
+		"SVC_INGEST_DELIVERY_TIMEOUT=2s")
+	t.Cleanup(func() {
+		in.stop()
+		exec.Command("clickhouse-client", "-q", "DROP DATABASE IF EXISTS "+db).Run()
+	})
+	return in
+}
+
+func (in *instance) getenv(name string) string {
+	for _, kv := range in.env {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// run runs `svc args...` to completion and returns stdout.
+func (in *instance) run(args ...string) []byte {
+	in.t.Helper()
+	cmd := exec.Command(svcBin, args...)
+	cmd.Env = in.env
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		in.t.Fatalf("svc %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
+
+func (in *instance) start() {
+	in.t.Helper()
+	in.log = &bytes.Buffer{}
+	in.dev = exec.Command(svcBin, "dev")
+	in.dev.Env = in.env
+	in.dev.Stdout, in.dev.Stderr = in.log, in.log
+	if err := in.dev.Start(); err != nil {
+		in.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get("http://" + in.http + "/readyz")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	in.t.Fatalf("svc dev not ready:\n%s", in.log.String())
+}
+
+// stop sends SIGTERM and waits; it returns the exit error.
+func (in *instance) stop() error {
+	if in.dev == nil || in.dev.Process == nil {
+		return nil
+	}
+	in.dev.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- in.dev.Wait() }()
+	select {
+	case err := <-done:
+		in.dev = nil
+		return err
+	case <-time.After(40 * time.Second):
+		in.dev.Process.Kill()
+		in.dev = nil
+		return fmt.Errorf("svc dev did not stop within 40s")
+	}
+}
+
+func field(t *testing.T, js []byte, name string) string {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(js, &m); err != nil {
+		t.Fatalf("not JSON: %s", js)
+	}
+	s, _ := m[name].(string)
+	if s == "" {
+		t.Fatalf("no %s in %s", name, js)
+	}
+	return s
+}
+
+func (in *instance) post(secret, path, body string, headers ...string) (int, []byte) {
+	req, _ := http.NewRequest("POST", "http://"+in.http+path, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// topicRecords counts the records in the events topic of the instance's broker.
+func (in *instance) topicRecords() int {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(in.getenv("SVC_EMBEDDED_KAFKA_ADDR")), kgo.ConsumeTopics(schema.TopicEvents),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	defer cl.Close()
+	n := 0
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return n
+		}
+		n += fs.NumRecords()
+	}
+}
+
+// TestDevAcceptsAndKeepsBatchesAcrossRestart: the README's path (admin commands, POST
+// /events) through the built binary; SIGTERM exits cleanly; a restart keeps every
+// acknowledged batch in the embedded broker's data dir.
+func TestDevAcceptsAndKeepsBatchesAcrossRestart(t *testing.T) {
+	in := newInstance(t)
+	in.run("migrate")
+	ws := field(t, in.run("admin", "workspace", "create", "--name", "E2E"), "id")
+	px := field(t, in.run("admin", "pixel", "create", "--workspace", ws), "id")
+	secret := field(t, in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write,pixels:read"), "secret")
+	in.start()
+	now := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
+	for i := 0; i < 3; i++ {
+		body := fmt.Sprintf(`{"pixel_id":%q,"events":[{"event_name":"purchase","occurred_at":%q,"value":10,"currency":"EUR","consent":{"measurement":true},"identity":{"email":"p%d@example.com"}}]}`, px, now, i)
+		if st, b := in.post(secret, "/v1/events", body); st != 202 {
+			t.Fatalf("POST /v1/events: %d %s", st, b)
+		}
+	}
+	if err := in.stop(); err != nil {
+		t.Fatalf("svc dev after SIGTERM: %v\n%s", err, in.log)
+	}
+	if strings.Contains(in.log.String(), "@example.com") {
+		t.Fatal("a raw email reached the log")
+	}
+	// The broker is gone with the process; start it again on the same data dir.
+	in.start()
+	if n := in.topicRecords(); n != 3 {
+		t.Fatalf("%d records after restart, want 3", n)
+	}
+}
+
+// TestAdminCommandsRefuseBadArguments: each admin command exits non-zero with a message.
+func TestAdminCommandsRefuseBadArguments(t *testing.T) {
+	in := newInstance(t)
+	ws := field(t, in.run("admin", "workspace", "create", "--name", "Live"), "id")
+	show := field(t, in.run("admin", "workspace", "create", "--name", "Show", "--showroom"), "id")
+	bad := [][]string{
+		{"admin", "workspace", "create"},
+		{"admin", "pixel", "create", "--workspace", "org_nope"},
+		{"admin", "key", "create", "--workspace", ws, "--env", "sandbox", "--scopes", "events:write"},
+		{"admin", "key", "create", "--workspace", show, "--env", "live", "--scopes", "events:write"},
+		{"admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:delete"},
+		{"admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write", "--expires", "tomorrow"},
+		{"admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write", "--allow", "300.1.1.1"},
+		{"admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write", "--version", "1999-01-01"},
+		{"admin", "key", "revoke"},
+		{"admin", "key", "rotate", "key_nope"},
+		{"admin", "frobnicate"},
+	}
+	for _, args := range bad {
+		cmd := exec.Command(svcBin, args...)
+		cmd.Env = in.env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err == nil || stderr.Len() == 0 || len(out) != 0 {
+			t.Fatalf("svc %v: err=%v stdout=%q stderr=%q", args, err, out, stderr.String())
+		}
+	}
+	key := in.run("admin", "key", "create", "--workspace", show, "--env", "sandbox", "--scopes", "events:write", "--burst", "5", "--daily", "50")
+	id := field(t, key, "id")
+	if !strings.HasPrefix(field(t, key, "secret"), "svc_sandbox_") {
+		t.Fatalf("sandbox secret prefix: %s", key)
+	}
+	rot := in.run("admin", "key", "rotate", id, "--overlap", "1h")
+	if field(t, rot, "previous_cutover_at") == "" || field(t, rot, "secret") == field(t, key, "secret") {
+		t.Fatalf("rotate: %s", rot)
+	}
+	lim := in.run("admin", "key", "set-limits", id, "--burst", "600", "--daily", "100000")
+	if !bytes.Contains(lim, []byte(`"burst":600`)) || bytes.Contains(lim, []byte("secret")) {
+		t.Fatalf("set-limits: %s", lim)
+	}
+	list := in.run("admin", "key", "list", "--workspace", show)
+	if !bytes.Contains(list, []byte(id)) || bytes.Contains(list, []byte("svc_sandbox_")) {
+		t.Fatalf("list: %s", list)
+	}
+	rev := in.run("admin", "key", "revoke", id)
+	if field(t, rev, "status") != "revoked" {
+		t.Fatalf("revoke: %s", rev)
+	}
+}
