@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"strconv"
 	"strings"
 	"testing"
@@ -363,4 +365,36 @@ func TestEveryCodeHasATableEntry(t *testing.T) {
 func mustJSON(m map[string]any) []byte {
 	b, _ := json.Marshal(m)
 	return b
+}
+
+// TestSlowClientsAreCut: a client that sends half a request and stalls is disconnected
+// after the read timeout; an idle keep-alive connection after the idle timeout.
+func TestSlowClientsAreCut(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), func(c *api.Config) {
+		c.ReadTimeout, c.IdleTimeout = 300*time.Millisecond, 300*time.Millisecond
+	})
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("POST /things HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+	start := time.Now()
+	_, err = io.ReadAll(conn)
+	if err != nil || time.Since(start) > 2*time.Second {
+		t.Fatalf("half-open request not cut within the read timeout: %v after %s", err, time.Since(start))
+	}
+	idle, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer idle.Close()
+	idle.SetReadDeadline(time.Now().Add(3 * time.Second))
+	start = time.Now()
+	if _, err := io.ReadAll(idle); err != nil || time.Since(start) > 2*time.Second {
+		t.Fatalf("idle connection not closed: %v after %s", err, time.Since(start))
+	}
 }

@@ -25,6 +25,31 @@ type rig struct {
 	bc    broker.Config
 	kafka *broker.Embedded
 	seeds []string
+	reg   *prometheus.Registry
+}
+
+// counter returns the value of a counter in the edge's registry with the given labels.
+func (rg *rig) counter(t *testing.T, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := rg.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+	next:
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if v, ok := labels[lp.GetName()]; ok && v != lp.GetValue() {
+					continue next
+				}
+			}
+			return m.GetCounter().GetValue()
+		}
+	}
+	return 0
 }
 
 func freeAddr(t *testing.T) string {
@@ -52,7 +77,8 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(producer.Close)
-	edge := NewEdge(cfg, producer, nil, prometheus.NewRegistry())
+	rg.reg = prometheus.NewRegistry()
+	edge := NewEdge(cfg, producer, nil, rg.reg)
 	rg.Server = apitest.Start(t, edge.Routes(), nil)
 	edge.keys = rg.Keys
 	return rg
@@ -151,6 +177,10 @@ func TestAcceptedBatchReachesKafkaHashed(t *testing.T) {
 	}
 	if b.Events[0].Value != 199900 || string(b.Events[0].Currency[:]) != "EUR" {
 		t.Fatalf("value %d %s", b.Events[0].Value, b.Events[0].Currency)
+	}
+	if a, r := rg.counter(t, "svc_ingest_events_total", map[string]string{"outcome": "accepted"}),
+		rg.counter(t, "svc_ingest_events_total", map[string]string{"outcome": "rejected", "reason": "required"}); a != 2 || r != 1 {
+		t.Fatalf("metrics: accepted %v rejected %v", a, r)
 	}
 }
 
