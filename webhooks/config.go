@@ -1,0 +1,170 @@
+package webhooks
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"svc/api/env"
+)
+
+// DefaultSchedule is when each attempt of a delivery is made, counted from the previous
+// attempt: at once, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h — ten
+// attempts over about three days (75 h 35 min before jitter).
+var DefaultSchedule = []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute,
+	2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 14 * time.Hour, 20 * time.Hour, 24 * time.Hour}
+
+// Config is the webhooks role's configuration. ConfigFromEnv reads it; Validate checks it.
+type Config struct {
+	// InboundMaxBody is the largest inbound body accepted; larger ones get 413 before
+	// parsing (SVC_WEBHOOKS_INBOUND_MAX_BODY, default 262144 = 256 KiB).
+	InboundMaxBody int
+	// Tolerance is how far a signature timestamp may be from our clock, either way
+	// (SVC_WEBHOOKS_TOLERANCE, default 300s).
+	Tolerance time.Duration
+	// ReplayWindow is how long a processed inbound message id is remembered: a repeat
+	// within it is ignored (SVC_WEBHOOKS_REPLAY_WINDOW, default 720h = 30 days).
+	ReplayWindow time.Duration
+	// SecretOverlap is how long the previous inbound secret stays valid after
+	// `svc admin webhook inbound-secret` issues a new one (SVC_WEBHOOKS_SECRET_OVERLAP,
+	// default 24h).
+	SecretOverlap time.Duration
+
+	// Schedule is the delay before each attempt, from the previous one
+	// (SVC_WEBHOOKS_SCHEDULE, comma-separated durations; default DefaultSchedule). Its
+	// length is the number of attempts.
+	Schedule []time.Duration
+	// Jitter spreads each delay by up to ± this fraction (SVC_WEBHOOKS_JITTER, 0.1).
+	Jitter float64
+	// Timeout bounds one attempt: connect, send, and the answer's status line
+	// (SVC_WEBHOOKS_TIMEOUT, default 15s).
+	Timeout time.Duration
+	// Lease is how long a claimed attempt belongs to one worker; a worker that dies
+	// mid-attempt leaves it to another after this (SVC_WEBHOOKS_LEASE, default 60s;
+	// more than Timeout).
+	Lease time.Duration
+	// MaxRetryAfter caps a receiver's Retry-After (SVC_WEBHOOKS_MAX_RETRY_AFTER, 24h).
+	MaxRetryAfter time.Duration
+	// DisableAfter disables an endpoint whose deliveries have failed without a single
+	// success for this long (SVC_WEBHOOKS_DISABLE_AFTER, default 72h).
+	DisableAfter time.Duration
+	// Poll is how often the worker looks for due attempts (SVC_WEBHOOKS_POLL, 1s).
+	Poll time.Duration
+	// Concurrency is the number of attempts in flight per process
+	// (SVC_WEBHOOKS_CONCURRENCY, default 8).
+	Concurrency int
+
+	// ScanInterval is how often the triggers look for closed days and expiring keys
+	// (SVC_WEBHOOKS_SCAN_INTERVAL, default 1m).
+	ScanInterval time.Duration
+	// DayGrace is how long after a UTC day ends it becomes final, unless the rollup
+	// package says otherwise (SVC_WEBHOOKS_DAY_GRACE, default 1h).
+	DayGrace time.Duration
+	// KeyExpiringWithin is the notice given before a key expires
+	// (SVC_WEBHOOKS_KEY_EXPIRING_WITHIN, default 168h = 7 days).
+	KeyExpiringWithin time.Duration
+
+	// Prefix is prepended to every Redis key of this package (SVC_WEBHOOKS_REDIS_PREFIX,
+	// default "svc:wh:"). Tests use a unique one.
+	Prefix string
+	// Worker names this process in the delivery log (SVC_WEBHOOKS_WORKER, default the
+	// host name and pid).
+	Worker string
+}
+
+// DefaultConfig returns the defaults documented on Config.
+func DefaultConfig() Config {
+	return Config{
+		InboundMaxBody: 256 * 1024, Tolerance: Tolerance, ReplayWindow: 30 * 24 * time.Hour,
+		SecretOverlap: 24 * time.Hour, Schedule: append([]time.Duration(nil), DefaultSchedule...),
+		Jitter: 0.1, Timeout: 15 * time.Second, Lease: 60 * time.Second, MaxRetryAfter: 24 * time.Hour,
+		DisableAfter: 72 * time.Hour, Poll: time.Second, Concurrency: 8, ScanInterval: time.Minute,
+		DayGrace: time.Hour, KeyExpiringWithin: 7 * 24 * time.Hour, Prefix: "svc:wh:", Worker: defaultWorker(),
+	}
+}
+
+// ConfigFromEnv reads the SVC_WEBHOOKS_* variables named on each field.
+func ConfigFromEnv(r *env.Reader) Config {
+	d := DefaultConfig()
+	c := Config{
+		InboundMaxBody:    r.Int("SVC_WEBHOOKS_INBOUND_MAX_BODY", d.InboundMaxBody),
+		Tolerance:         r.Duration("SVC_WEBHOOKS_TOLERANCE", d.Tolerance),
+		ReplayWindow:      r.Duration("SVC_WEBHOOKS_REPLAY_WINDOW", d.ReplayWindow),
+		SecretOverlap:     r.Duration("SVC_WEBHOOKS_SECRET_OVERLAP", d.SecretOverlap),
+		Jitter:            d.Jitter,
+		Timeout:           r.Duration("SVC_WEBHOOKS_TIMEOUT", d.Timeout),
+		Lease:             r.Duration("SVC_WEBHOOKS_LEASE", d.Lease),
+		MaxRetryAfter:     r.Duration("SVC_WEBHOOKS_MAX_RETRY_AFTER", d.MaxRetryAfter),
+		DisableAfter:      r.Duration("SVC_WEBHOOKS_DISABLE_AFTER", d.DisableAfter),
+		Poll:              r.Duration("SVC_WEBHOOKS_POLL", d.Poll),
+		Concurrency:       r.Int("SVC_WEBHOOKS_CONCURRENCY", d.Concurrency),
+		ScanInterval:      r.Duration("SVC_WEBHOOKS_SCAN_INTERVAL", d.ScanInterval),
+		DayGrace:          r.Duration("SVC_WEBHOOKS_DAY_GRACE", d.DayGrace),
+		KeyExpiringWithin: r.Duration("SVC_WEBHOOKS_KEY_EXPIRING_WITHIN", d.KeyExpiringWithin),
+		Prefix:            r.String("SVC_WEBHOOKS_REDIS_PREFIX", d.Prefix),
+		Worker:            r.String("SVC_WEBHOOKS_WORKER", d.Worker),
+	}
+	if pm := r.Int("SVC_WEBHOOKS_JITTER_PERMILLE", -1); pm >= 0 {
+		c.Jitter = float64(pm) / 1000
+	}
+	c.Schedule = d.Schedule
+	if items := r.List("SVC_WEBHOOKS_SCHEDULE", nil); len(items) > 0 {
+		c.Schedule = nil
+		for _, s := range items {
+			v, err := time.ParseDuration(strings.TrimSpace(s))
+			if err != nil {
+				v = -1 // reported by Validate
+			}
+			c.Schedule = append(c.Schedule, v)
+		}
+	}
+	return c
+}
+
+// Validate reports every field that cannot work.
+func (c Config) Validate() error {
+	var errs []error
+	if c.InboundMaxBody < 1024 {
+		errs = append(errs, fmt.Errorf("SVC_WEBHOOKS_INBOUND_MAX_BODY %d: want at least 1024", c.InboundMaxBody))
+	}
+	if c.Tolerance < time.Second {
+		errs = append(errs, fmt.Errorf("SVC_WEBHOOKS_TOLERANCE %s: want at least 1s", c.Tolerance))
+	}
+	if len(c.Schedule) == 0 || len(c.Schedule) > 50 {
+		errs = append(errs, errors.New("SVC_WEBHOOKS_SCHEDULE: want 1 to 50 durations"))
+	}
+	for _, d := range c.Schedule {
+		if d < 0 {
+			errs = append(errs, errors.New("SVC_WEBHOOKS_SCHEDULE: every entry must be a duration such as 5m, not negative"))
+			break
+		}
+	}
+	if c.Jitter < 0 || c.Jitter >= 1 {
+		errs = append(errs, fmt.Errorf("SVC_WEBHOOKS_JITTER_PERMILLE: want 0..999, got %v", c.Jitter))
+	}
+	if c.Timeout <= 0 {
+		errs = append(errs, errors.New("SVC_WEBHOOKS_TIMEOUT must be positive"))
+	}
+	if c.Lease <= c.Timeout {
+		errs = append(errs, fmt.Errorf("SVC_WEBHOOKS_LEASE %s: want more than SVC_WEBHOOKS_TIMEOUT %s", c.Lease, c.Timeout))
+	}
+	for name, d := range map[string]time.Duration{"SVC_WEBHOOKS_REPLAY_WINDOW": c.ReplayWindow,
+		"SVC_WEBHOOKS_SECRET_OVERLAP": c.SecretOverlap, "SVC_WEBHOOKS_MAX_RETRY_AFTER": c.MaxRetryAfter,
+		"SVC_WEBHOOKS_DISABLE_AFTER": c.DisableAfter, "SVC_WEBHOOKS_POLL": c.Poll,
+		"SVC_WEBHOOKS_SCAN_INTERVAL": c.ScanInterval, "SVC_WEBHOOKS_KEY_EXPIRING_WITHIN": c.KeyExpiringWithin} {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive", name))
+		}
+	}
+	if c.DayGrace < 0 {
+		errs = append(errs, errors.New("SVC_WEBHOOKS_DAY_GRACE must not be negative"))
+	}
+	if c.Concurrency < 1 || c.Concurrency > 256 {
+		errs = append(errs, fmt.Errorf("SVC_WEBHOOKS_CONCURRENCY %d: want 1..256", c.Concurrency))
+	}
+	if c.Prefix == "" {
+		errs = append(errs, errors.New("SVC_WEBHOOKS_REDIS_PREFIX must not be empty"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,154 @@
+package webhooks
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/google/uuid"
+
+	"svc/api/ids"
+)
+
+// Event kinds delivered to outbound endpoints (payloads in README.md).
+const (
+	KindDayClosed   = "rollup.day_closed"
+	KindKeyExpiring = "key.expiring"
+)
+
+// Kinds lists every outbound event kind.
+var Kinds = []string{KindDayClosed, KindKeyExpiring}
+
+// eventNamespace derives stable event ids (UUID v5) from what an event is about.
+var eventNamespace = uuid.MustParse("8f0c8a52-4f4e-4d0a-9b7e-3c7f1f0f5e21")
+
+// EventID returns the stable id of the event of kind about parts: the same occurrence
+// always gets the same id, so a receiver can deduplicate on it and the worker emits it
+// once however often a trigger sees it.
+func EventID(kind string, parts ...string) uuid.UUID {
+	return uuid.NewSHA1(eventNamespace, []byte(kind+"\x00"+strings.Join(parts, "\x00")))
+}
+
+// Event is one outbound event.
+type Event struct {
+	ID          uuid.UUID
+	Kind        string
+	WorkspaceID uuid.UUID
+	CreatedAt   time.Time
+	// Data is the kind's payload (DayClosed, KeyExpiring), the envelope's data member.
+	Data any
+}
+
+// Envelope is the JSON body of every delivery.
+type Envelope struct {
+	ID              string    `json:"id"`
+	IDUUID          string    `json:"id_uuid"`
+	Type            string    `json:"type"`
+	CreatedAt       time.Time `json:"created_at"`
+	WorkspaceID     string    `json:"workspace_id"`
+	WorkspaceIDUUID string    `json:"workspace_id_uuid"`
+	Data            any       `json:"data"`
+}
+
+// Body returns the event's delivery body.
+func (e Event) Body() ([]byte, error) {
+	return json.Marshal(Envelope{ID: ids.Format(ids.Event, e.ID), IDUUID: e.ID.String(), Type: e.Kind,
+		CreatedAt: e.CreatedAt.UTC().Truncate(time.Second), WorkspaceID: ids.Format(ids.Org, e.WorkspaceID),
+		WorkspaceIDUUID: e.WorkspaceID.String(), Data: e.Data})
+}
+
+// DayClosed is the data of rollup.day_closed: a pixel's day became final; its totals
+// will not change any more.
+type DayClosed struct {
+	PixelID     string `json:"pixel_id"`
+	PixelIDUUID string `json:"pixel_id_uuid"`
+	Date        string `json:"date"` // YYYY-MM-DD, UTC
+	Sandbox     bool   `json:"sandbox"`
+	// Events and ConsentedEvents are the day's totals over every event name.
+	Events          uint64 `json:"events"`
+	ConsentedEvents uint64 `json:"consented_events"`
+	// Rows are the day's rollup rows, one per event name and currency.
+	Rows []DayClosedRow `json:"rows"`
+}
+
+// DayClosedRow is one (event name, currency) row of a closed day.
+type DayClosedRow struct {
+	EventName       string `json:"event_name"`
+	Currency        string `json:"currency"`
+	Events          uint64 `json:"events"`
+	ConsentedEvents uint64 `json:"consented_events"`
+	Value           string `json:"value"` // decimal, 4 places
+	UniquePeople    uint64 `json:"unique_people"`
+}
+
+// KeyExpiring is the data of key.expiring: an API key expires within seven days.
+type KeyExpiring struct {
+	KeyID     string    `json:"key_id"`
+	KeyIDUUID string    `json:"key_id_uuid"`
+	Env       string    `json:"env"`
+	Scopes    []string  `json:"scopes"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// ExpiresInSeconds is counted from the event's created_at.
+	ExpiresInSeconds int64 `json:"expires_in_seconds"`
+}
+
+// Emitter turns events into scheduled deliveries.
+type Emitter struct {
+	Store *Store
+	Logs  *Logs
+	Log   *slog.Logger
+	// Delay is when the first attempt is due after emission (Config.Schedule[0]).
+	Delay time.Duration
+}
+
+// Emit schedules ev for immediate delivery to every enabled endpoint of its workspace
+// that takes its kind, once per endpoint: emitting the same event id again schedules
+// nothing new except for endpoints created since. The first body stored for an id is
+// the one every delivery sends. It returns the number of deliveries scheduled.
+func (em *Emitter) Emit(ctx context.Context, ev Event) (int, error) {
+	eps, err := em.Store.Endpoints(ctx, ev.WorkspaceID)
+	if err != nil {
+		return 0, err
+	}
+	var targets []Endpoint
+	for _, e := range eps {
+		if e.Enabled() && e.Wants(ev.Kind) {
+			targets = append(targets, e)
+		}
+	}
+	if len(targets) == 0 {
+		return 0, nil
+	}
+	if ev.CreatedAt.IsZero() {
+		ev.CreatedAt = em.Store.Now()
+	}
+	body, err := ev.Body()
+	if err != nil {
+		return 0, fmt.Errorf("event %s: %w", ev.Kind, err)
+	}
+	fresh, _, err := em.Store.putEvent(ctx, ev.ID, body)
+	if err != nil {
+		return 0, err
+	}
+	if fresh && em.Logs != nil {
+		if err := em.Logs.InsertEvent(ctx, ev.ID, ev.WorkspaceID, ev.Kind, ev.CreatedAt, body); err != nil {
+			// Redis holds the body for EventTTL; the ClickHouse copy is for later redelivery.
+			em.Log.Warn("webhook event not recorded in ClickHouse", "event_id", ev.ID.String(), "err", err.Error())
+		}
+	}
+	n := 0
+	due := em.Store.Now().Add(em.Delay)
+	for _, e := range targets {
+		ok, err := em.Store.enqueue(ctx, e.ID, ev.ID, ev.WorkspaceID, ev.Kind, due)
+		if err != nil {
+			return n, err
+		}
+		if ok {
+			n++
+		}
+	}
+	return n, nil
+}

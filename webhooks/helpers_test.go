@@ -1,0 +1,136 @@
+package webhooks
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"svc/api/apitest"
+	"svc/schema/chtest"
+)
+
+// fakeClock is the compressed clock: tests move it forward by hours in an instant.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newClock() *fakeClock {
+	return &fakeClock{t: time.Now().UTC().Truncate(time.Second)}
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.t) {
+		c.t = t
+	}
+}
+
+func (c *fakeClock) Add(d time.Duration) { c.Set(c.Now().Add(d)) }
+
+// env is one test's world: a private Redis prefix, a private ClickHouse database, a
+// fake clock.
+type testEnv struct {
+	cfg   Config
+	rdb   *redis.Client
+	conn  driver.Conn
+	clock *fakeClock
+	logs  *Logs
+	log   *slog.Logger
+}
+
+func newEnv(t *testing.T) *testEnv {
+	t.Helper()
+	rdb := apitest.Redis(t)
+	_, conn := chtest.NewDB(t)
+	cfg := DefaultConfig()
+	cfg.Prefix = "test:wh:" + uuid.NewString()[:8] + ":"
+	cfg.Timeout = 2 * time.Second
+	cfg.Lease = 5 * time.Second
+	cfg.Poll = 10 * time.Millisecond
+	cfg.Worker = "test"
+	t.Cleanup(func() { cleanPrefix(rdb, cfg.Prefix) })
+	return &testEnv{cfg: cfg, rdb: rdb, conn: conn, clock: newClock(), logs: NewLogs(conn),
+		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
+}
+
+func cleanPrefix(rdb *redis.Client, prefix string) {
+	ctx, cancel := contextTimeout()
+	defer cancel()
+	iter := rdb.Scan(ctx, 0, prefix+"*", 500).Iterator()
+	var ks []string
+	for iter.Next(ctx) {
+		ks = append(ks, iter.Val())
+	}
+	if len(ks) > 0 {
+		rdb.Del(ctx, ks...)
+	}
+}
+
+// store returns a new Store on the test's prefix and clock (a new one per simulated
+// process).
+func (e *testEnv) store() *Store {
+	s := NewStore(e.rdb, e.cfg.Prefix)
+	s.Now = e.clock.Now
+	return s
+}
+
+// worker returns a new worker (a new process, as far as the schedule knows).
+func (e *testEnv) worker(name string) *Worker {
+	cfg := e.cfg
+	cfg.Worker = name
+	w := NewWorker(cfg, e.store(), e.logs, NewMetrics(nil), e.log)
+	w.Now = e.clock.Now
+	return w
+}
+
+func (e *testEnv) emitter() *Emitter {
+	return &Emitter{Store: e.store(), Logs: e.logs, Log: e.log}
+}
+
+// verifyIndependently checks an SVC-Signature header without this package's code: a
+// plain reading of the scheme (README.md) as a receiver would write it.
+func verifyIndependently(header string, body []byte, secret string, now time.Time) bool {
+	var ts string
+	var sigs []string
+	for _, kv := range strings.Split(header, ",") {
+		k, v, _ := strings.Cut(kv, "=")
+		switch k {
+		case "t":
+			ts = v
+		case "v1":
+			sigs = append(sigs, v)
+		}
+	}
+	t, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || now.Unix()-t > 300 || t-now.Unix() > 300 {
+		return false
+	}
+	mac := hmac.New(sha256.New, []byte(secret))
+	mac.Write([]byte(ts + "." + string(body)))
+	want := hex.EncodeToString(mac.Sum(nil))
+	for _, s := range sigs {
+		if hmac.Equal([]byte(s), []byte(want)) {
+			return true
+		}
+	}
+	return false
+}
