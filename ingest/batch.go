@@ -20,8 +20,8 @@ const (
 	MaxEventIDLen = 64
 	MaxEmailLen   = 254
 	// MaxEventAge is how far in the past occurred_at may be: a late event lands on its
-	// own day, up to this age. Days older than this (plus a grace day) are final.
-	MaxEventAge = 7 * 24 * time.Hour
+	// own day, up to this age (schema.MaxEventAge: the rollup's final status relies on it).
+	MaxEventAge = schema.MaxEventAge
 	// MaxClockSkew is how far in the future occurred_at may be.
 	MaxClockSkew = 5 * time.Minute
 	// MaxValue bounds |value|: Decimal(18,4) holds 14 integer digits.

@@ -37,6 +37,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Topic names. The dead-letter topic receives records the consumer could not decode,
@@ -49,6 +50,11 @@ const (
 	SchemaEventsV1  = "events.v1"
 	HeaderDLQReason = "svc-dlq-reason"
 )
+
+// MaxEventAge is how late an event may arrive: the edge refuses an occurred_at older
+// than this, so a day's rollup can change only until MaxEventAge after the day ends
+// (plus the pipeline's lag); after that it is final.
+const MaxEventAge = 7 * 24 * time.Hour
 
 // Limits that the edge enforces and the decoder checks again.
 const (
