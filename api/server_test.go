@@ -341,8 +341,10 @@ func TestIdempotency(t *testing.T) {
 func TestBodyTooLarge(t *testing.T) {
 	s := apitest.Start(t, testRoutes(), func(c *api.Config) { c.MaxBodyBytes = 4096 })
 	tn := s.Tenant(t, false)
-	r := s.Do(t, "POST", "/things", tn.Secret, `{"name":"`+strings.Repeat("x", 5000)+`"}`)
-	apitest.Problem(t, r, 413, "payload_too_large")
+	apitest.Problem(t, s.Oversize(t, "POST", "/things", tn.Secret, 4097), 413, "payload_too_large")
+	if r := s.Do(t, "POST", "/things", tn.Secret, `{"name":"`+strings.Repeat("x", 4000)+`"}`); r.Status != 201 {
+		t.Fatalf("a body under the cap: %d", r.Status)
+	}
 }
 
 func TestEveryCodeHasATableEntry(t *testing.T) {

@@ -234,7 +234,7 @@ func TestWholeBatchFailures(t *testing.T) {
 		t.Fatalf("errors %v", m["errors"])
 	}
 	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, `{"pixel_id":`), 422, "invalid_request")
-	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, strings.Repeat(" ", 1<<20+1)), 413, "payload_too_large")
+	apitest.Problem(t, rg.Oversize(t, "POST", "/events", tn.Secret, 1<<20+1), 413, "payload_too_large")
 	// Scope.
 	_, sec := rg.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Scopes: []string{"plans:read"}})
 	apitest.Problem(t, rg.Do(t, "POST", "/events", sec, batchJSON(tn.PixelID(), eventJSON("e", "", true))), 403, "insufficient_scope")

@@ -5,11 +5,13 @@
 package apitest
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -212,4 +214,30 @@ func Problem(t testing.TB, r Response, status int, code string) map[string]any {
 		t.Fatalf("type %v / doc_url %v do not name the code's page", m["type"], m["doc_url"])
 	}
 	return m
+}
+
+// Oversize sends only the head of a request that announces a body of contentLength bytes
+// and returns the response the server gives before any body byte is sent: a server that
+// refuses oversize bodies before parsing answers at once. (Sending the body as well makes
+// a client race the server's close and see a reset instead of the answer.)
+func (s *Server) Oversize(t testing.TB, method, path, secret string, contentLength int) Response {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	head := method + " " + path + " HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n" +
+		"Authorization: Bearer " + secret + "\r\nContent-Length: " + strconv.Itoa(contentLength) + "\r\n\r\n"
+	if _, err := conn.Write([]byte(head)); err != nil {
+		t.Fatal(err)
+	}
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatalf("no answer to an oversize request: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
