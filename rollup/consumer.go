@@ -2,6 +2,7 @@ package rollup
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -57,7 +59,10 @@ type consumer struct {
 	dlq      []*kgo.Record             // dead letters to produce before the next commit
 	first    time.Time                 // arrival of the oldest unflushed work; zero if none
 	unsure   bool                      // the last INSERT failed: it may have landed
-	failures int                       // consecutive failed flushes
+	lastID   string                    // query_id of the last INSERT
+	handled  map[int32]int64           // partition → highest offset handled (guards redelivery within a batch)
+	failures int                       // consecutive failed steps (flush or read-back)
+	flushBad bool                      // the last flush failed
 	retryAt  time.Time
 }
 
@@ -67,9 +72,10 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		conn:   conn,
 		sink:   NewSink(conn, cfg.Table, cfg.Topic),
 		m:      newMetrics(cfg.Registerer),
-		log:    slog.Default().With("role", "rollup", "group", cfg.Group),
-		stored: map[int32]int64{},
-		commit: map[int32]kgo.EpochOffset{},
+		log:    slog.Default().With("role", "rollup", "group", cfg.Group, "consumer", rand.Uint32()%10000),
+		stored:  map[int32]int64{},
+		commit:  map[int32]kgo.EpochOffset{},
+		handled: map[int32]int64{},
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
@@ -165,6 +171,7 @@ func (c *consumer) work(ctx context.Context) error {
 			if errors.Is(err, errKilled) {
 				return err
 			}
+			c.flushBad = true
 			c.fail(err)
 			return nil
 		}
@@ -201,12 +208,15 @@ func (c *consumer) nextWake(now time.Time) (time.Duration, bool) {
 // left or the sink is full. A record of a partition whose stored offset is unknown
 // waits until it has been read from ClickHouse.
 func (c *consumer) handle(ctx context.Context) {
-	if len(c.held) == 0 || c.failures > 0 {
+	if len(c.held) == 0 || time.Now().Before(c.retryAt) {
 		return
 	}
 	if err := c.loadStored(ctx); err != nil {
 		c.fail(err)
 		return
+	}
+	if !c.flushBad {
+		c.failures, c.retryAt = 0, time.Time{}
 	}
 	i := 0
 	for ; i < len(c.held) && c.sink.Len() < c.cfg.BatchRows; i++ {
@@ -257,6 +267,10 @@ func (c *consumer) handleOne(r *kgo.Record) {
 	if c.first.IsZero() {
 		c.first = time.Now()
 	}
+	if h, ok := c.handled[p]; ok && r.Offset <= h {
+		return // redelivered while this member still holds it
+	}
+	c.handled[p] = r.Offset
 	c.commit[p] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 	if r.Offset <= c.stored[p] {
 		c.m.skipped.Inc()
@@ -327,7 +341,7 @@ func (c *consumer) flush(ctx context.Context) error {
 		return err
 	}
 	c.commitHandled(ctx)
-	c.first, c.failures, c.retryAt = time.Time{}, 0, time.Time{}
+	c.first, c.failures, c.retryAt, c.flushBad = time.Time{}, 0, time.Time{}, false
 	return nil
 }
 
@@ -335,7 +349,7 @@ func (c *consumer) flushDeadLetters(ctx context.Context) error {
 	if len(c.dlq) == 0 {
 		return nil
 	}
-	pctx, cancel := context.WithTimeout(ctx, c.cfg.InsertTimeout)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.InsertTimeout)
 	defer cancel()
 	res := c.cl.ProduceSync(pctx, c.dlq...)
 	var failed []*kgo.Record
@@ -375,8 +389,16 @@ func headerValue(r *kgo.Record, key string) []byte {
 }
 
 func (c *consumer) flushRows(ctx context.Context) error {
+	// ClickHouse work is not cut short by SIGTERM (ctx): an INSERT abandoned mid-way
+	// can still land after we looked. Each step is bounded by InsertTimeout instead.
+	ctx = context.WithoutCancel(ctx)
 	if c.unsure && c.sink.Len() > 0 {
-		// The previous INSERT failed but may have landed: keep only what is not stored.
+		// The previous INSERT failed but may have landed, or may still be running on the
+		// server: wait until the server no longer runs it, then keep only what is not
+		// stored.
+		if err := waitQueryGone(ctx, c.conn, c.lastID, c.cfg.InsertTimeout); err != nil {
+			return err
+		}
 		parts := c.sink.Partitions()
 		keys := make([]int32, 0, len(parts))
 		for p := range parts {
@@ -393,12 +415,12 @@ func (c *consumer) flushRows(ctx context.Context) error {
 		return nil
 	}
 	parts := c.sink.Partitions()
-	ictx, cancel := context.WithTimeout(ctx, c.cfg.InsertTimeout)
+	c.lastID = newQueryID()
+	ictx, cancel := context.WithTimeout(clickhouse.Context(ctx, clickhouse.WithQueryID(c.lastID)), c.cfg.InsertTimeout)
 	defer cancel()
 	start := time.Now()
 	if err := c.sink.Flush(ictx, start); err != nil {
 		c.unsure = true
-		c.m.insertErrors.Inc()
 		return err
 	}
 	done := time.Now()
@@ -414,6 +436,42 @@ func (c *consumer) flushRows(ctx context.Context) error {
 	if c.cfg.testAfterInsert != nil {
 		if err := c.cfg.testAfterInsert(); err != nil {
 			return fmt.Errorf("%w: %v", errKilled, err)
+		}
+	}
+	return nil
+}
+
+func newQueryID() string {
+	var b [16]byte
+	for i := range b {
+		b[i] = byte(rand.Uint32())
+	}
+	return "svc-rollup-" + hex.EncodeToString(b[:])
+}
+
+// waitQueryGone waits until the server no longer runs query id: from then on, an
+// INSERT whose outcome was unknown has either landed or never will. It must see the
+// query absent twice, 100ms apart, so that a query still queued in the socket is not
+// missed. It fails if the server cannot be asked or the query outlives timeout.
+func waitQueryGone(ctx context.Context, conn driver.Conn, id string, timeout time.Duration) error {
+	if id == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	absent := 0
+	for absent < 2 {
+		var n uint64
+		if err := conn.QueryRow(ctx, "SELECT count() FROM system.processes WHERE query_id = ?", id).Scan(&n); err != nil {
+			return fmt.Errorf("check whether the failed INSERT still runs: %w", err)
+		}
+		if n == 0 {
+			absent++
+		} else {
+			absent = 0
+		}
+		if absent < 2 && !sleep(ctx, 100*time.Millisecond) {
+			return fmt.Errorf("failed INSERT %s still running after %v", id, timeout)
 		}
 	}
 	return nil
@@ -457,7 +515,10 @@ func (c *consumer) fail(err error) {
 	}
 	d = d/2 + rand.N(d/2+1)
 	c.retryAt = time.Now().Add(d)
-	c.log.Warn("flush failed; retrying", "attempt", c.failures, "in", d, "err", err)
+	c.m.insertErrors.Inc()
+	if c.failures&(c.failures-1) == 0 { // log attempts 1, 2, 4, 8, ...
+		c.log.Warn("flush failed; retrying", "attempt", c.failures, "in", d, "err", err)
+	}
 }
 
 // flushUntil retries flush until it succeeds or deadline passes. mu must be held.
@@ -485,15 +546,13 @@ func (c *consumer) assigned(ctx context.Context, _ *kgo.Client, m map[string][]i
 		return
 	}
 	parts := m[c.cfg.Topic]
-	for _, p := range parts {
-		delete(c.stored, p)
-	}
+	c.forget(parts) // nothing should be left of them; start clean
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := c.readStored(qctx, parts); err != nil {
 		c.log.Warn("read stored offsets on assignment (will retry before handling records)", "err", err)
 	}
-	c.log.Info("partitions assigned", "partitions", parts)
+	c.log.Info("partitions assigned", "partitions", parts, "stored", c.stored)
 }
 
 // revoked flushes and commits everything handled, so that the next owner starts
@@ -510,7 +569,7 @@ func (c *consumer) revoked(_ context.Context, _ *kgo.Client, m map[string][]int3
 		c.log.Error("flush on revoke failed; dropping revoked partitions' uncommitted work for the next owner", "err", err)
 	}
 	c.forget(parts)
-	c.log.Info("partitions revoked", "partitions", parts)
+	c.log.Info("partitions revoked", "partitions", parts, "stored", c.stored)
 }
 
 // lost drops the work of partitions this member no longer owns (session lost): it
@@ -532,6 +591,7 @@ func (c *consumer) forget(parts []int32) {
 		gone[p] = true
 		delete(c.stored, p)
 		delete(c.commit, p)
+		delete(c.handled, p)
 		c.m.partitionLag.DeleteLabelValues(strconv.Itoa(int(p)))
 	}
 	c.sink.Drop(func(p int32, _ int64) bool { return gone[p] })

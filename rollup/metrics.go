@@ -47,7 +47,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "svc_rollup_dead_letters_total", Help: "Records sent to the dead-letter topic, by reason."},
 			[]string{"reason"})),
 		insertErrors: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "svc_rollup_insert_errors_total", Help: "Failed flush attempts (INSERT or dead-letter produce); each is retried."})),
+			Name: "svc_rollup_insert_errors_total", Help: "Failed attempts to reach ClickHouse (INSERT, stored-offset read-back) or to produce dead letters; each is retried with backoff."})),
 		commitErrors: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svc_rollup_commit_errors_total", Help: "Failed offset commits (harmless: stored offsets are re-read on assignment)."})),
 		skipped: register(reg, prometheus.NewCounter(prometheus.CounterOpts{

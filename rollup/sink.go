@@ -3,6 +3,7 @@ package rollup
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -255,8 +256,12 @@ func MaxOffsets(ctx context.Context, conn driver.Conn, table, topic string, part
 	if len(partitions) == 0 {
 		return out, nil
 	}
+	in := make([]string, len(partitions))
+	for i, p := range partitions {
+		in[i] = strconv.Itoa(int(p))
+	}
 	rows, err := conn.Query(ctx, "SELECT kafka_partition, max(kafka_offset) FROM "+table+
-		" WHERE kafka_topic = ? AND kafka_partition IN (?) GROUP BY kafka_partition", topic, partitions)
+		" WHERE kafka_topic = ? AND kafka_partition IN ("+strings.Join(in, ", ")+") GROUP BY kafka_partition", topic)
 	if err != nil {
 		return nil, fmt.Errorf("read stored offsets: %w", err)
 	}

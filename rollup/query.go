@@ -1,0 +1,161 @@
+package rollup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"svc/schema"
+)
+
+// Row statuses of GET /pixel-rollups.
+const (
+	StatusOpen  = "open"
+	StatusFinal = "final"
+)
+
+// Grace is how long after its day ends a day's rollup may still change through late
+// events (the edge's transport and the consumer's batching, plus clock skew).
+const Grace = 24 * time.Hour
+
+// Status is the rule for a rollup row's status: a day is "final" once it ended more
+// than Grace ago, that is when date < today(UTC) - 1 day; before that it is "open".
+// (A day D is open on D and D+1, final from D+2 00:00 UTC.) An event that occurred
+// before the cut-off still lands on its own day; the edge is expected to reject
+// events whose occurred_at is older than the cut-off so that "final" holds.
+func Status(date, now time.Time) string {
+	d := time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, time.UTC)
+	if now.UTC().Sub(d.Add(24*time.Hour)) >= Grace {
+		return StatusFinal
+	}
+	return StatusOpen
+}
+
+// DailyQuery selects daily rollup rows of one pixel. Rows are ordered by (date,
+// event_name, currency), which is unique per row and never reordered by new events,
+// so keyset paging with After neither skips nor repeats rows while inserts go on.
+type DailyQuery struct {
+	Workspace schema.UUID // required: the key's workspace
+	Sandbox   bool        // the key's environment; sandbox and live never mix
+	Pixel     schema.UUID // required
+	From, To  time.Time   // inclusive UTC days; zero means unbounded
+	EventName string      // optional exact filter
+	After     *DailyCursor
+	Offset    int       // offset paging (deprecated in the API); only without After
+	Limit     int       // 1..1000
+	Now       time.Time // for Status; zero means time.Now()
+}
+
+// DailyCursor is the position of a row: paging resumes strictly after it.
+type DailyCursor struct {
+	Date      time.Time // the UTC day
+	EventName string
+	Currency  string
+}
+
+// DailyRow is one day of one event name and currency for a pixel.
+type DailyRow struct {
+	PixelID         schema.UUID
+	Date            time.Time // 00:00 UTC of the day
+	EventName       string
+	Currency        string // ISO 4217 code, "" when the events carried none
+	Events          uint64 // every accepted event
+	ConsentedEvents uint64 // events with consent.measurement true
+	Value           string // sum of values, decimal with 4 places, e.g. "12.5000"
+	UniquePeople    uint64 // distinct email hashes among consented events
+	Status          string // StatusOpen or StatusFinal, see Status
+}
+
+// Cursor returns the position of r for DailyQuery.After.
+func (r DailyRow) Cursor() DailyCursor {
+	return DailyCursor{Date: r.Date, EventName: r.EventName, Currency: r.Currency}
+}
+
+// MaxLimit caps DailyQuery.Limit.
+const MaxLimit = 1000
+
+// QueryDaily reads the daily rollup rows selected by q from conn's database, merging
+// the aggregate states. It returns at most q.Limit rows; fewer means the last page.
+func QueryDaily(ctx context.Context, conn driver.Conn, q DailyQuery) ([]DailyRow, error) {
+	if q.Limit < 1 || q.Limit > MaxLimit {
+		return nil, fmt.Errorf("rollup: limit %d: want 1..%d", q.Limit, MaxLimit)
+	}
+	if q.Offset < 0 {
+		return nil, errors.New("rollup: negative offset")
+	}
+	sql, args := dailySQL(q)
+	rows, err := conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("rollup: query daily: %w", err)
+	}
+	defer rows.Close()
+	now := q.Now
+	if now.IsZero() {
+		now = time.Now()
+	}
+	out := make([]DailyRow, 0, q.Limit)
+	for rows.Next() {
+		r := DailyRow{PixelID: q.Pixel}
+		var v decimal.Decimal
+		if err := rows.Scan(&r.Date, &r.EventName, &r.Currency, &r.Events, &r.ConsentedEvents, &v, &r.UniquePeople); err != nil {
+			return nil, fmt.Errorf("rollup: scan daily: %w", err)
+		}
+		r.Date = time.Date(r.Date.Year(), r.Date.Month(), r.Date.Day(), 0, 0, 0, 0, time.UTC)
+		r.Value = v.StringFixed(4)
+		r.Status = Status(r.Date, now)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func dailySQL(q DailyQuery) (string, []any) {
+	var b strings.Builder
+	b.WriteString(`SELECT event_date, event_name, currency,
+       countMerge(events_state), sumMerge(consented_state), sumMerge(value_state), uniqIfMerge(people_state)
+FROM pixel_rollups_daily
+WHERE workspace_id = toUUID(?) AND sandbox = ? AND pixel_id = toUUID(?)`)
+	args := []any{uuid.UUID(q.Workspace).String(), boolU8(q.Sandbox), uuid.UUID(q.Pixel).String()}
+	if !q.From.IsZero() {
+		b.WriteString(" AND event_date >= toDate(?)")
+		args = append(args, day(q.From))
+	}
+	if !q.To.IsZero() {
+		b.WriteString(" AND event_date <= toDate(?)")
+		args = append(args, day(q.To))
+	}
+	if q.EventName != "" {
+		b.WriteString(" AND event_name = ?")
+		args = append(args, q.EventName)
+	}
+	if q.After != nil {
+		b.WriteString(" AND (event_date, event_name, currency) > (toDate(?), ?, ?)")
+		args = append(args, day(q.After.Date), q.After.EventName, q.After.Currency)
+	}
+	b.WriteString("\nGROUP BY event_date, event_name, currency\nORDER BY event_date, event_name, currency\nLIMIT ")
+	if q.After == nil && q.Offset > 0 {
+		b.WriteString(strconv.Itoa(q.Offset) + ", ")
+	}
+	b.WriteString(strconv.Itoa(q.Limit))
+	return b.String(), args
+}
+
+func day(t time.Time) string { return t.UTC().Format("2006-01-02") }
+
+func boolU8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// formatValue renders an amount in 1/10^4 units with 4 decimals, e.g. 125000 → "12.5000".
+func formatValue(v int64) string {
+	return decimal.New(v, -4).StringFixed(4)
+}
