@@ -68,11 +68,11 @@ type consumer struct {
 
 func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt) (*consumer, error) {
 	c := &consumer{
-		cfg:    cfg,
-		conn:   conn,
-		sink:   NewSink(conn, cfg.Table, cfg.Topic),
-		m:      newMetrics(cfg.Registerer),
-		log:    slog.Default().With("role", "rollup", "group", cfg.Group, "consumer", rand.Uint32()%10000),
+		cfg:     cfg,
+		conn:    conn,
+		sink:    NewSink(conn, cfg.Table, cfg.Topic),
+		m:       newMetrics(cfg.Registerer),
+		log:     slog.Default().With("role", "rollup", "group", cfg.Group, "consumer", rand.Uint32()%10000),
 		stored:  map[int32]int64{},
 		commit:  map[int32]kgo.EpochOffset{},
 		handled: map[int32]int64{},
