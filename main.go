@@ -25,6 +25,8 @@ import (
 	"svc/api/admin"
 	"svc/api/env"
 	"svc/ingest"
+	"svc/rollup"
+	"svc/schema"
 	"svc/schema/broker"
 )
 
@@ -36,10 +38,12 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"dev":    {"every role and an embedded Kafka broker behind one address", devMain},
-	"ingest": {"the fasthttp edge: POST /events onto Kafka", ingest.Main},
-	"broker": {"the embedded Kafka broker alone (SVC_EMBEDDED_KAFKA_ADDR)", brokerMain},
-	"admin":  {"workspaces, pixels, keys (run without arguments for the list)", admin.Main},
+	"dev":     {"every role and an embedded Kafka broker behind one address", devMain},
+	"ingest":  {"the fasthttp edge: POST /events onto Kafka", ingest.Main},
+	"broker":  {"the embedded Kafka broker alone (SVC_EMBEDDED_KAFKA_ADDR)", brokerMain},
+	"admin":   {"workspaces, pixels, keys (run without arguments for the list)", admin.Main},
+	"migrate": {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", schema.MigrateMain},
+	"rollup":  {"the Kafka consumer group writing events into ClickHouse", rollup.Main},
 }
 
 // brokerMain runs the embedded broker alone, for several processes to share.
