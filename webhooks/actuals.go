@@ -6,10 +6,12 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
+	"svc/api/catalog"
 	"svc/api/ids"
 	"svc/api/problem"
 )
@@ -19,16 +21,34 @@ import (
 type ActualsRow struct {
 	CampaignID  uuid.UUID
 	Date        time.Time // 00:00 UTC
-	Currency    string    // ISO 4217, upper case; "" when no money field is given
+	Currency    string    // ISO 4217, upper case (required: spend is in it)
 	Impressions uint64
 	Clicks      uint64
 	Conversions uint64
 	Spend       decimal.Decimal // ≥ 0, at most 4 decimal places
-	Revenue     decimal.Decimal // ≥ 0, at most 4 decimal places
+}
+
+// ActualsStore writes campaign actuals through the read API's catalog package (one
+// table, one upsert: catalog.UpsertCampaignActuals).
+type ActualsStore struct{ conn driver.Conn }
+
+// NewActualsStore returns an ActualsStore over conn.
+func NewActualsStore(conn driver.Conn) *ActualsStore { return &ActualsStore{conn: conn} }
+
+// UpsertActuals implements ActualsWriter.
+func (a *ActualsStore) UpsertActuals(ctx context.Context, ws uuid.UUID, rows []ActualsRow) error {
+	out := make([]catalog.CampaignActual, len(rows))
+	for i, r := range rows {
+		out[i] = catalog.CampaignActual{CampaignID: r.CampaignID, Date: r.Date, Source: "webhook",
+			Metrics: catalog.Metrics{Impressions: r.Impressions, Clicks: r.Clicks, Spend: r.Spend,
+				Currency: r.Currency, Conversions: r.Conversions}}
+	}
+	return catalog.UpsertCampaignActuals(ctx, a.conn, ws, out)
 }
 
 // ActualsWriter upserts campaign actuals (the read API's campaign_actuals table). An
-// error means nothing may have been written and the message can be retried.
+// error wrapping catalog.ErrInvalid means the rows were refused (nothing written);
+// any other error means the store failed and the message can be retried.
 type ActualsWriter interface {
 	UpsertActuals(ctx context.Context, workspace uuid.UUID, rows []ActualsRow) error
 }
@@ -43,7 +63,6 @@ type (
 		Clicks      *number `json:"clicks"`
 		Conversions *number `json:"conversions"`
 		Spend       *number `json:"spend"`
-		Revenue     *number `json:"revenue"`
 	}
 	dayJSON struct {
 		Date *string `json:"date"`
@@ -147,7 +166,7 @@ func parseActuals(typ string, data json.RawMessage) ([]ActualsRow, []problem.Fie
 			p := fmt.Sprintf("/data/days/%d", i)
 			r := ActualsRow{CampaignID: cmp, Currency: cur}
 			r.Date = parseDate(day.Date, p+"/date", &errs)
-			parseMetrics(&r, day.metricsJSON, p, "/data/currency", &errs)
+			parseMetrics(&r, day.metricsJSON, p, &errs)
 			if ok {
 				rows = append(rows, r)
 			}
@@ -170,7 +189,7 @@ func parseActuals(typ string, data json.RawMessage) ([]ActualsRow, []problem.Fie
 			cmp, _ := parseCampaign(row.CampaignID, p+"/campaign_id", &errs)
 			r := ActualsRow{CampaignID: cmp, Currency: parseCurrency(row.Currency, p+"/currency", &errs)}
 			r.Date = parseDate(row.Date, p+"/date", &errs)
-			parseMetrics(&r, row.metricsJSON, p, p+"/currency", &errs)
+			parseMetrics(&r, row.metricsJSON, p, &errs)
 			rows = append(rows, r)
 		}
 	}
@@ -206,7 +225,8 @@ func parseCampaign(s *string, ptr string, errs *fieldErrs) (uuid.UUID, bool) {
 }
 
 func parseCurrency(s *string, ptr string, errs *fieldErrs) string {
-	if s == nil {
+	if s == nil || *s == "" {
+		errs.add(ptr, "required", nil)
 		return ""
 	}
 	if !currencyRE.MatchString(*s) {
@@ -240,7 +260,7 @@ func parseDate(s *string, ptr string, errs *fieldErrs) time.Time {
 var maxCount = decimal.NewFromInt(1 << 53)
 var maxMoney = decimal.RequireFromString("100000000000000") // below Decimal(18,4)'s 10^14
 
-func parseMetrics(r *ActualsRow, m metricsJSON, p, curPtr string, errs *fieldErrs) {
+func parseMetrics(r *ActualsRow, m metricsJSON, p string, errs *fieldErrs) {
 	count := func(n *number, name string) uint64 {
 		if n == nil {
 			return 0
@@ -267,10 +287,6 @@ func parseMetrics(r *ActualsRow, m metricsJSON, p, curPtr string, errs *fieldErr
 	r.Clicks = count(m.Clicks, "clicks")
 	r.Conversions = count(m.Conversions, "conversions")
 	r.Spend = money(m.Spend, "spend")
-	r.Revenue = money(m.Revenue, "revenue")
-	if (m.Spend != nil || m.Revenue != nil) && r.Currency == "" {
-		errs.add(curPtr, "required_with_money", nil)
-	}
 }
 
 func truncate(s string) string {

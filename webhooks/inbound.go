@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/api"
+	"svc/api/catalog"
 	"svc/api/ids"
 	"svc/api/keys"
 	"svc/api/problem"
@@ -153,7 +154,11 @@ func (in *Inbound) handle(r *api.Request) error {
 		in.end(r, ws, rec.MessageID, msgIgnored)
 		return r.JSON(200, InboundResult{Outcome: Ignored, MessageID: rec.MessageID, Type: msg.Type, Reason: rec.Reason})
 	}
-	if err := in.Actuals.UpsertActuals(ctx, ws, msg.Rows); err != nil {
+	if err := in.Actuals.UpsertActuals(ctx, ws, msg.Rows); errors.Is(err, catalog.ErrInvalid) {
+		in.release(r, ws, rec.MessageID)
+		p := problem.Invalid("The message's data failed validation.", problem.FieldError{Field: "data", Rule: "valid", Value: truncate(err.Error())})
+		return in.fail(ctx, r, rec, "malformed: "+err.Error(), p)
+	} else if err != nil {
 		in.release(r, ws, rec.MessageID)
 		in.Log.Error("inbound: actuals upsert failed", "request_id", r.ID, "err", err.Error())
 		rec.Outcome, rec.Reason, rec.Status = Failed, "store unavailable", 503

@@ -1,0 +1,267 @@
+package webhooks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"svc/api"
+	"svc/api/apitest"
+	"svc/api/catalog"
+	"svc/api/ids"
+)
+
+type inboundEnv struct {
+	*testEnv
+	srv  *apitest.Server
+	in   *Inbound
+	ws   uuid.UUID
+	path string
+}
+
+// flakyWriter fails while down is set, then writes through.
+type flakyWriter struct {
+	next ActualsWriter
+	down bool
+}
+
+func (f *flakyWriter) UpsertActuals(ctx context.Context, ws uuid.UUID, rows []ActualsRow) error {
+	if f.down {
+		return errors.New("clickhouse: connection refused")
+	}
+	return f.next.UpsertActuals(ctx, ws, rows)
+}
+
+func newInbound(t *testing.T) *inboundEnv {
+	e := newEnv(t)
+	in := &Inbound{Config: e.cfg, Store: e.store(), Logs: e.logs, Actuals: &flakyWriter{next: NewActualsStore(e.conn)},
+		Metrics: NewMetrics(nil), Log: e.log, Now: e.clock.Now}
+	srv := apitest.Start(t, []api.Route{in.Route()}, nil)
+	in.Keys = srv.Keys
+	ws := srv.Workspace(t, false)
+	return &inboundEnv{testEnv: e, srv: srv, in: in, ws: ws.ID, path: "/v1/webhooks/inbound/" + ids.Format(ids.Org, ws.ID)}
+}
+
+func (ie *inboundEnv) secret(t *testing.T) string {
+	s, _, err := ie.in.Store.IssueInboundSecret(context.Background(), ie.ws, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Secret
+}
+
+// send posts body with a signature at time at by secrets, and message id.
+func (ie *inboundEnv) send(t *testing.T, body, msgID string, at time.Time, secrets ...string) apitest.Response {
+	var keys [][]byte
+	for _, s := range secrets {
+		keys = append(keys, []byte(s))
+	}
+	h := []string{SignatureHeader, SignatureValue(at.Unix(), []byte(body), keys...)}
+	if msgID != "" {
+		h = append(h, MessageIDHeader, msgID)
+	}
+	return ie.srv.Do(t, "POST", ie.path, "", body, h...)
+}
+
+func reported(cmp uuid.UUID, date string, impressions int, spend string) string {
+	return fmt.Sprintf(`{"type":"actuals.reported","data":{"campaign_id":"%s","currency":"EUR","days":[{"date":"%s","impressions":%d,"clicks":7,"spend":"%s","conversions":2}]}}`,
+		ids.Format(ids.Campaign, cmp), date, impressions, spend)
+}
+
+func TestInboundSignatures(t *testing.T) {
+	ie := newInbound(t)
+	old := ie.secret(t)
+	now := ie.clock.Now()
+	body := `{"type":"partner.ping","data":{}}`
+	n := 0
+	id := func() string { n++; return "msg-sig-" + strconv.Itoa(n) }
+
+	if r := ie.send(t, body, id(), now, old); r.Status != 200 {
+		t.Fatalf("good: %d %s", r.Status, r.Body)
+	}
+	apitest.Problem(t, ie.send(t, body, id(), now, "whsec_wrong"), 401, "invalid_signature")
+	apitest.Problem(t, ie.srv.Do(t, "POST", ie.path, "", body, MessageIDHeader, id()), 401, "invalid_signature")
+	apitest.Problem(t, ie.srv.Do(t, "POST", ie.path, "", body, MessageIDHeader, id(), SignatureHeader, "t=abc"), 401, "invalid_signature")
+	apitest.Problem(t, ie.send(t, body, id(), now.Add(-301*time.Second), old), 401, "timestamp_out_of_range")
+	apitest.Problem(t, ie.send(t, body, id(), now.Add(301*time.Second), old), 401, "timestamp_out_of_range")
+	if r := ie.send(t, body, id(), now.Add(-299*time.Second), old); r.Status != 200 {
+		t.Fatalf("within tolerance: %d %s", r.Status, r.Body)
+	}
+	// Body changed after signing.
+	sig := SignatureValue(now.Unix(), []byte(body), []byte(old))
+	apitest.Problem(t, ie.srv.Do(t, "POST", ie.path, "", body+" ", SignatureHeader, sig, MessageIDHeader, id()), 401, "invalid_signature")
+
+	// Rotation: a new secret; the old one stays valid for the overlap (1 h here).
+	next := ie.secret(t)
+	for _, c := range [][]string{{old}, {next}, {old, next}, {"whsec_wrong", next}} {
+		if r := ie.send(t, body, id(), now, c...); r.Status != 200 {
+			t.Fatalf("rotation with %d v1: %d %s", len(c), r.Status, r.Body)
+		}
+	}
+	ie.clock.Add(time.Hour + time.Second) // the old secret's overlap is over
+	now = ie.clock.Now()
+	apitest.Problem(t, ie.send(t, body, id(), now, old), 401, "invalid_signature")
+	if r := ie.send(t, body, id(), now, old, next); r.Status != 200 {
+		t.Fatalf("new secret after the overlap: %d %s", r.Status, r.Body)
+	}
+
+	// Unknown workspace: 404; a workspace without a secret: 401.
+	apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/org_"+uuid.NewString(), "", body), 404, "not_found")
+	apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/not-an-id", "", body), 404, "not_found")
+	other := ie.srv.Workspace(t, false)
+	apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/"+ids.Format(ids.Org, other.ID), "", body,
+		SignatureHeader, SignatureValue(now.Unix(), []byte(body), []byte(next)), MessageIDHeader, "x"), 401, "invalid_signature")
+
+	// Every refusal is recorded as failed, with a reason that names no secret.
+	rows, err := ie.logs.Inbound(context.Background(), ie.ws, Failed, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 7 {
+		t.Fatalf("%d failed rows, want 7: %+v", len(rows), rows)
+	}
+	for _, r := range rows {
+		if strings.Contains(r.Reason, "whsec") || r.Reason == "" || r.Status != 401 {
+			t.Fatalf("failed row %+v", r)
+		}
+	}
+}
+
+func TestInboundOversizeRefusedBeforeParsing(t *testing.T) {
+	ie := newInbound(t)
+	sec := ie.secret(t)
+	// 256 KiB + 1 of something that is not JSON and not signed: the size decides.
+	big := strings.Repeat("x", 256*1024+1)
+	r := ie.srv.Do(t, "POST", ie.path, "", big, MessageIDHeader, "big-1")
+	apitest.Problem(t, r, 413, "payload_too_large")
+	// Exactly 256 KiB, signed, is read (and, not being JSON, refused as malformed).
+	exact := strings.Repeat("x", 256*1024)
+	apitest.Problem(t, ie.send(t, exact, "big-2", ie.clock.Now(), sec), 422, "invalid_request")
+	rows, err := ie.logs.Inbound(context.Background(), ie.ws, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) != 2 {
+		t.Fatalf("%d rows, want 2", len(rows))
+	}
+	byID := map[string]InboundRow{rows[0].MessageID: rows[0], rows[1].MessageID: rows[1]}
+	if b := byID["big-1"]; b.Outcome != Failed || b.Status != 413 || b.BodyBytes != 256*1024+1 {
+		t.Fatalf("oversize row %+v", b)
+	}
+}
+
+func TestInboundOutcomesAndReplay(t *testing.T) {
+	ie := newInbound(t)
+	ctx := context.Background()
+	sec := ie.secret(t)
+	now := ie.clock.Now()
+	cmp, cmp2 := uuid.New(), uuid.New()
+	day := now.AddDate(0, 0, -3).Format("2006-01-02")
+	get := func(c uuid.UUID) []catalog.CampaignActual {
+		t.Helper()
+		as, err := catalog.CampaignActuals(ctx, ie.conn, ie.ws, c, catalog.ActualsQuery{Limit: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return as
+	}
+
+	// processed
+	r := ie.send(t, reported(cmp, day, 1000, "12.50"), "m-1", now, sec)
+	if r.Status != 200 || r.JSON(t)["outcome"] != Processed || r.JSON(t)["rows_written"] != float64(1) {
+		t.Fatalf("processed: %d %s", r.Status, r.Body)
+	}
+	as := get(cmp)
+	if len(as) != 1 || as[0].Impressions != 1000 || as[0].Spend.StringFixed(2) != "12.50" || as[0].Currency != "EUR" {
+		t.Fatalf("actuals after m-1: %+v", as)
+	}
+	// A replay of m-1, even with another body, is ignored and changes nothing.
+	r = ie.send(t, reported(cmp, day, 999999, "1.00"), "m-1", now, sec)
+	if r.Status != 200 || r.JSON(t)["outcome"] != Ignored {
+		t.Fatalf("replay: %d %s", r.Status, r.Body)
+	}
+	if as := get(cmp); len(as) != 1 || as[0].Impressions != 1000 {
+		t.Fatalf("replay changed actuals: %+v", as)
+	}
+	// Restating the day under a new message id overwrites it.
+	if r := ie.send(t, reported(cmp, day, 1500, "20"), "m-2", now, sec); r.Status != 200 {
+		t.Fatalf("restate: %d %s", r.Status, r.Body)
+	}
+	if as := get(cmp); len(as) != 1 || as[0].Impressions != 1500 {
+		t.Fatalf("restated actuals: %+v", as)
+	}
+	// campaign.actuals: several campaigns and days.
+	ca := fmt.Sprintf(`{"type":"campaign.actuals","data":{"rows":[
+		{"campaign_id":"%s","date":"%s","currency":"USD","impressions":10,"clicks":1,"spend":3.25,"conversions":0},
+		{"campaign_id":"%s","date":"%s","currency":"USD","impressions":20}]}}`,
+		cmp2.String(), day, ids.Format(ids.Campaign, cmp2), now.AddDate(0, 0, -2).Format("2006-01-02"))
+	if r := ie.send(t, ca, "m-3", now, sec); r.Status != 200 || r.JSON(t)["rows_written"] != float64(2) {
+		t.Fatalf("campaign.actuals: %d %s", r.Status, r.Body)
+	}
+	if as := get(cmp2); len(as) != 2 {
+		t.Fatalf("campaign.actuals rows: %+v", as)
+	}
+	// ignored: unknown type
+	if r := ie.send(t, `{"type":"partner.hello","data":{"x":1}}`, "m-4", now, sec); r.Status != 200 || r.JSON(t)["outcome"] != Ignored {
+		t.Fatalf("unknown type: %d %s", r.Status, r.Body)
+	}
+	// failed: malformed JSON, missing fields, bad values, no message id
+	apitest.Problem(t, ie.send(t, `{"type":`, "m-5", now, sec), 422, "invalid_request")
+	p := apitest.Problem(t, ie.send(t, `{"type":"actuals.reported","data":{"campaign_id":"pln_`+uuid.NewString()+`","days":[{"date":"2026-13-01","impressions":-1,"spend":"1.23456"}]}}`, "m-6", now, sec), 422, "invalid_request")
+	errs, _ := p["errors"].([]any)
+	fields := map[string]string{}
+	for _, e := range errs {
+		m := e.(map[string]any)
+		fields[m["field"].(string)] = m["rule"].(string)
+	}
+	for f, rule := range map[string]string{"data.campaign_id": "format", "data.currency": "required",
+		"data.days[0].date": "date", "data.days[0].impressions": "non_negative_integer", "data.days[0].spend": "non_negative_decimal_4dp"} {
+		if fields[f] != rule {
+			t.Fatalf("errors[] %v: want %s → %s", fields, f, rule)
+		}
+	}
+	apitest.Problem(t, ie.send(t, `{"type":"actuals.reported"}`, "m-7", now, sec), 422, "invalid_request")
+	apitest.Problem(t, ie.send(t, reported(cmp, day, 1, "1"), "", now, sec), 422, "invalid_request")
+	// A failed message id is not burnt: corrected, it is processed.
+	if r := ie.send(t, reported(cmp, day, 1600, "21"), "m-5", now, sec); r.Status != 200 || r.JSON(t)["outcome"] != Processed {
+		t.Fatalf("m-5 corrected: %d %s", r.Status, r.Body)
+	}
+
+	// The store is down: 503, nothing marked; the partner's retry is processed.
+	ie.in.Actuals.(*flakyWriter).down = true
+	p = apitest.Problem(t, ie.send(t, reported(cmp, day, 1700, "22"), "m-8", now, sec), 503, "service_unavailable")
+	if strings.Contains(fmt.Sprint(p), "connection refused") {
+		t.Fatalf("503 leaks the internal error: %v", p)
+	}
+	ie.in.Actuals.(*flakyWriter).down = false
+	if r := ie.send(t, reported(cmp, day, 1700, "22"), "m-8", now, sec); r.Status != 200 || r.JSON(t)["outcome"] != Processed {
+		t.Fatalf("m-8 retry: %d %s", r.Status, r.Body)
+	}
+	if as := get(cmp); as[0].Impressions != 1700 {
+		t.Fatalf("after m-8: %+v", as)
+	}
+
+	// Every outcome is recorded.
+	rows, err := ie.logs.Inbound(ctx, ie.ws, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := map[string]int{}
+	for _, r := range rows {
+		count[r.Outcome]++
+		if r.RequestID == "" || r.BodySHA256 == "" {
+			t.Fatalf("row without request id or digest: %+v", r)
+		}
+	}
+	// processed: m-1, m-2, m-3, m-5 (corrected), m-8 (retry); ignored: m-1 replay, m-4;
+	// failed: m-5, m-6, m-7, no id, m-8 (store down).
+	if count[Processed] != 5 || count[Ignored] != 2 || count[Failed] != 5 {
+		t.Fatalf("outcomes %v", count)
+	}
+}
