@@ -28,6 +28,7 @@ import (
 	"svc/rollup"
 	"svc/schema"
 	"svc/schema/broker"
+	"svc/webhooks"
 )
 
 // command is one subcommand: it gets its arguments (without its name) and a context that
@@ -38,12 +39,13 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"dev":     {"every role and an embedded Kafka broker behind one address", devMain},
-	"ingest":  {"the fasthttp edge: POST /events onto Kafka", ingest.Main},
-	"broker":  {"the embedded Kafka broker alone (SVC_EMBEDDED_KAFKA_ADDR)", brokerMain},
-	"admin":   {"workspaces, pixels, keys (run without arguments for the list)", admin.Main},
-	"migrate": {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", schema.MigrateMain},
-	"rollup":  {"the Kafka consumer group writing events into ClickHouse", rollup.Main},
+	"dev":      {"every role and an embedded Kafka broker behind one address", devMain},
+	"ingest":   {"the fasthttp edge: POST /events onto Kafka", ingest.Main},
+	"broker":   {"the embedded Kafka broker alone (SVC_EMBEDDED_KAFKA_ADDR)", brokerMain},
+	"admin":    {"workspaces, pixels, keys (run without arguments for the list)", admin.Main},
+	"migrate":  {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", schema.MigrateMain},
+	"rollup":   {"the Kafka consumer group writing events into ClickHouse", rollup.Main},
+	"webhooks": {"inbound receiver and outbound delivery worker", webhooks.Main},
 }
 
 // brokerMain runs the embedded broker alone, for several processes to share.
@@ -91,6 +93,11 @@ func devMain(ctx context.Context, _ []string) error {
 		return err
 	}
 	roles = append(roles, edge.Role())
+	wh, err := webhooks.FromEnv(ctx, p)
+	if err != nil {
+		return err
+	}
+	roles = append(roles, wh)
 	// Each further role appends itself here: roles = append(roles, <role>).
 	return p.RunRoles(ctx, roles...)
 }
