@@ -416,7 +416,7 @@ func (c *consumer) flushRows(ctx context.Context) error {
 	}
 	parts := c.sink.Partitions()
 	c.lastID = newQueryID()
-	ictx, cancel := context.WithTimeout(clickhouse.Context(ctx, clickhouse.WithQueryID(c.lastID)), c.cfg.InsertTimeout)
+	ictx, cancel := context.WithTimeout(clickhouse.Context(ctx, clickhouse.WithQueryID(c.lastID), clickhouse.WithSettings(insertSettings)), c.cfg.InsertTimeout)
 	defer cancel()
 	start := time.Now()
 	if err := c.sink.Flush(ictx, start); err != nil {
@@ -440,6 +440,10 @@ func (c *consumer) flushRows(ctx context.Context) error {
 	}
 	return nil
 }
+
+// insertSettings apply to every INSERT. insert_distributed_sync makes an INSERT into a
+// Distributed table (clustered schema) return only once every shard has its rows.
+var insertSettings = clickhouse.Settings{"insert_distributed_sync": 1}
 
 func newQueryID() string {
 	var b [16]byte

@@ -85,7 +85,7 @@ func (r *renderer) clustered(s Statement) ([]string, error) {
 			shard = "rand()"
 		}
 		return []string{
-			fmt.Sprintf("CREATE TABLE IF NOT EXISTS {db}.%s%s\n%s\nENGINE = Replicated%s(%s)%s", ln, oc, cols, engine, params, rest),
+			fmt.Sprintf("CREATE TABLE IF NOT EXISTS {db}.%s%s\n%s\nENGINE = Replicated%s(%s)\n%s", ln, oc, cols, engine, params, strings.TrimSpace(rest)),
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS {db}.%s%s AS {db}.%s\nENGINE = Distributed(%s, '{db}', '%s', %s)", name, oc, ln, r.cluster, ln, shard),
 		}, nil
 	}

@@ -3,7 +3,10 @@
 -- the consumer is exactly one part: an INSERT is then all-or-nothing, which the
 -- exactly-once scheme (kafka_partition, kafka_offset read back on assignment) relies on.
 -- The sort key serves analysts (workspace, environment, pixel, day).
--- cluster: shard_by=cityHash64(pixel_id)
+-- Clustered: rows are sharded by Kafka partition, so that each partition's rows live on
+-- one shard and the per-partition read-back stays exact (a pixel maps to one partition,
+-- so a pixel's rows also stay together).
+-- cluster: shard_by=kafka_partition
 CREATE TABLE IF NOT EXISTS {db}.events
 (
     workspace_id    UUID,
