@@ -52,7 +52,7 @@ func TestTriggers(t *testing.T) {
 	insert(w.ID, final, "purchase", "10.5")
 	insert(w.ID, final, "purchase", "2")
 	insert(w.ID, final, "view", "0")
-	insert(w.ID, open, "purchase", "1")    // not final yet
+	insert(w.ID, open, "purchase", "1")     // not final yet
 	insert(otherWS, final, "purchase", "1") // a workspace without endpoints
 
 	// Keys: one expiring in three days, one in thirty, one revoked.
