@@ -77,7 +77,11 @@ func (s *Sink) Add(b *schema.Batch, partition int32, offset int64) {
 		c.name = append(c.name, e.Name)
 		c.occurred = append(c.occurred, occ)
 		c.date = append(c.date, time.Date(occ.Year(), occ.Month(), occ.Day(), 0, 0, 0, 0, time.UTC))
-		c.value = append(c.value, e.Value)
+		v := e.Value
+		if !e.HasValue {
+			v = 0
+		}
+		c.value = append(c.value, v)
 		c.hasValue = append(c.hasValue, b2u(e.HasValue))
 		c.currency = append(c.currency, s.currency(e.Currency))
 		c.consent = append(c.consent, b2u(e.Consent))
