@@ -374,17 +374,29 @@ func (s *Store) DisableEndpoint(ctx context.Context, id uuid.UUID, reason string
 
 // EnableEndpoint resumes deliveries and forgets the failure run.
 func (s *Store) EnableEndpoint(ctx context.Context, id uuid.UUID) error {
-	return s.rdb.HDel(ctx, s.epKey(id), "disabled_at", "disabled_reason", "failing_since").Err()
+	return s.rdb.HDel(ctx, s.epKey(id), "disabled_at", "disabled_reason", "failing_since", "last_failure").Err()
 }
 
+// failureScript records a failed attempt: it starts a new run of failures unless the
+// previous failure is recent (within gap ms), and returns the run's start (unix ms).
+// KEYS: endpoint hash. ARGV: now ms, gap ms.
+var failureScript = redis.NewScript(`
+local since = redis.call('HGET', KEYS[1], 'failing_since')
+local last = redis.call('HGET', KEYS[1], 'last_failure')
+local now = tonumber(ARGV[1])
+if not since or not last or now - tonumber(last) > tonumber(ARGV[2]) then
+  since = ARGV[1]
+  redis.call('HSET', KEYS[1], 'failing_since', since)
+end
+redis.call('HSET', KEYS[1], 'last_failure', ARGV[1])
+return since
+`)
+
 // markFailure records a failed attempt on the endpoint and returns the start of the
-// current run of failures.
-func (s *Store) markFailure(ctx context.Context, id uuid.UUID, at time.Time) (time.Time, error) {
-	k := s.epKey(id)
-	if err := s.rdb.HSetNX(ctx, k, "failing_since", strconv.FormatInt(at.UnixMilli(), 10)).Err(); err != nil {
-		return at, err
-	}
-	v, err := s.rdb.HGet(ctx, k, "failing_since").Result()
+// current run of failures. A failure more than gap after the previous one starts a new
+// run (an endpoint that failed once last month is not "failing for a month").
+func (s *Store) markFailure(ctx context.Context, id uuid.UUID, at time.Time, gap time.Duration) (time.Time, error) {
+	v, err := failureScript.Run(ctx, s.rdb, []string{s.epKey(id)}, at.UnixMilli(), gap.Milliseconds()).Text()
 	if err != nil {
 		return at, err
 	}
@@ -396,7 +408,7 @@ func (s *Store) markFailure(ctx context.Context, id uuid.UUID, at time.Time) (ti
 
 // markSuccess ends the endpoint's run of failures.
 func (s *Store) markSuccess(ctx context.Context, id uuid.UUID) error {
-	return s.rdb.HDel(ctx, s.epKey(id), "failing_since").Err()
+	return s.rdb.HDel(ctx, s.epKey(id), "failing_since", "last_failure").Err()
 }
 
 // ---- events and the delivery schedule ----

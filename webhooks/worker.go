@@ -159,7 +159,7 @@ func (w *Worker) attempt(ctx context.Context, c Claim) {
 		} else {
 			row.Error = fmt.Sprintf("HTTP %d", status)
 		}
-		since, err := w.Store.markFailure(ctx, ep.ID, now)
+		since, err := w.Store.markFailure(ctx, ep.ID, now, w.Config.DisableAfter/2)
 		if err != nil {
 			w.Log.Warn("webhook endpoint state", "endpoint_id", ep.ID.String(), "err", err.Error())
 		}
