@@ -35,6 +35,10 @@ type Config struct {
 	// partitions' buffered rows are dropped uncommitted and the next owner re-reads them
 	// (SVC_ROLLUP_REVOKE_TIMEOUT, default 15s).
 	RevokeTimeout time.Duration
+	// SessionTimeout is the consumer group session timeout: a member that stops
+	// heartbeating (killed) loses its partitions after it (SVC_ROLLUP_SESSION_TIMEOUT,
+	// default 45s, allowed 1s..5m). Heartbeats go every SessionTimeout/10, at most 3s.
+	SessionTimeout time.Duration
 	// Table is the raw events table (SVC_ROLLUP_TABLE, default events).
 	Table string
 	// Topic is the events topic (schema.TopicEvents); DeadTopic receives undecodable
@@ -57,18 +61,19 @@ type Config struct {
 // FromEnv reads the SVC_* variables named on each field.
 func FromEnv(r *env.Reader) Config {
 	return Config{
-		Group:         r.String("SVC_ROLLUP_GROUP", "svc-rollup"),
-		BatchRows:     r.Int("SVC_ROLLUP_BATCH_ROWS", 50000),
-		BatchInterval: r.Duration("SVC_ROLLUP_BATCH_INTERVAL", time.Second),
-		RetryMin:      r.Duration("SVC_ROLLUP_RETRY_MIN", 100*time.Millisecond),
-		RetryMax:      r.Duration("SVC_ROLLUP_RETRY_MAX", 10*time.Second),
-		InsertTimeout: r.Duration("SVC_ROLLUP_INSERT_TIMEOUT", 30*time.Second),
-		RevokeTimeout: r.Duration("SVC_ROLLUP_REVOKE_TIMEOUT", 15*time.Second),
-		Table:         r.String("SVC_ROLLUP_TABLE", "events"),
-		Topic:         schema.TopicEvents,
-		DeadTopic:     schema.TopicDeadEvent,
-		Kafka:         broker.FromEnv(r),
-		ClickHouse:    schema.FromEnv(r),
+		Group:          r.String("SVC_ROLLUP_GROUP", "svc-rollup"),
+		BatchRows:      r.Int("SVC_ROLLUP_BATCH_ROWS", 50000),
+		BatchInterval:  r.Duration("SVC_ROLLUP_BATCH_INTERVAL", time.Second),
+		RetryMin:       r.Duration("SVC_ROLLUP_RETRY_MIN", 100*time.Millisecond),
+		RetryMax:       r.Duration("SVC_ROLLUP_RETRY_MAX", 10*time.Second),
+		InsertTimeout:  r.Duration("SVC_ROLLUP_INSERT_TIMEOUT", 30*time.Second),
+		RevokeTimeout:  r.Duration("SVC_ROLLUP_REVOKE_TIMEOUT", 15*time.Second),
+		SessionTimeout: r.Duration("SVC_ROLLUP_SESSION_TIMEOUT", 45*time.Second),
+		Table:          r.String("SVC_ROLLUP_TABLE", "events"),
+		Topic:          schema.TopicEvents,
+		DeadTopic:      schema.TopicDeadEvent,
+		Kafka:          broker.FromEnv(r),
+		ClickHouse:     schema.FromEnv(r),
 	}
 }
 
@@ -92,6 +97,9 @@ func (c Config) Validate() error {
 	}
 	if c.RevokeTimeout <= 0 || c.RevokeTimeout > 50*time.Second {
 		errs = append(errs, fmt.Errorf("SVC_ROLLUP_REVOKE_TIMEOUT %v: want 0 < t <= 50s", c.RevokeTimeout))
+	}
+	if c.SessionTimeout < time.Second || c.SessionTimeout > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_SESSION_TIMEOUT %v: want 1s..5m", c.SessionTimeout))
 	}
 	if c.Table == "" || c.Topic == "" || c.DeadTopic == "" {
 		errs = append(errs, errors.New("table, topic and dead-letter topic must be set"))

@@ -88,6 +88,8 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.HeartbeatInterval(min(cfg.SessionTimeout/10, 3*time.Second)),
 	}
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
@@ -248,6 +250,9 @@ func (c *consumer) readStored(ctx context.Context, parts []int32) error {
 	}
 	qctx, cancel := context.WithTimeout(ctx, c.cfg.InsertTimeout)
 	defer cancel()
+	if err := waitRunningInserts(qctx, c.conn); err != nil {
+		return err
+	}
 	got, err := MaxOffsets(qctx, c.conn, c.cfg.Table, c.cfg.Topic, parts)
 	if err != nil {
 		return err
@@ -479,6 +484,56 @@ func waitQueryGone(ctx context.Context, conn driver.Conn, id string, timeout tim
 		}
 	}
 	return nil
+}
+
+// waitRunningInserts waits until every rollup INSERT that the server runs now has
+// finished: one may belong to a consumer that was killed (SIGKILL, lost session) while
+// its INSERT was in flight, and it must land or fail before its partition's stored
+// offset is read back. Inserts that start later are not waited for.
+func waitRunningInserts(ctx context.Context, conn driver.Conn) error {
+	const q = "SELECT query_id FROM system.processes WHERE startsWith(query_id, 'svc-rollup-')"
+	running, err := queryStrings(ctx, conn, q)
+	if err != nil {
+		return fmt.Errorf("list running inserts: %w", err)
+	}
+	for len(running) > 0 {
+		if !sleep(ctx, 20*time.Millisecond) {
+			return fmt.Errorf("%d rollup inserts still running: %w", len(running), ctx.Err())
+		}
+		now, err := queryStrings(ctx, conn, q)
+		if err != nil {
+			return fmt.Errorf("list running inserts: %w", err)
+		}
+		still := map[string]bool{}
+		for _, id := range now {
+			still[id] = true
+		}
+		keep := running[:0]
+		for _, id := range running {
+			if still[id] {
+				keep = append(keep, id)
+			}
+		}
+		running = keep
+	}
+	return nil
+}
+
+func queryStrings(ctx context.Context, conn driver.Conn, q string) ([]string, error) {
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
 }
 
 // commitHandled commits the offsets after every handled record. A failed commit is

@@ -59,3 +59,33 @@ func BenchmarkSinkFlush50k(b *testing.B) {
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)*50000/b.Elapsed().Seconds(), "rows/s")
 }
+
+// TestOneFlushIsOnePart checks, on the server at hand (18.16 here), that one flush of
+// 60,000 rows whose events span three months becomes exactly one part of events (and
+// one of the rollup table): the all-or-nothing property exactly-once relies on.
+func TestOneFlushIsOnePart(t *testing.T) {
+	cfg, conn := chtest.NewDB(t)
+	s := NewSink(conn, "events", schema.TopicEvents)
+	batches := benchBatches(1200)
+	for i := range batches {
+		for j := range batches[i].Events {
+			batches[i].Events[j].OccurredAt -= int64(i%3) * 35 * 86400_000 // three months
+		}
+		s.Add(&batches[i], int32(i%4), int64(i))
+	}
+	if err := s.Flush(context.Background(), time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	for table, wantRows := range map[string]uint64{"events": 60000, "pixel_rollups_daily": 0} {
+		var parts, rows uint64
+		err := conn.QueryRow(context.Background(),
+			"SELECT count(), sum(rows) FROM system.parts WHERE database = ? AND table = ? AND active",
+			cfg.Database, table).Scan(&parts, &rows)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if parts != 1 || (wantRows > 0 && rows != wantRows) {
+			t.Errorf("%s: %d parts with %d rows, want 1 part (%d rows)", table, parts, rows, wantRows)
+		}
+	}
+}
