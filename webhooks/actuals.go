@@ -260,12 +260,23 @@ func parseDate(s *string, ptr string, errs *fieldErrs) time.Time {
 var maxCount = decimal.NewFromInt(1 << 53)
 var maxMoney = decimal.RequireFromString("100000000000000") // below Decimal(18,4)'s 10^14
 
+// plainNumber matches what the decimal parser is given: no exponent (1e999999999
+// would make it build a huge integer), at most 32 characters.
+var plainNumber = regexp.MustCompile(`^-?[0-9]{1,20}(\.[0-9]{1,10})?$`)
+
+func parseDecimal(s string) (decimal.Decimal, error) {
+	if !plainNumber.MatchString(s) {
+		return decimal.Zero, fmt.Errorf("not a plain decimal")
+	}
+	return decimal.NewFromString(s)
+}
+
 func parseMetrics(r *ActualsRow, m metricsJSON, p string, errs *fieldErrs) {
 	count := func(n *number, name string) uint64 {
 		if n == nil {
 			return 0
 		}
-		d, err := decimal.NewFromString(n.String())
+		d, err := parseDecimal(n.String())
 		if err != nil || !d.IsInteger() || d.IsNegative() || d.GreaterThan(maxCount) {
 			errs.add(p+"/"+name, "non_negative_integer", truncate(n.String()))
 			return 0
@@ -276,7 +287,7 @@ func parseMetrics(r *ActualsRow, m metricsJSON, p string, errs *fieldErrs) {
 		if n == nil {
 			return decimal.Zero
 		}
-		d, err := decimal.NewFromString(n.String())
+		d, err := parseDecimal(n.String())
 		if err != nil || d.IsNegative() || d.GreaterThanOrEqual(maxMoney) || !d.Equal(d.Round(4)) {
 			errs.add(p+"/"+name, "non_negative_decimal_4dp", truncate(n.String()))
 			return decimal.Zero

@@ -265,3 +265,21 @@ func TestInboundOutcomesAndReplay(t *testing.T) {
 		t.Fatalf("outcomes %v", count)
 	}
 }
+
+// FuzzParseMessage: no input makes the parser panic or accept rows it should not.
+func FuzzParseMessage(f *testing.F) {
+	f.Add([]byte(reported(uuid.New(), "2026-01-02", 10, "1.5")))
+	f.Add([]byte(`{"type":"campaign.actuals","data":{"rows":[{"campaign_id":"` + uuid.NewString() + `","date":"2026-01-02","currency":"EUR","impressions":1e999999999}]}}`))
+	f.Add([]byte(`{"type":"actuals.reported","data":[]}`))
+	f.Add([]byte(`{"type":5}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		m, p := ParseMessage(body)
+		if p == nil && m.Known() {
+			for _, r := range m.Rows {
+				if r.CampaignID == uuid.Nil || r.Date.IsZero() || r.Currency == "" || r.Spend.IsNegative() {
+					t.Fatalf("accepted a bad row %+v from %q", r, body)
+				}
+			}
+		}
+	})
+}
