@@ -24,6 +24,7 @@ import (
 	"svc/api"
 	"svc/api/admin"
 	"svc/api/env"
+	"svc/bench"
 	"svc/ingest"
 	"svc/rollup"
 	"svc/schema"
@@ -46,6 +47,7 @@ var commands = map[string]command{
 	"migrate":  {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", schema.MigrateMain},
 	"rollup":   {"the Kafka consumer group writing events into ClickHouse", rollup.Main},
 	"webhooks": {"inbound receiver and outbound delivery worker", webhooks.Main},
+	"bench":    {"load generator and reports", bench.Main},
 }
 
 // brokerMain runs the embedded broker alone, for several processes to share.

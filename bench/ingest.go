@@ -1,0 +1,207 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// ingestFlags are the flags of ingest, e2e and soak.
+type ingestFlags struct {
+	common
+	batch       int
+	keys        int
+	pixels      int
+	invalid     float64
+	retry       float64
+	bodies      int
+	noIdem      bool
+	seed        uint64
+	heapTol     float64
+	goroutTol   float64
+	probeEvery  time.Duration
+	poll        time.Duration
+	probeWait   time.Duration
+	via         string
+	chHTTP      string
+	chDB        string
+	keepRunning bool
+}
+
+func ingestMain(ctx context.Context, scenario string, args []string) error {
+	fs := flag.NewFlagSet("bench "+scenario, flag.ContinueOnError)
+	var f ingestFlags
+	rate, dur := 4000.0, 30*time.Second
+	switch scenario {
+	case "e2e":
+		rate, dur = 1000, 60*time.Second
+	case "soak":
+		rate, dur = 1000, 10*time.Minute
+	}
+	f.register(fs, rate, dur)
+	fs.IntVar(&f.batch, "batch", 50, "events per request (1..50)")
+	fs.IntVar(&f.keys, "keys", 4, "API keys the requests rotate over")
+	fs.IntVar(&f.pixels, "pixels", 16, "pixels the batches spread over")
+	fs.Float64Var(&f.invalid, "invalid", 0, "share of events that break a rule (0..1); each is rejected alone in a 202")
+	fs.Float64Var(&f.retry, "retry", 0, "share of requests that are idempotent retries of an earlier request (same key, body and Idempotency-Key)")
+	fs.IntVar(&f.bodies, "bodies", 512, "distinct batch bodies generated up front")
+	fs.BoolVar(&f.noIdem, "no-idempotency-key", false, "send no Idempotency-Key header (then -retry resends create duplicates)")
+	fs.Uint64Var(&f.seed, "seed", 1, "generator seed")
+	fs.Float64Var(&f.heapTol, "heap-tolerance", 20, "soak: largest heap growth (%) from the first to the last fifth that counts as flat")
+	fs.Float64Var(&f.goroutTol, "goroutine-tolerance", 20, "soak: largest goroutine growth that counts as flat")
+	fs.DurationVar(&f.probeEvery, "probe-every", 200*time.Millisecond, "e2e: interval between freshness probes")
+	fs.DurationVar(&f.poll, "poll", 50*time.Millisecond, "e2e: how often to look for probes that became visible")
+	fs.DurationVar(&f.probeWait, "probe-wait", 30*time.Second, "e2e: after the load, how long to wait for probes still unseen")
+	fs.StringVar(&f.via, "via", "auto", "e2e: where to look for probes: api (GET /pixel-rollups), clickhouse, or auto (api when served)")
+	fs.StringVar(&f.chHTTP, "clickhouse-http", envOr("BENCH_CLICKHOUSE_HTTP", "http://127.0.0.1:8123"), "e2e with -via clickhouse: ClickHouse HTTP interface")
+	fs.StringVar(&f.chDB, "db", envOr("SVC_CLICKHOUSE_DB", "svc"), "e2e with -via clickhouse: the service's ClickHouse database")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := f.validate(); err != nil {
+		return err
+	}
+	if f.batch < 1 || f.batch > 50 {
+		return errors.New("-batch must be 1..50")
+	}
+	if f.keys < 1 || f.pixels < 1 || f.bodies < 1 {
+		return errors.New("-keys, -pixels and -bodies must be at least 1")
+	}
+	if f.invalid < 0 || f.invalid > 1 || f.retry < 0 || f.retry >= 1 {
+		return errors.New("-invalid must be in 0..1 and -retry in 0..1 (exclusive)")
+	}
+	title := fmt.Sprintf("%s: POST /events, %d events per batch, %.0f req/s (%.0f events/s) for %s",
+		scenario, f.batch, f.rate, f.rate*float64(f.batch), f.duration)
+	rep := newReport(scenario, title, &f.common, args)
+	for k, v := range map[string]any{"batch": f.batch, "keys": f.keys, "pixels": f.pixels, "invalid": f.invalid,
+		"retry": f.retry, "bodies": f.bodies, "idempotency_key": !f.noIdem, "seed": f.seed} {
+		rep.Params[k] = v
+	}
+	run := runID()
+	fx, err := Provision(ctx, f.redisURL, "bench-"+scenario+"-"+run, f.pixels, f.keys, []string{"events:write", "pixels:read"})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := fx.Close(ctx); err != nil {
+			fmt.Printf("cleanup: %v\n", err)
+		}
+	}()
+	gen := Generate(GenConfig{BatchSize: f.batch, Pixels: f.pixels, InvalidFrac: f.invalid, Bodies: f.bodies,
+		Seed: f.seed, Now: time.Now()})
+	bodies := make([][]byte, len(gen))
+	valid := make([]int, len(gen))
+	for i := range gen {
+		bodies[i] = BatchJSON(&gen[i], fx.PixelIDs[gen[i].Pixel])
+		valid[i] = gen[i].Valid()
+	}
+	hc, err := hostClient(f.target, f.workers, f.timeout)
+	if err != nil {
+		return err
+	}
+	eventsURL := f.target + "/events"
+	// A retry repeats the request lag places earlier (about half a second before, so the
+	// first is usually answered and the retry is a replay).
+	lag := max(int64(1), int64(f.rate/2))
+	type wstate struct {
+		req  *fasthttp.Request
+		resp *fasthttp.Response
+		idem []byte
+	}
+	states := make([]wstate, f.workers)
+	for i := range states {
+		states[i] = wstate{req: fasthttp.AcquireRequest(), resp: fasthttp.AcquireResponse()}
+		states[i].req.SetRequestURI(eventsURL)
+		states[i].req.Header.SetMethod("POST")
+		states[i].req.Header.SetContentType("application/json")
+	}
+	auth := make([][]byte, len(fx.Secrets))
+	for i, s := range fx.Secrets {
+		auth[i] = []byte("Bearer " + s)
+	}
+	var retries atomic.Int64
+	do := func(w int, i int64) Outcome {
+		st := &states[w]
+		j, retry := i, false
+		if f.retry > 0 && i >= lag && unitHash(uint64(i)^f.seed) < f.retry {
+			j, retry = i-lag, true
+			retries.Add(1)
+		}
+		b := int(j % int64(len(bodies)))
+		st.req.Header.SetBytesV("Authorization", auth[int(j%int64(len(auth)))])
+		if !f.noIdem {
+			st.idem = append(append(st.idem[:0], "bench-"+run+"-"...), strconv.FormatInt(j, 10)...)
+			st.req.Header.SetBytesV("Idempotency-Key", st.idem)
+		}
+		st.req.SetBodyRaw(bodies[b])
+		out := doHTTP(hc, st.req, st.resp, f.timeout)
+		out.Sent = len(gen[b].Events)
+		if out.OK {
+			if retry {
+				out.Sent = 0 // a replay: no new events
+			} else {
+				body := st.resp.Body()
+				out.Events = max(0, jsonInt(body, "accepted"))
+				out.Rejected = max(0, jsonInt(body, "rejected"))
+			}
+		}
+		return out
+	}
+
+	var probe *prober
+	if scenario == "e2e" {
+		if err := fx.AddPixel(ctx, "bench-probe-"+run); err != nil {
+			return err
+		}
+		probe, err = newProber(ctx, &f, fx, run)
+		if err != nil {
+			return err
+		}
+		rep.Notes = append(rep.Notes, probe.note())
+	}
+	var extra func() string
+	pctx, stopProbes := context.WithCancel(ctx)
+	defer stopProbes()
+	probesDone := make(chan struct{})
+	if probe != nil {
+		extra = probe.progress
+		go func() { probe.run(pctx, f.duration); close(probesDone) }()
+	} else {
+		close(probesDone)
+	}
+	runLoad(ctx, &f.common, rep, do, extra)
+	<-probesDone
+	if probe != nil {
+		probe.wait(ctx, f.probeWait)
+		rep.Freshness = probe.report(rep.Started)
+	}
+	if n := retries.Load(); n > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("%d requests were idempotent retries of an earlier request; their replayed 202s count as ok requests, not as accepted events", n))
+	}
+	if scenario == "soak" {
+		rep.Soak = SoakVerdict(rep.Samples, f.heapTol, f.goroutTol)
+		if f.duration < time.Hour {
+			rep.Notes = append(rep.Notes, fmt.Sprintf("soak ran %s (the target is an hour)", f.duration))
+		}
+	}
+	for i := range states {
+		fasthttp.ReleaseRequest(states[i].req)
+		fasthttp.ReleaseResponse(states[i].resp)
+	}
+	return finish(&f.common, rep)
+}
+
+// unitHash maps x to [0, 1) (splitmix64), for deterministic per-request choices.
+func unitHash(x uint64) float64 {
+	x += 0x9e3779b97f4a7c15
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
+	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
+	x ^= x >> 31
+	return float64(x>>11) / (1 << 53)
+}

@@ -1,0 +1,96 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+
+	"svc/api"
+	"svc/api/ids"
+	"svc/api/keys"
+)
+
+// Raised limits of the bench's keys: far above any rate the bench sends, so a run
+// measures the service and not the default quota (120/min, 10,000/day).
+const (
+	BenchBurst = 100_000_000
+	BenchDaily = 1_000_000_000
+)
+
+// Fixture is what a run provisions: one workspace, its pixels and keys. Close revokes
+// the keys.
+type Fixture struct {
+	Workspace uuid.UUID
+	Pixels    []uuid.UUID
+	PixelIDs  []string // pxl_… forms
+	KeyIDs    []uuid.UUID
+	Secrets   []string
+
+	rdb   *redis.Client
+	store *keys.Store
+}
+
+// Provision creates a workspace named name with npixels pixels and nkeys live keys
+// holding scopes, directly in the key store (Redis at redisURL).
+func Provision(ctx context.Context, redisURL, name string, npixels, nkeys int, scopes []string) (*Fixture, error) {
+	rdb, err := api.OpenRedis(ctx, redisURL)
+	if err != nil {
+		return nil, err
+	}
+	f := &Fixture{rdb: rdb, store: keys.NewStore(rdb)}
+	ws, err := f.store.CreateWorkspace(ctx, name, false)
+	if err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("create workspace: %w", err)
+	}
+	f.Workspace = ws.ID
+	for i := 0; i < npixels; i++ {
+		if err := f.AddPixel(ctx, fmt.Sprintf("%s-%d", name, i)); err != nil {
+			f.Close(ctx)
+			return nil, err
+		}
+	}
+	for i := 0; i < nkeys; i++ {
+		k, secret, err := f.store.CreateKey(ctx, keys.KeySpec{WorkspaceID: ws.ID, Env: keys.Live,
+			Scopes: scopes, Burst: BenchBurst, Daily: BenchDaily})
+		if err != nil {
+			f.Close(ctx)
+			return nil, fmt.Errorf("create key: %w", err)
+		}
+		f.KeyIDs = append(f.KeyIDs, k.ID)
+		f.Secrets = append(f.Secrets, secret)
+	}
+	return f, nil
+}
+
+// AddPixel creates one more pixel in the fixture's workspace.
+func (f *Fixture) AddPixel(ctx context.Context, name string) error {
+	p, err := f.store.CreatePixel(ctx, f.Workspace, name)
+	if err != nil {
+		return fmt.Errorf("create pixel: %w", err)
+	}
+	f.Pixels = append(f.Pixels, p.ID)
+	f.PixelIDs = append(f.PixelIDs, ids.Format(ids.Pixel, p.ID))
+	return nil
+}
+
+// Redis is the fixture's Redis client (for seeding through other packages).
+func (f *Fixture) Redis() *redis.Client { return f.rdb }
+
+// Close revokes every key the fixture created and closes Redis. It uses its own
+// context so that it runs even after the run's context was cancelled.
+func (f *Fixture) Close(_ context.Context) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	var first error
+	for _, id := range f.KeyIDs {
+		if _, err := f.store.Revoke(ctx, id); err != nil && first == nil {
+			first = fmt.Errorf("revoke key %s: %w", id, err)
+		}
+	}
+	f.rdb.Close()
+	return first
+}

@@ -1,0 +1,293 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// DescribeMachine returns the machine's cores, CPU model, memory and load.
+func DescribeMachine(note string) Machine {
+	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), Note: note}
+	m.Host, _ = os.Hostname()
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(l, "model name") {
+				if i := strings.Index(l, ":"); i > 0 {
+					m.CPUModel = strings.TrimSpace(l[i+1:])
+				}
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb float64
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) >= 2 && f[0] == "MemTotal:" {
+				kb, _ = strconv.ParseFloat(f[1], 64)
+			}
+		}
+		m.MemoryGiB = round(kb/(1<<20), 1)
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			m.Load = f[:3]
+		}
+	}
+	return m
+}
+
+// cpuSnapshot is the machine's busy CPU time and each interesting process's CPU time,
+// in seconds, at one moment (from /proc).
+type cpuSnapshot struct {
+	at    time.Time
+	busy  float64
+	procs map[string]float64
+}
+
+// procNames maps a process's comm to the name reported for it.
+var procNames = map[string]string{
+	"clickhouse-serv": "clickhouse",
+	"clickhouse":      "clickhouse",
+	"redis-server":    "redis",
+	"svc":             "svc",
+}
+
+const clkTck = 100 // USER_HZ on Linux
+
+func readCPU() cpuSnapshot {
+	s := cpuSnapshot{at: time.Now(), procs: map[string]float64{}}
+	if b, err := os.ReadFile("/proc/stat"); err == nil {
+		line, _, _ := strings.Cut(string(b), "\n")
+		f := strings.Fields(line)
+		if len(f) > 8 && f[0] == "cpu" {
+			var busy float64
+			for i, v := range f[1:] {
+				n, _ := strconv.ParseFloat(v, 64)
+				if i == 3 || i == 4 { // idle, iowait
+					continue
+				}
+				if i >= 8 { // guest time is already in user
+					break
+				}
+				busy += n
+			}
+			s.busy = busy / clkTck
+		}
+	}
+	self := os.Getpid()
+	dirs, _ := filepath.Glob("/proc/[0-9]*")
+	for _, d := range dirs {
+		pid, _ := strconv.Atoi(filepath.Base(d))
+		b, err := os.ReadFile(d + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid … utime(14) stime(15)
+		open, close := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+		if open < 0 || close < open {
+			continue
+		}
+		comm := string(b[open+1 : close])
+		name, ok := procNames[comm]
+		if pid == self {
+			name, ok = "bench", true
+		}
+		if !ok {
+			continue
+		}
+		f := strings.Fields(string(b[close+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseFloat(f[11], 64)
+		st, _ := strconv.ParseFloat(f[12], 64)
+		s.procs[name] += (u + st) / clkTck
+	}
+	return s
+}
+
+// cpuBetween returns the cores used between two snapshots. Processes that started or
+// ended in between count only from what both snapshots saw; "other" is what the known
+// processes do not explain (other engineers' builds and tests on a shared machine).
+func cpuBetween(a, b cpuSnapshot) *CPU {
+	dt := b.at.Sub(a.at).Seconds()
+	if dt <= 0 {
+		return nil
+	}
+	c := &CPU{Busy: round((b.busy-a.busy)/dt, 2), Procs: map[string]float64{}}
+	known := 0.0
+	for k, v := range b.procs {
+		d := (v - a.procs[k]) / dt
+		if d < 0 {
+			d = 0
+		}
+		c.Procs[k] = round(d, 2)
+		known += d
+	}
+	c.Procs["other"] = round(max(0, c.Busy-known), 2)
+	return c
+}
+
+// Sampler samples the target's Prometheus /metrics every Every until stopped.
+type Sampler struct {
+	URL   string
+	Every time.Duration
+	start time.Time
+
+	mu      sync.Mutex
+	samples []Sample
+	stop    chan struct{}
+	done    chan struct{}
+}
+
+// StartSampler begins sampling url (no-op when url is empty).
+func StartSampler(url string, every time.Duration, start time.Time) *Sampler {
+	s := &Sampler{URL: url, Every: every, start: start, stop: make(chan struct{}), done: make(chan struct{})}
+	if url == "" {
+		close(s.done)
+		return s
+	}
+	go func() {
+		defer close(s.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			if smp, ok := scrape(url); ok {
+				smp.T = round(time.Since(s.start).Seconds(), 2)
+				s.mu.Lock()
+				s.samples = append(s.samples, smp)
+				s.mu.Unlock()
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return s
+}
+
+// Stop ends sampling and returns the samples.
+func (s *Sampler) Stop() []Sample {
+	select {
+	case <-s.done:
+	default:
+		close(s.stop)
+		<-s.done
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples
+}
+
+// Last returns the latest sample.
+func (s *Sampler) Last() (Sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.samples) == 0 {
+		return Sample{}, false
+	}
+	return s.samples[len(s.samples)-1], true
+}
+
+func scrape(url string) (Sample, bool) {
+	status, body, err := fasthttp.GetTimeout(nil, url, 5*time.Second)
+	if err != nil || status != 200 {
+		return Sample{}, false
+	}
+	return ParseMetrics(body), true
+}
+
+// ParseMetrics picks the sampled figures out of a Prometheus text exposition.
+func ParseMetrics(body []byte) Sample {
+	var s Sample
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := sc.Text()
+		if len(l) == 0 || l[0] == '#' {
+			continue
+		}
+		name, val, ok := strings.Cut(l, " ")
+		if !ok {
+			continue
+		}
+		var dst *float64
+		switch name {
+		case "go_memstats_heap_inuse_bytes":
+			dst = &s.HeapInuse
+		case "go_goroutines":
+			dst = &s.Goroutines
+		case "process_resident_memory_bytes":
+			dst = &s.RSS
+		case "process_cpu_seconds_total":
+			dst = &s.CPUSeconds
+		default:
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			*dst = v
+		}
+	}
+	return s
+}
+
+// SoakVerdict judges samples: memory and goroutines are flat when the mean over the
+// last fifth is within tolerance of the mean over the first fifth (after warm-up: the
+// first fifth starts at the second sample).
+func SoakVerdict(samples []Sample, heapTolPct, goroutineTol float64) *Soak {
+	if len(samples) < 10 {
+		return &Soak{Verdict: "too few samples to judge (need 10)"}
+	}
+	n := len(samples) / 5
+	mean := func(ss []Sample, f func(Sample) float64) float64 {
+		t := 0.0
+		for _, s := range ss {
+			t += f(s)
+		}
+		return t / float64(len(ss))
+	}
+	first, last := samples[1:1+n], samples[len(samples)-n:]
+	heap := func(s Sample) float64 { return s.HeapInuse / (1 << 20) }
+	gor := func(s Sample) float64 { return s.Goroutines }
+	v := &Soak{HeapFirstMB: round(mean(first, heap), 1), HeapLastMB: round(mean(last, heap), 1),
+		GoroutinesFirst: round(mean(first, gor), 1), GoroutinesLast: round(mean(last, gor), 1)}
+	for _, s := range samples {
+		v.GoroutinesMax = max(v.GoroutinesMax, s.Goroutines)
+	}
+	if v.HeapFirstMB > 0 {
+		v.HeapGrowthPct = round(100*(v.HeapLastMB-v.HeapFirstMB)/v.HeapFirstMB, 1)
+	}
+	heapFlat := v.HeapGrowthPct <= heapTolPct
+	gorFlat := v.GoroutinesLast-v.GoroutinesFirst <= goroutineTol
+	v.Flat = heapFlat && gorFlat
+	word := map[bool]string{true: "flat", false: "GROWING"}
+	v.Verdict = "heap in use " + word[heapFlat] + " (" + ftoa(v.HeapFirstMB) + " MiB → " + ftoa(v.HeapLastMB) + " MiB, " + ftoa(v.HeapGrowthPct) + "%); " +
+		"goroutines " + word[gorFlat] + " (" + ftoa(v.GoroutinesFirst) + " → " + ftoa(v.GoroutinesLast) + ", max " + ftoa(v.GoroutinesMax) + ")"
+	return v
+}
+
+func ftoa(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) }
+
+// sleepCtx sleeps d or until ctx is done; false when ctx ended.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
