@@ -24,6 +24,7 @@ import (
 	"svc/api"
 	"svc/api/admin"
 	"svc/api/env"
+	"svc/api/read"
 	"svc/bench"
 	"svc/ingest"
 	"svc/rollup"
@@ -47,6 +48,7 @@ var commands = map[string]command{
 	"migrate":  {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", schema.MigrateMain},
 	"rollup":   {"the Kafka consumer group writing events into ClickHouse", rollup.Main},
 	"webhooks": {"inbound receiver and outbound delivery worker", webhooks.Main},
+	"api":      {"the read API", read.Main},
 	"bench":    {"load generator and reports", bench.Main},
 }
 
@@ -100,6 +102,11 @@ func devMain(ctx context.Context, _ []string) error {
 		return err
 	}
 	roles = append(roles, wh)
+	rd, err := read.FromEnv(ctx, p)
+	if err != nil {
+		return err
+	}
+	roles = append(roles, rd)
 	// Each further role appends itself here: roles = append(roles, <role>).
 	return p.RunRoles(ctx, roles...)
 }

@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -148,7 +147,9 @@ type ActualsQuery struct {
 	// After resumes strictly after this row's key (keyset paging); nil starts at the
 	// beginning.
 	After *ActualKey
-	Limit int // 1..MaxLimit
+	// Offset skips rows after After (offset paging); 0 for none.
+	Offset int
+	Limit  int // 1..MaxLimit+1
 }
 
 // ActualKey is the position of an actuals row in its list.
@@ -164,8 +165,9 @@ const metricCols = `argMax(impressions, version), argMax(clicks, version), argMa
 // version of each (line, day), ordered by line then day. Fewer rows than q.Limit means
 // the last page.
 func PlanActuals(ctx context.Context, conn driver.Conn, workspace, plan uuid.UUID, q ActualsQuery) ([]PlanActual, error) {
-	if q.Limit < 1 || q.Limit > MaxLimit {
-		return nil, invalidf("limit %d: want 1..%d", q.Limit, MaxLimit)
+	lim, err := limitClause(q.Limit, q.Offset)
+	if err != nil {
+		return nil, err
 	}
 	var b strings.Builder
 	b.WriteString("SELECT line_id, date, " + metricCols +
@@ -180,7 +182,7 @@ func PlanActuals(ctx context.Context, conn driver.Conn, workspace, plan uuid.UUI
 		b.WriteString(" AND (line_id, date) > (toUUID(?), toDate(?))")
 		args = append(args, q.After.Line.String(), dayString(q.After.Date))
 	}
-	b.WriteString("\nGROUP BY line_id, date ORDER BY line_id, date LIMIT " + strconv.Itoa(q.Limit))
+	b.WriteString("\nGROUP BY line_id, date ORDER BY line_id, date" + lim)
 	rows, err := conn.Query(ctx, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: plan actuals: %w", err)
@@ -202,8 +204,9 @@ func PlanActuals(ctx context.Context, conn driver.Conn, workspace, plan uuid.UUI
 // CampaignActuals returns at most q.Limit rows of campaign's actuals in workspace, the
 // latest version of each day, ordered by day (q.Line is ignored).
 func CampaignActuals(ctx context.Context, conn driver.Conn, workspace, campaign uuid.UUID, q ActualsQuery) ([]CampaignActual, error) {
-	if q.Limit < 1 || q.Limit > MaxLimit {
-		return nil, invalidf("limit %d: want 1..%d", q.Limit, MaxLimit)
+	lim, err := limitClause(q.Limit, q.Offset)
+	if err != nil {
+		return nil, err
 	}
 	var b strings.Builder
 	b.WriteString("SELECT date, " + metricCols +
@@ -214,7 +217,7 @@ func CampaignActuals(ctx context.Context, conn driver.Conn, workspace, campaign 
 		b.WriteString(" AND date > toDate(?)")
 		args = append(args, dayString(q.After.Date))
 	}
-	b.WriteString("\nGROUP BY date ORDER BY date LIMIT " + strconv.Itoa(q.Limit))
+	b.WriteString("\nGROUP BY date ORDER BY date" + lim)
 	rows, err := conn.Query(ctx, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: campaign actuals: %w", err)

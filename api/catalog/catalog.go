@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -28,8 +29,26 @@ var ErrNotFound = errors.New("catalog: not found")
 // ErrInvalid wraps every validation failure of a write; nothing was written.
 var ErrInvalid = errors.New("catalog: invalid")
 
-// MaxLimit caps the page size of every list.
+// MaxLimit is the largest page of every list. Queries accept Limit up to MaxLimit+1 so
+// that a caller can fetch one row past a page to learn whether another page exists.
 const MaxLimit = 1000
+
+// MaxOffset bounds offset paging (deprecated in the API).
+const MaxOffset = 1_000_000
+
+// limitClause validates limit and offset and renders the LIMIT clause.
+func limitClause(limit, offset int) (string, error) {
+	if limit < 1 || limit > MaxLimit+1 {
+		return "", invalidf("limit %d: want 1..%d", limit, MaxLimit)
+	}
+	if offset < 0 || offset > MaxOffset {
+		return "", invalidf("offset %d: want 0..%d", offset, MaxOffset)
+	}
+	if offset > 0 {
+		return " LIMIT " + strconv.Itoa(offset) + ", " + strconv.Itoa(limit), nil
+	}
+	return " LIMIT " + strconv.Itoa(limit), nil
+}
 
 // lastVersion makes versions strictly increasing within the process even when the clock
 // stands still or steps back. Across processes versions follow the wall clock

@@ -3,7 +3,6 @@ package catalog
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +24,9 @@ type ListQuery struct {
 	// After resumes strictly after this id (keyset paging); uuid.Nil starts at the
 	// beginning.
 	After uuid.UUID
-	Limit int // 1..MaxLimit
+	// Offset skips rows after After (offset paging); 0 for none.
+	Offset int
+	Limit  int // 1..MaxLimit+1
 }
 
 // table describes how one object kind is stored and scanned.
@@ -42,8 +43,9 @@ type table[T any] struct {
 // every other condition outside it: filtering before the collapse could surface an
 // older version of a row.
 func list[T any](ctx context.Context, conn driver.Conn, t table[T], ws uuid.UUID, keyConds []Cond, q ListQuery) ([]T, error) {
-	if q.Limit < 1 || q.Limit > MaxLimit {
-		return nil, invalidf("limit %d: want 1..%d", q.Limit, MaxLimit)
+	lim, err := limitClause(q.Limit, q.Offset)
+	if err != nil {
+		return nil, err
 	}
 	var b strings.Builder
 	args := []any{ws.String()}
@@ -61,7 +63,7 @@ func list[T any](ctx context.Context, conn driver.Conn, t table[T], ws uuid.UUID
 		b.WriteString(" AND " + t.id + " > toUUID(?)")
 		args = append(args, q.After.String())
 	}
-	b.WriteString(" ORDER BY " + t.id + " LIMIT " + strconv.Itoa(q.Limit))
+	b.WriteString(" ORDER BY " + t.id + lim)
 	rows, err := conn.Query(ctx, b.String(), args...)
 	if err != nil {
 		return nil, fmt.Errorf("catalog: %s: %w", t.name, err)

@@ -1,0 +1,140 @@
+// Package read is the read API role (`svc api`): account, plans, line items, campaigns,
+// studies, findings, their actuals, the actuals import, daily pixel rollups, and the
+// self-description of the calling key (GET /me, /limits, /versions). Every handler runs
+// behind the conventions of api.Server (auth, scopes, limits, idempotency, problems) and
+// reads only the calling key's workspace: an object of any other workspace, or an id
+// that does not parse, is 404 not_found.
+package read
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"svc/api"
+	"svc/api/catalog"
+	"svc/api/env"
+	"svc/api/keys"
+	"svc/api/problem"
+	"svc/schema"
+)
+
+// Scopes of the read API's operations (ARCHITECTURE.md).
+const (
+	ScopePlans     = "plans:read"
+	ScopeCampaigns = "campaigns:read"
+	ScopeStudies   = "studies:read"
+	ScopeAccount   = "account:read"
+	ScopePixels    = "pixels:read"
+	ScopeActuals   = "actuals:write"
+)
+
+// API serves the read routes over ClickHouse (the catalog and rollups) and the key
+// store (workspaces, pixels).
+type API struct {
+	Conn driver.Conn
+	Keys *keys.Store
+	Log  *slog.Logger // nil: failures are not logged
+	// QueryTimeout bounds each ClickHouse query of a request.
+	QueryTimeout time.Duration
+	// Now is the clock (rollup status, key status); time.Now when nil.
+	Now func() time.Time
+}
+
+func (a *API) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// ctx returns the request's context bounded by QueryTimeout.
+func (a *API) ctx(r *api.Request) (context.Context, context.CancelFunc) {
+	t := a.QueryTimeout
+	if t <= 0 {
+		t = 10 * time.Second
+	}
+	return context.WithTimeout(r.Context(), t)
+}
+
+// storeErr turns a store failure into the answer: a validation error of the catalog
+// (a bug upstream of it, never input that reached it unchecked) stays a 500; anything
+// else is the store being unavailable, 503 with Retry-After, nothing changed.
+func (a *API) storeErr(r *api.Request, err error) error {
+	if errors.Is(err, catalog.ErrInvalid) {
+		return err
+	}
+	if a.Log != nil {
+		a.Log.Error("clickhouse query failed", "request_id", r.ID, "err", err.Error())
+	}
+	return api.Unavailable("ClickHouse", 1)
+}
+
+// notFound is the answer for an id that is not an object of the key's workspace.
+func notFound(kind, raw string) error {
+	return problem.New(problem.NotFound, "No %s %q in this key's workspace.", kind, raw)
+}
+
+// Routes returns every route of the read API.
+func (a *API) Routes() []api.Route {
+	rs := []api.Route{
+		{Method: "GET", Path: "/me", Summary: "The calling key's own record.", Handle: a.me},
+		{Method: "GET", Path: "/limits", Summary: "The burst and daily windows of the calling key.", Handle: a.limits},
+		{Method: "GET", Path: "/versions", Summary: "The API versions served.", Handle: a.versions},
+		{Method: "GET", Path: "/account", Scope: ScopeAccount, Summary: "The workspace's account.", Handle: a.account},
+		{Method: "POST", Path: "/imports/actuals", Scope: ScopeActuals, Idempotent: true,
+			Summary: "Upsert delivered days of line items into media plans (at most 500 rows).", Handle: a.importActuals},
+		{Method: "GET", Path: "/pixel-rollups", Scope: ScopePixels, Summary: "Daily rollups of a pixel's events.", Handle: a.pixelRollups},
+	}
+	return append(rs, a.catalogRoutes()...)
+}
+
+// Role is the read API as a role of a process; Close closes the ClickHouse pool.
+func (a *API) Role() api.Role {
+	return api.Role{Name: "api", Routes: a.Routes(),
+		Checks: []api.Check{{Name: "clickhouse", Fn: a.Conn.Ping}},
+		Close:  func(context.Context) error { return a.Conn.Close() }}
+}
+
+// FromEnv builds the read API role of process p, connecting to ClickHouse from
+// SVC_CLICKHOUSE_* (`svc api` and `svc dev`). The role owns the connection.
+func FromEnv(ctx context.Context, p *api.Process) (api.Role, error) {
+	r := env.New()
+	cfg := schema.FromEnv(r)
+	timeout := r.Duration("SVC_API_QUERY_TIMEOUT", 10*time.Second)
+	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
+		return api.Role{}, err
+	}
+	if timeout <= 0 {
+		return api.Role{}, fmt.Errorf("SVC_API_QUERY_TIMEOUT %s: must be positive", timeout)
+	}
+	conn, err := schema.Open(ctx, cfg)
+	if err != nil {
+		return api.Role{}, fmt.Errorf("api: %w", err)
+	}
+	a := &API{Conn: conn, Keys: p.Deps.Keys, Log: p.Log, QueryTimeout: timeout}
+	return a.Role(), nil
+}
+
+// Main runs `svc api`: the read API alone.
+func Main(ctx context.Context, _ []string) error {
+	r := env.New()
+	acfg := api.ConfigFromEnv(r)
+	if err := r.Err(); err != nil {
+		return err
+	}
+	p, err := api.OpenProcess(ctx, acfg)
+	if err != nil {
+		return err
+	}
+	defer p.Redis.Close()
+	role, err := FromEnv(ctx, p)
+	if err != nil {
+		return err
+	}
+	return p.RunRoles(ctx, role)
+}
