@@ -1,0 +1,169 @@
+package webhooks
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/google/uuid"
+
+	"svc/api/apitest"
+	"svc/schema/chtest"
+)
+
+// TestBinaryBothDirections runs the built `svc webhooks` with the admin commands, as an
+// operator would: an inbound secret, a signed partner message (processed, then its
+// replay ignored, both in inbound-log), an endpoint, a key expiring in two days whose
+// key.expiring event is delivered after one failure, the attempts in `webhook
+// deliveries`, a redelivery, and a clean exit on SIGTERM.
+func TestBinaryBothDirections(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	apitest.Redis(t)
+	cc, _ := chtest.NewDB(t)
+	bin := filepath.Join(t.TempDir(), "svc")
+	build := exec.Command("go", "build", "-o", bin, "svc")
+	build.Dir = ".."
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	addr := freeAddr(t)
+	prefix := "test:wh:e2e:" + uuid.NewString()[:8] + ":"
+	t.Cleanup(func() { cleanPrefix(apitest.Redis(t), prefix) })
+	env := append(os.Environ(), "SVC_HTTP_ADDR="+addr, "SVC_METRICS_ADDR=off", "SVC_REDIS_URL="+apitest.RedisURL(),
+		"SVC_CLICKHOUSE_ADDR="+cc.Addr, "SVC_CLICKHOUSE_DB="+cc.Database, "SVC_WEBHOOKS_REDIS_PREFIX="+prefix,
+		"SVC_WEBHOOKS_POLL=50ms", "SVC_WEBHOOKS_SCAN_INTERVAL=200ms", "SVC_WEBHOOKS_SCHEDULE=0s,1s,1h")
+	run := func(args ...string) map[string]any {
+		t.Helper()
+		cmd := exec.Command(bin, args...)
+		cmd.Env = env
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("svc %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+		}
+		var m map[string]any
+		if err := json.Unmarshal(out, &m); err != nil {
+			t.Fatalf("svc %s printed %q", strings.Join(args, " "), out)
+		}
+		return m
+	}
+
+	clock := &fakeClock{t: time.Now()}
+	rcv := newReceiver(t, clock, func(w http.ResponseWriter, n int) {
+		if n == 1 {
+			w.WriteHeader(503)
+			return
+		}
+		w.WriteHeader(200)
+	})
+	ws := run("admin", "workspace", "create", "--name", "webhooks e2e")["id"].(string)
+	secret := run("admin", "webhook", "inbound-secret", "--workspace", ws)["secret"].(string)
+	ep := run("admin", "webhook", "endpoint", "create", "--workspace", ws, "--url", rcv.URL+"/hook", "--kinds", KindKeyExpiring)
+	rcv.secret = ep["secret"].(string)
+	exp := time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
+	run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write", "--expires", exp)
+
+	var logs bytes.Buffer
+	srv := exec.Command(bin, "webhooks")
+	srv.Env = env
+	srv.Stdout, srv.Stderr = &logs, &logs
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Process.Kill()
+	waitFor(t, 30*time.Second, "svc webhooks ready", func() bool {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	})
+
+	body := fmt.Sprintf(`{"type":"actuals.reported","data":{"campaign_id":"cmp_%s","currency":"EUR","days":[{"date":"%s","impressions":5}]}}`,
+		uuid.NewString(), time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02"))
+	for i, want := range []string{Processed, Ignored} {
+		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/webhooks/inbound/"+ws, strings.NewReader(body))
+		req.Header.Set(SignatureHeader, SignatureValue(time.Now().Unix(), []byte(body), []byte(secret)))
+		req.Header.Set(MessageIDHeader, "e2e-1")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		json.NewDecoder(resp.Body).Decode(&m)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || m["outcome"] != want {
+			t.Fatalf("message %d: %d %v", i+1, resp.StatusCode, m)
+		}
+	}
+	logRows := run("admin", "webhook", "inbound-log", "--workspace", ws)["data"].([]any)
+	if len(logRows) != 2 {
+		t.Fatalf("inbound-log: %v", logRows)
+	}
+
+	waitFor(t, 20*time.Second, "key.expiring delivered after one failure", func() bool { return len(rcv.Hits()) >= 2 })
+	hits := rcv.Hits()
+	if hits[0].EventID != hits[1].EventID || hits[1].Attempt != "2" || !hits[1].Valid {
+		t.Fatalf("deliveries %+v", hits)
+	}
+	var dl []any
+	waitFor(t, 10*time.Second, "two rows in webhook deliveries", func() bool {
+		dl = run("admin", "webhook", "deliveries", "--event", hits[0].EventID)["data"].([]any)
+		return len(dl) == 2
+	})
+	run("admin", "webhook", "redeliver", hits[0].EventID)
+	waitFor(t, 10*time.Second, "redelivery", func() bool { return len(rcv.Hits()) == 3 })
+	if h := rcv.Hits()[2]; h.EventID != hits[0].EventID || h.Attempt != "3" || string(h.Body) != string(hits[0].Body) {
+		t.Fatalf("redelivery %+v", h)
+	}
+
+	srv.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- srv.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("svc webhooks after SIGTERM: %v\n%s", err, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("svc webhooks did not stop on SIGTERM")
+	}
+	for _, s := range []string{secret, rcv.secret} {
+		if strings.Contains(logs.String(), s) {
+			t.Fatal("a secret reached the log")
+		}
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
