@@ -72,8 +72,23 @@ func (c Chart) SVG() string {
 	pw, ph := float64(w-padL-padR), float64(h-padT-padB)
 	// Data range.
 	xmin, xmax, ymin, ymax := math.Inf(1), math.Inf(-1), math.Inf(1), math.Inf(-1)
+	// With PercentileX, p = 100 (the maximum) has no finite position: it is drawn at
+	// the right edge, which is the next whole decade after the other points.
+	pmax := 1.0
+	if c.PercentileX {
+		for _, s := range c.Series {
+			for _, x := range s.X {
+				if x < 100 {
+					pmax = math.Max(pmax, math.Ceil(pctPos(x)-1e-9))
+				}
+			}
+		}
+	}
 	tx := func(x float64) float64 {
 		if c.PercentileX {
+			if x >= 100 {
+				return pmax
+			}
 			return pctPos(x)
 		}
 		return x
@@ -105,8 +120,7 @@ func (c Chart) SVG() string {
 		return b.String()
 	}
 	if c.PercentileX {
-		xmin = 0
-		xmax = math.Max(xmax, 2)
+		xmin, xmax = 0, math.Max(pmax, 2)
 	}
 	if !c.LogY {
 		ymin = math.Min(ymin, 0)
@@ -148,7 +162,7 @@ func (c Chart) SVG() string {
 			x := px(float64(k))
 			label := "0%"
 			if k > 0 {
-				label = strings.TrimRight(strings.TrimRight(fmt.Sprintf("%.*f", max(0, k-2), 100*(1-math.Pow(10, -float64(k)))), "0"), ".") + "%"
+				label = trimZero(fmt.Sprintf("%.*f", max(0, k-2), 100*(1-math.Pow(10, -float64(k))))) + "%"
 			}
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#e4e4e4"/>`, x, padT, x, h-padB)
 			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%s</text>`, x, h-padB+15, label)

@@ -1,0 +1,348 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestScheduleDueTimes(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	s := Schedule{Start: start, Rate: 4000, Duration: 2 * time.Second}
+	if got := s.Total(); got != 8000 {
+		t.Fatalf("Total = %d, want 8000", got)
+	}
+	for _, tc := range []struct {
+		i    int64
+		want time.Duration
+	}{{0, 0}, {1, 250 * time.Microsecond}, {4000, time.Second}, {7999, 2*time.Second - 250*time.Microsecond}} {
+		if got := s.Due(tc.i).Sub(start); got != tc.want {
+			t.Errorf("Due(%d) = +%v, want +%v", tc.i, got, tc.want)
+		}
+	}
+	if (Schedule{Rate: 0, Duration: time.Second}).Total() != 0 {
+		t.Error("a zero rate must schedule nothing")
+	}
+}
+
+// fakeClock is a clock that only moves when someone sleeps or a request takes time.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+func (c *fakeClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.t = c.t.Add(d)
+	c.mu.Unlock()
+}
+
+// With one worker and a target that stalls once for 100 ms, the requests due during
+// the stall are sent late and their latency counts from their due time: the stall
+// shows up in the latency of every request it delayed (no coordinated omission).
+func TestRunnerMeasuresFromDueTime(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := Schedule{Start: clk.Now(), Rate: 100, Duration: time.Second} // every 10 ms
+	rec := NewRecorder(s.Start)
+	r := &Runner{Schedule: s, Workers: 1, LateAfter: time.Millisecond, DrainAfter: time.Second, Rec: rec,
+		Now: clk.Now, Sleep: clk.Advance,
+		Do: func(_ int, i int64) Outcome {
+			if i == 10 {
+				clk.Advance(100 * time.Millisecond) // the stall
+			} else {
+				clk.Advance(time.Millisecond)
+			}
+			return Outcome{Status: 202, OK: true, Events: 50, Sent: 50}
+		}}
+	r.Run(context.Background())
+	var rep Report
+	rec.Finish(&rep, time.Second)
+	if rep.Requests.OK != 100 || rep.Requests.Unsent != 0 {
+		t.Fatalf("requests %+v, want 100 ok, 0 unsent", rep.Requests)
+	}
+	// Request 10 took 100 ms; requests 11..19 were due during it and waited, and 20
+	// still queued behind them (sent 9 ms late).
+	if rep.Requests.Late != 10 {
+		t.Errorf("late = %d, want 10", rep.Requests.Late)
+	}
+	if rep.Latency.Max < 100 || rep.Latency.Max > 101 {
+		t.Errorf("max latency %.1f ms, want ~100 (from due time)", rep.Latency.Max)
+	}
+	// Request 11 was due at 110 ms and sent at 200 ms: its latency from due is 91 ms
+	// although its service time was 1 ms. Ten requests are in the tail.
+	if rep.Latency.P99 < 80 {
+		t.Errorf("p99 %.1f ms: the requests queued behind the stall should dominate the tail", rep.Latency.P99)
+	}
+	if rep.Service.P90 > 1.1 {
+		t.Errorf("service p90 %.2f ms, want 1 ms (the server was fast except once)", rep.Service.P90)
+	}
+	if rep.Events.Accepted != 5000 {
+		t.Errorf("accepted = %d, want 5000", rep.Events.Accepted)
+	}
+}
+
+func TestRunnerCountsUnsentOnCancel(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := Schedule{Start: clk.Now(), Rate: 100, Duration: time.Second}
+	rec := NewRecorder(s.Start)
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &Runner{Schedule: s, Workers: 1, Rec: rec, Now: clk.Now, Sleep: clk.Advance,
+		Do: func(_ int, i int64) Outcome {
+			if i == 49 {
+				cancel()
+			}
+			return Outcome{Status: 202, OK: true}
+		}}
+	r.Run(ctx)
+	var rep Report
+	rec.Finish(&rep, time.Second)
+	if rep.Requests.OK != 50 || rep.Requests.Unsent != 50 || rep.Requests.Scheduled != 100 {
+		t.Fatalf("requests %+v, want 50 ok and 50 unsent of 100", rep.Requests)
+	}
+}
+
+func TestRunnerGivesUpAfterDrain(t *testing.T) {
+	clk := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := Schedule{Start: clk.Now(), Rate: 10, Duration: time.Second}
+	rec := NewRecorder(s.Start)
+	r := &Runner{Schedule: s, Workers: 1, DrainAfter: 500 * time.Millisecond, Rec: rec, Now: clk.Now, Sleep: clk.Advance,
+		Do: func(_ int, i int64) Outcome {
+			if i == 0 {
+				clk.Advance(2 * time.Second) // past the schedule's end plus the drain
+			}
+			return Outcome{Status: 503, Code: "service_unavailable"}
+		}}
+	r.Run(context.Background())
+	var rep Report
+	rec.Finish(&rep, 2*time.Second)
+	if rep.Requests.Completed != 1 || rep.Requests.Unsent != 9 {
+		t.Fatalf("requests %+v, want 1 completed, 9 unsent", rep.Requests)
+	}
+	if rep.Errors["503 service_unavailable"] != 1 {
+		t.Errorf("errors %v", rep.Errors)
+	}
+}
+
+func TestSummarizeAndDistribution(t *testing.T) {
+	h := NewHistogram()
+	for i := 1; i <= 1000; i++ {
+		RecordDuration(h, time.Duration(i)*time.Millisecond)
+	}
+	s := Summarize(h)
+	near := func(got, want float64) bool { return math.Abs(got-want) <= want*0.002+0.001 }
+	for name, c := range map[string][2]float64{"p50": {s.P50, 500}, "p90": {s.P90, 900}, "p99": {s.P99, 990},
+		"p99.9": {s.P999, 999}, "max": {s.Max, 1000}, "min": {s.Min, 1}} {
+		if !near(c[0], c[1]) {
+			t.Errorf("%s = %v ms, want %v", name, c[0], c[1])
+		}
+	}
+	if s.Count != 1000 {
+		t.Errorf("count %d", s.Count)
+	}
+	d := Distribution(h)
+	if d[0].Percentile != 0 || d[len(d)-1].Percentile != 100 || !near(d[len(d)-1].Ms, 1000) {
+		t.Errorf("distribution ends %v … %v", d[0], d[len(d)-1])
+	}
+	for i := 1; i < len(d); i++ {
+		if d[i].Percentile <= d[i-1].Percentile || d[i].Ms < d[i-1].Ms {
+			t.Fatalf("distribution not increasing at %d: %v %v", i, d[i-1], d[i])
+		}
+	}
+	if Summarize(NewHistogram()) != (Summary{}) || Distribution(NewHistogram()) != nil {
+		t.Error("an empty histogram must summarise to zero")
+	}
+	// Values beyond the range are clamped, not dropped.
+	RecordDuration(h, time.Hour)
+	if h.TotalCount() != 1001 {
+		t.Error("an out-of-range value was dropped")
+	}
+}
+
+func TestRecorderTimelineAndErrors(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	rec := NewRecorder(start)
+	at := func(ms int) time.Time { return start.Add(time.Duration(ms) * time.Millisecond) }
+	rec.Record(at(0), at(0), at(5), false, Outcome{Status: 202, OK: true, Events: 50, Sent: 50})
+	rec.Record(at(100), at(100), at(110), false, Outcome{Status: 429, Code: "rate_limited", Sent: 50})
+	rec.Record(at(2000), at(2020), at(2030), true, Outcome{Code: "timeout", Sent: 50})
+	rec.Tick(at(3500))
+	var rep Report
+	rec.Finish(&rep, 3*time.Second)
+	if len(rep.Timeline) != 3 {
+		t.Fatalf("timeline %+v, want 3 seconds", rep.Timeline)
+	}
+	if p := rep.Timeline[0]; p.OK != 1 || p.Err != 1 || p.Events != 50 || p.Max < 9.9 {
+		t.Errorf("second 0: %+v", p)
+	}
+	if p := rep.Timeline[1]; p.OK+p.Err != 0 {
+		t.Errorf("second 1 should be empty: %+v", p)
+	}
+	if p := rep.Timeline[2]; p.Err != 1 || p.Late != 1 {
+		t.Errorf("second 2: %+v", p)
+	}
+	want := map[string]int64{"429 rate_limited": 1, "timeout": 1}
+	if len(rep.Errors) != 2 || rep.Errors["429 rate_limited"] != 1 || rep.Errors["timeout"] != 1 {
+		t.Errorf("errors %v, want %v", rep.Errors, want)
+	}
+	if rep.Events.Sent != 150 || rep.Events.Accepted != 50 || rep.Requests.Late != 1 {
+		t.Errorf("events %+v requests %+v", rep.Events, rep.Requests)
+	}
+	if got := ErrorKey(Outcome{Status: 500}); got != "500" {
+		t.Errorf("ErrorKey(500) = %q", got)
+	}
+}
+
+func TestCompareRatios(t *testing.T) {
+	a := &Report{Title: "a", AchievedRate: 1000, Events: EventCounts{PerSecond: 50000}, Latency: Summary{P99: 10}}
+	b := &Report{Title: "b", AchievedRate: 2000, Events: EventCounts{PerSecond: 50000}, Latency: Summary{P99: 5}}
+	got := map[string]float64{}
+	for _, m := range CompareMetrics(a, b) {
+		got[m.Name] = m.Ratio()
+	}
+	if got["achieved rate (req/s)"] != 2 || got["latency p99 (ms)"] != 0.5 || got["events accepted/s"] != 1 || got["errors"] != 1 {
+		t.Errorf("ratios %v", got)
+	}
+	if r := (Metric{A: 0, B: 3}).Ratio(); !math.IsNaN(r) {
+		t.Errorf("ratio over zero = %v, want NaN", r)
+	}
+	var buf bytes.Buffer
+	PrintCompare(&buf, a, b, "A.json", "B.json")
+	if !strings.Contains(buf.String(), "2.00x") || !strings.Contains(buf.String(), "0.50x") {
+		t.Errorf("compare output:\n%s", buf.String())
+	}
+}
+
+func sampleReport() *Report {
+	rep := &Report{Scenario: "ingest", Title: "ingest <test>", Rate: 100, Duration: 3,
+		Machine: Machine{Cores: 2}, Params: map[string]any{"batch": 50}, Events: EventCounts{Sent: 15000, Accepted: 15000},
+		Errors: map[string]int64{"503 service_unavailable": 2}}
+	h := NewHistogram()
+	for i := 1; i <= 300; i++ {
+		RecordDuration(h, time.Duration(i)*100*time.Microsecond)
+	}
+	rep.Latency, rep.Distribution = Summarize(h), Distribution(h)
+	for s := 0; s < 3; s++ {
+		rep.Timeline = append(rep.Timeline, Point{T: float64(s), OK: 100, Events: 5000, P50: 2, P99: 9, Max: 30})
+	}
+	for s := 0; s < 12; s++ {
+		rep.Samples = append(rep.Samples, Sample{T: float64(s), HeapInuse: 50 << 20, Goroutines: 40, CPUSeconds: float64(s) * 0.5})
+	}
+	rep.Freshness = &Freshness{Via: "api", Probes: 2, Seen: 1, Missing: 1, Latency: Summary{P99: 900},
+		Distribution: []PercentilePoint{{0, 800}, {50, 850}, {100, 900}}, Timeline: []FreshPoint{{1, 850}, {2, -1}}}
+	return rep
+}
+
+func TestRenderHTML(t *testing.T) {
+	rep := sampleReport()
+	var buf bytes.Buffer
+	if err := RenderHTML(&buf, rep); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	if n := strings.Count(out, "<svg "); n != 8 {
+		t.Errorf("%d charts, want 8 (latency, percentiles, throughput, events, freshness, memory, goroutines, cpu)", n)
+	}
+	for _, want := range []string{"ingest &lt;test&gt;", "503 service_unavailable", "99.9%", "polyline", "freshness (via api; 1/2 seen)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("HTML lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "<test>") {
+		t.Error("title not escaped")
+	}
+	if strings.Contains(out, "NaN") || strings.Contains(out, "Inf") {
+		t.Error("NaN or Inf in the SVG")
+	}
+	var text bytes.Buffer
+	PrintSummary(&text, rep)
+	for _, want := range []string{"p99", "error", "503 service_unavailable: 2", "freshness"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, text.String())
+		}
+	}
+	// The JSON report round-trips.
+	b, _ := json.Marshal(rep)
+	var back Report
+	if err := json.Unmarshal(b, &back); err != nil || back.Latency != rep.Latency || len(back.Timeline) != 3 {
+		t.Errorf("round trip: %v %+v", err, back.Latency)
+	}
+}
+
+func TestChartEmptyAndTicks(t *testing.T) {
+	if svg := (Chart{Title: "x"}).SVG(); !strings.Contains(svg, "no data") {
+		t.Error("empty chart should say no data")
+	}
+	ticks := niceTicks(0, 97, 6)
+	if ticks[0] != 0 || ticks[len(ticks)-1] < 80 || len(ticks) > 8 {
+		t.Errorf("ticks %v", ticks)
+	}
+}
+
+func TestGeneratedBodies(t *testing.T) {
+	gen := Generate(GenConfig{BatchSize: 50, Pixels: 3, InvalidFrac: 0.1, Bodies: 40, Seed: 7, Now: time.Now()})
+	invalid, total := 0, 0
+	for i := range gen {
+		if gen[i].Pixel != i%3 {
+			t.Fatalf("batch %d on pixel %d", i, gen[i].Pixel)
+		}
+		var v struct {
+			PixelID string           `json:"pixel_id"`
+			Events  []map[string]any `json:"events"`
+		}
+		if err := json.Unmarshal(BatchJSON(&gen[i], "pxl_x"), &v); err != nil {
+			t.Fatalf("batch %d is not JSON: %v", i, err)
+		}
+		if v.PixelID != "pxl_x" || len(v.Events) != 50 {
+			t.Fatalf("batch %d: %+v", i, v)
+		}
+		total += len(gen[i].Events)
+		invalid += len(gen[i].Events) - gen[i].Valid()
+	}
+	if share := float64(invalid) / float64(total); share < 0.06 || share > 0.14 {
+		t.Errorf("invalid share %.3f, want about 0.1", share)
+	}
+	rows := AppendDirectRows(nil, &gen[0], "w", "p", "k", 1, time.Now())
+	if n := bytes.Count(rows, []byte("\n")); n != gen[0].Valid() {
+		t.Errorf("%d direct rows, want %d (valid events only)", n, gen[0].Valid())
+	}
+}
+
+func TestParsers(t *testing.T) {
+	body := []byte(`{"accepted": 48,"rejected":2,"rejections":[],"request_id":"req_1"}`)
+	if jsonInt(body, "accepted") != 48 || jsonInt(body, "rejected") != 2 || jsonInt(body, "nope") != -1 {
+		t.Error("jsonInt")
+	}
+	if got := problemCode([]byte(`{"type":"x","code":"rate_limited","status":429}`)); got != "rate_limited" {
+		t.Errorf("problemCode = %q", got)
+	}
+	m := ParseMetrics([]byte("# HELP x\ngo_goroutines 42\ngo_memstats_heap_inuse_bytes 1.5e+07\nprocess_cpu_seconds_total 3.25\nother 1\n"))
+	if m.Goroutines != 42 || m.HeapInuse != 1.5e7 || m.CPUSeconds != 3.25 {
+		t.Errorf("ParseMetrics = %+v", m)
+	}
+	if got := jsonStrings([]byte(`{"data":[{"event_name":"a"},{"event_name":"b"}],"meta":{"next_cursor":null}}`), "event_name"); len(got) != 2 || got[1] != "b" {
+		t.Errorf("jsonStrings = %v", got)
+	}
+	if chErrorCode([]byte("Code: 252, e.displayText() = DB::Exception: Too many parts")) != "ch_252_too_many_parts" {
+		t.Error("chErrorCode")
+	}
+}
+
+func TestSoakVerdict(t *testing.T) {
+	var flat, growing []Sample
+	for i := 0; i < 50; i++ {
+		flat = append(flat, Sample{T: float64(i), HeapInuse: float64(100+i%3) * (1 << 20), Goroutines: 60})
+		growing = append(growing, Sample{T: float64(i), HeapInuse: float64(100+4*i) * (1 << 20), Goroutines: float64(60 + i)})
+	}
+	if v := SoakVerdict(flat, 20, 20); !v.Flat {
+		t.Errorf("flat judged %+v", v)
+	}
+	if v := SoakVerdict(growing, 20, 20); v.Flat || !strings.Contains(v.Verdict, "GROWING") {
+		t.Errorf("growing judged %+v", v)
+	}
+}
