@@ -1,0 +1,88 @@
+package webhooks
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"svc/api/env"
+)
+
+func TestParseRetryAfter(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for in, want := range map[string]time.Duration{
+		"":     0,
+		"120":  2 * time.Minute,
+		"0":    0,
+		"-5":   0,
+		"soon": 0,
+		now.Add(90 * time.Second).Format(http.TimeFormat): 90 * time.Second,
+		now.Add(-time.Hour).Format(http.TimeFormat):       0,
+	} {
+		if got := parseRetryAfter(in, now); got != want {
+			t.Errorf("parseRetryAfter(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestJitterBounds(t *testing.T) {
+	w := &Worker{Config: Config{Jitter: 0.1}}
+	for _, r := range []float64{0, 0.5, 0.999999} {
+		w.Rand = func() float64 { return r }
+		d := w.jitter(time.Hour)
+		if d < 54*time.Minute || d > 66*time.Minute {
+			t.Fatalf("jitter(1h) with rand %v = %s", r, d)
+		}
+	}
+	if w.jitter(0) != 0 {
+		t.Fatal("jitter(0) must stay 0 (the first attempt is immediate)")
+	}
+}
+
+func TestValidateURL(t *testing.T) {
+	for u, ok := range map[string]bool{
+		"https://example.com/hook":     true,
+		"http://127.0.0.1:8080/x?y=1":  true,
+		"ftp://example.com":            false,
+		"/relative":                    false,
+		"https://user:pw@example.com/": false,
+		"https://example.com/#frag":    false,
+		"https://":                     false,
+	} {
+		if err := ValidateURL(u); (err == nil) != ok {
+			t.Errorf("ValidateURL(%q) = %v", u, err)
+		}
+	}
+}
+
+func TestPtrField(t *testing.T) {
+	for ptr, want := range map[string]string{"/data/days/0/date": "data.days[0].date", "/type": "type", "/data": "data"} {
+		if got := ptrField(ptr); got != want {
+			t.Errorf("ptrField(%q) = %q, want %q", ptr, got, want)
+		}
+	}
+}
+
+func TestConfigFromEnv(t *testing.T) {
+	vars := map[string]string{"SVC_WEBHOOKS_SCHEDULE": "0s, 1s,1m", "SVC_WEBHOOKS_JITTER_PERMILLE": "0"}
+	r := &env.Reader{Lookup: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	c := ConfigFromEnv(r)
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Schedule) != 3 || c.Schedule[2] != time.Minute || c.Jitter != 0 || c.Timeout != 15*time.Second {
+		t.Fatalf("config %+v", c)
+	}
+	d := DefaultConfig()
+	if err := d.Validate(); err != nil || len(d.Schedule) != 10 {
+		t.Fatalf("defaults: %v, %d attempts", err, len(d.Schedule))
+	}
+	vars["SVC_WEBHOOKS_SCHEDULE"] = "0s,soon"
+	vars["SVC_WEBHOOKS_LEASE"] = "10s"
+	if err := ConfigFromEnv(r).Validate(); err == nil {
+		t.Fatal("a bad schedule and a lease shorter than the timeout were accepted")
+	}
+}
