@@ -90,12 +90,15 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Claimed attempts finish even when ctx is cancelled (shutdown): each is bounded by
+	// Config.Timeout, and abandoning them would only waste an attempt of the schedule.
+	actx := context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	for _, c := range claims {
 		wg.Add(1)
 		go func(c Claim) {
 			defer wg.Done()
-			w.attempt(ctx, c)
+			w.attempt(actx, c)
 		}(c)
 	}
 	wg.Wait()
