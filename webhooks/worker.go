@@ -98,7 +98,9 @@ func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func(c Claim) {
 			defer wg.Done()
-			w.attempt(actx, c)
+			cctx, cancel := context.WithTimeout(actx, w.Config.Lease) // the claim's life
+			defer cancel()
+			w.attempt(cctx, c)
 		}(c)
 	}
 	wg.Wait()
