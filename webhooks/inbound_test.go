@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"svc/api"
 	"svc/api/apitest"
@@ -288,4 +289,19 @@ func FuzzParseMessage(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestInboundRedisDown: with the webhook store unreachable the answer is 503 (the
+// partner retries), never 500.
+func TestInboundRedisDown(t *testing.T) {
+	ie := newInbound(t)
+	sec := ie.secret(t)
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	defer dead.Close()
+	ie.in.Store = NewStore(dead, ie.cfg.Prefix)
+	r := ie.send(t, reported(uuid.New(), "2026-01-02", 1, "1"), "down-1", ie.clock.Now(), sec)
+	apitest.Problem(t, r, 503, "service_unavailable")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
 }
