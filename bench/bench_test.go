@@ -307,7 +307,7 @@ func TestGeneratedBodies(t *testing.T) {
 	if share := float64(invalid) / float64(total); share < 0.06 || share > 0.14 {
 		t.Errorf("invalid share %.3f, want about 0.1", share)
 	}
-	rows := AppendDirectRows(nil, &gen[0], "w", "p", "k", 1, time.Now())
+	rows := AppendDirectRows(nil, &gen[0], "w", "p", "k", "t", 1, time.Now())
 	if n := bytes.Count(rows, []byte("\n")); n != gen[0].Valid() {
 		t.Errorf("%d direct rows, want %d (valid events only)", n, gen[0].Valid())
 	}

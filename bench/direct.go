@@ -71,7 +71,7 @@ func directMain(ctx context.Context, args []string) error {
 	now := time.Now()
 	rows := make([][]byte, len(gen))
 	for i := range gen {
-		rows[i] = AppendDirectRows(nil, &gen[i], ws, pix[gen[i].Pixel], key, int64(i), now)
+		rows[i] = AppendDirectRows(nil, &gen[i], ws, pix[gen[i].Pixel], key, "bench-direct", int64(i), now)
 	}
 	insertURL := *ch + "/?query=" + url.QueryEscape("INSERT INTO "+db+".events ("+DirectColumns+") FORMAT JSONEachRow")
 	type wstate struct {

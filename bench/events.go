@@ -147,8 +147,10 @@ const DirectColumns = "workspace_id, pixel_id, sandbox, key_id, event_id, event_
 
 // AppendDirectRows appends b's valid events as JSONEachRow rows of the events table,
 // as the pipeline would store them (email hashed, identity dropped without consent).
-// eventID seeds the event ids; seq is a per-batch sequence (stands in for the offset).
-func AppendDirectRows(dst []byte, b *GenBatch, workspace, pixel, key string, seq int64, now time.Time) []byte {
+// seq is a per-batch sequence: it seeds the event ids and stands in for the Kafka
+// offset; topic goes into kafka_topic (never the service's topic, so the consumer's
+// offset read-back ignores these rows).
+func AppendDirectRows(dst []byte, b *GenBatch, workspace, pixel, key, topic string, seq int64, now time.Time) []byte {
 	nowS := now.UTC().Format(time.DateTime)
 	var idb [16]byte
 	for i := range b.Events {
@@ -195,7 +197,9 @@ func AppendDirectRows(dst []byte, b *GenBatch, workspace, pixel, key string, seq
 		dst = append(dst, nowS...)
 		dst = append(dst, `","inserted_at":"`...)
 		dst = append(dst, nowS...)
-		dst = append(dst, `","kafka_topic":"direct","kafka_partition":0,"kafka_offset":`...)
+		dst = append(dst, `","kafka_topic":"`...)
+		dst = append(dst, topic...)
+		dst = append(dst, `","kafka_partition":0,"kafka_offset":`...)
 		dst = strconv.AppendInt(dst, seq, 10)
 		dst = append(dst, `,"batch_index":`...)
 		dst = strconv.AppendInt(dst, int64(i), 10)

@@ -44,6 +44,9 @@ type Outcome struct {
 	Events   int // events the target accepted (ingest), rows inserted (direct)
 	Rejected int // events the target rejected within an accepted batch
 	Sent     int // events sent
+	// Kind names the request's kind in a mix ("pixel-rollups", "plan-actuals"); the
+	// report then gives each kind its own latency summary.
+	Kind string
 }
 
 // Runner executes a Schedule with a bounded pool of workers. Each worker takes the next

@@ -119,6 +119,7 @@ type Recorder struct {
 	curPt   Point
 	points  []Point
 	errors  map[string]int64
+	kinds   map[string]*hdr.Histogram // latency from due time, by Outcome.Kind
 
 	ok, errs, late, unsent    int64
 	events, rejected, evtSent int64
@@ -127,7 +128,7 @@ type Recorder struct {
 // NewRecorder returns a recorder whose timeline starts at start.
 func NewRecorder(start time.Time) *Recorder {
 	return &Recorder{start: start, total: NewHistogram(), service: NewHistogram(),
-		cur: NewHistogram(), errors: map[string]int64{}}
+		cur: NewHistogram(), errors: map[string]int64{}, kinds: map[string]*hdr.Histogram{}}
 }
 
 // Record adds one request: due, sent and done times, whether it was sent late, and
@@ -140,6 +141,14 @@ func (r *Recorder) Record(due, sent, done time.Time, late bool, o Outcome) {
 	RecordDuration(r.total, lat)
 	RecordDuration(r.service, done.Sub(sent))
 	RecordDuration(r.cur, lat)
+	if o.Kind != "" {
+		h := r.kinds[o.Kind]
+		if h == nil {
+			h = NewHistogram()
+			r.kinds[o.Kind] = h
+		}
+		RecordDuration(h, lat)
+	}
 	r.evtSent += int64(o.Sent)
 	if late {
 		r.late++
@@ -285,6 +294,12 @@ func (r *Recorder) Finish(rep *Report, elapsed time.Duration) {
 		rep.Errors[k] = v
 	}
 	rep.Timeline = append([]Point(nil), r.points...)
+	if len(r.kinds) > 0 {
+		rep.Reads = map[string]Summary{}
+		for k, h := range r.kinds {
+			rep.Reads[k] = Summarize(h)
+		}
+	}
 }
 
 // sortedKeys returns m's keys in order.
