@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# run-standard.sh: the standard benchmark suite behind `make bench` (a few minutes).
+#
+# It starts its own `svc dev` (every role and the embedded Kafka broker) on free ports,
+# with a scratch data directory and a scratch ClickHouse database, runs the scenarios,
+# writes every report (JSON + HTML) and a summary under bench/results/<time>/, and stops
+# and removes everything it started. Redis and ClickHouse must be up (`make services`).
+#
+# Environment:
+#   BENCH_SCALE=1      multiply every duration (0.5 for a quicker pass)
+#   BENCH_NOTE=...     what else shared the machine; goes into each report
+#   BENCH_ONLY="ingest e2e"  run only these steps (ingest200k ingest300k e2e read soak direct)
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+svc=$root/bin/svc
+[ -x "$svc" ] || { echo "bin/svc missing: run make build" >&2; exit 1; }
+scale=${BENCH_SCALE:-1}
+only=${BENCH_ONLY:-ingest200k ingest300k e2e read soak direct}
+stamp=$(date -u +%Y%m%d-%H%M%S)
+out=$root/bench/results/$stamp
+mkdir -p "$out"
+dur() { awk -v s="$1" -v k="$scale" 'BEGIN { printf "%ds", (s*k < 5 ? 5 : s*k) }'; }
+want() { case " $only " in *" $1 "*) return 0 ;; esac; return 1; }
+
+# Free TCP ports on 127.0.0.1 (the kernel picks them).
+ports=$(python3 -c '
+import socket
+ss = [socket.socket() for _ in range(3)]
+for s in ss: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in ss))
+for s in ss: s.close()')
+read -r http_port metrics_port kafka_port <<<"$ports"
+
+data=$(mktemp -d /tmp/svc-bench.XXXXXX)
+db=bench_std_$(date +%s)_$$
+export SVC_HTTP_ADDR=127.0.0.1:$http_port
+export SVC_METRICS_ADDR=127.0.0.1:$metrics_port
+export SVC_EMBEDDED_KAFKA_ADDR=127.0.0.1:$kafka_port
+export SVC_DATA_DIR=$data
+export SVC_CLICKHOUSE_DB=$db
+export SVC_LOG_LEVEL=${SVC_LOG_LEVEL:-info}
+chhttp=${BENCH_CLICKHOUSE_HTTP:-http://127.0.0.1:8123}
+
+dev_pid=""
+rollup_pid=""
+cleanup() {
+  set +e
+  for p in $rollup_pid $dev_pid; do
+    kill "$p" 2>/dev/null
+  done
+  for p in $rollup_pid $dev_pid; do
+    for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
+  done
+  cp "$data/svc-dev.log" "$out/svc-dev.log" 2>/dev/null
+  curl -fsS "$chhttp/" --data-binary "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
+  rm -rf "$data"
+}
+trap cleanup EXIT INT TERM
+
+echo "== svc bench standard suite: results in $out"
+echo "== scratch: data $data, database $db, http $SVC_HTTP_ADDR, metrics $SVC_METRICS_ADDR, kafka $SVC_EMBEDDED_KAFKA_ADDR"
+"$svc" migrate
+"$svc" dev >"$data/svc-dev.log" 2>&1 &
+dev_pid=$!
+ready=""
+for _ in $(seq 1 150); do
+  if curl -fsS "http://$SVC_HTTP_ADDR/readyz" >/dev/null 2>&1; then ready=1; break; fi
+  kill -0 "$dev_pid" 2>/dev/null || break
+  sleep 0.2
+done
+if [ -z "$ready" ]; then
+  echo "svc dev did not become ready:" >&2
+  tail -20 "$data/svc-dev.log" >&2
+  exit 1
+fi
+# svc dev runs the rollup consumer once the pipeline wires it in; until then, run
+# `svc rollup` beside it against the same broker and database.
+if ! curl -fsS "http://$SVC_METRICS_ADDR/metrics" | grep -q '^svc_rollup_'; then
+  echo "== svc dev has no rollup role: starting svc rollup beside it"
+  "$svc" rollup >"$data/svc-rollup.log" 2>&1 &
+  rollup_pid=$!
+fi
+
+{
+  echo "svc bench standard suite, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  echo "machine: $(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
+  echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "on the same cores: the load generator, svc dev (edge, embedded Kafka broker, rollup consumer, read API, webhooks), Redis, ClickHouse${BENCH_NOTE:+; $BENCH_NOTE}"
+  echo
+} >"$out/summary.txt"
+
+step() { # step NAME ARGS...: one scenario, its summary appended to summary.txt
+  local name=$1; shift
+  echo "== $name: svc bench $*"
+  echo "== $name: svc bench $*" >>"$out/summary.txt"
+  if "$svc" bench "$@" -out "$out/$name" 2>"$out/$name.progress" | tee -a "$out/summary.txt"; then
+    :
+  else
+    echo "   ($name failed: see $out/$name.progress)" | tee -a "$out/summary.txt"
+    tail -3 "$out/$name.progress" >>"$out/summary.txt"
+  fi
+  echo >>"$out/summary.txt"
+}
+
+want ingest200k && step ingest-200k ingest -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
+want ingest300k && step ingest-300k ingest -rate 6000 -duration "$(dur 30)" -batch 50
+want e2e        && step e2e-50k e2e -rate 1000 -duration "$(dur 60)" -batch 50 -via api
+want read       && step read-500 read -rate 500 -duration "$(dur 30)"
+want soak       && step soak-50k soak -rate 1000 -duration "$(dur 120)" -batch 50
+# The same batches straight into ClickHouse, at the rates the pipeline was given.
+want direct     && step direct-50k direct -rate 1000 -duration "$(dur 20)" -batch 50 -clickhouse-http "$chhttp"
+want direct     && step direct-200k direct -rate 4000 -duration "$(dur 20)" -batch 50 -clickhouse-http "$chhttp"
+
+if [ -f "$out/e2e-50k.json" ] && [ -f "$out/direct-50k.json" ]; then
+  echo "== pipeline (e2e, 50k events/s) vs direct inserts at the same rate" | tee -a "$out/summary.txt"
+  "$svc" bench compare "$out/e2e-50k.json" "$out/direct-50k.json" | tee -a "$out/summary.txt"
+fi
+if [ -f "$out/ingest-200k.json" ] && [ -f "$out/direct-200k.json" ]; then
+  echo "== pipeline (ingest, 200k events/s) vs direct inserts at the same rate" | tee -a "$out/summary.txt"
+  "$svc" bench compare "$out/ingest-200k.json" "$out/direct-200k.json" | tee -a "$out/summary.txt"
+fi
+echo "== done: $out/summary.txt and one .json/.html per scenario"
