@@ -79,7 +79,7 @@ fi
 # `svc rollup` beside it against the same broker and database.
 if ! curl -fsS "http://$SVC_METRICS_ADDR/metrics" | grep -q '^svc_rollup_'; then
   echo "== svc dev has no rollup role: starting svc rollup beside it"
-  "$svc" rollup >"$data/svc-rollup.log" 2>&1 &
+  SVC_METRICS_ADDR=off "$svc" rollup >"$data/svc-rollup.log" 2>&1 &
   rollup_pid=$!
 fi
 
