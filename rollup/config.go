@@ -29,7 +29,7 @@ type Config struct {
 	// SVC_ROLLUP_RETRY_MAX, default 10s). Fetching stops while a flush is failing.
 	RetryMin, RetryMax time.Duration
 	// InsertTimeout bounds one INSERT attempt (SVC_ROLLUP_INSERT_TIMEOUT, default 30s).
-	// It must stay below the group's rebalance timeout (60s).
+	// It must stay below RebalanceTimeout.
 	InsertTimeout time.Duration
 	// RevokeTimeout bounds the flush in a rebalance callback; past it the revoked
 	// partitions' buffered rows are dropped uncommitted and the next owner re-reads them
@@ -39,6 +39,11 @@ type Config struct {
 	// heartbeating (killed) loses its partitions after it (SVC_ROLLUP_SESSION_TIMEOUT,
 	// default 45s, allowed 1s..5m). Heartbeats go every SessionTimeout/10, at most 3s.
 	SessionTimeout time.Duration
+	// RebalanceTimeout is how long the group waits for every member to rejoin during a
+	// rebalance; a member killed mid-rebalance holds the group up to it
+	// (SVC_ROLLUP_REBALANCE_TIMEOUT, default 60s, allowed 2s..10m). It must exceed
+	// InsertTimeout and RevokeTimeout: a member finishes its flush within it.
+	RebalanceTimeout time.Duration
 	// Table is the raw events table (SVC_ROLLUP_TABLE, default events).
 	Table string
 	// Topic is the events topic (schema.TopicEvents); DeadTopic receives undecodable
@@ -61,19 +66,20 @@ type Config struct {
 // FromEnv reads the SVC_* variables named on each field.
 func FromEnv(r *env.Reader) Config {
 	return Config{
-		Group:          r.String("SVC_ROLLUP_GROUP", "svc-rollup"),
-		BatchRows:      r.Int("SVC_ROLLUP_BATCH_ROWS", 50000),
-		BatchInterval:  r.Duration("SVC_ROLLUP_BATCH_INTERVAL", time.Second),
-		RetryMin:       r.Duration("SVC_ROLLUP_RETRY_MIN", 100*time.Millisecond),
-		RetryMax:       r.Duration("SVC_ROLLUP_RETRY_MAX", 10*time.Second),
-		InsertTimeout:  r.Duration("SVC_ROLLUP_INSERT_TIMEOUT", 30*time.Second),
-		RevokeTimeout:  r.Duration("SVC_ROLLUP_REVOKE_TIMEOUT", 15*time.Second),
-		SessionTimeout: r.Duration("SVC_ROLLUP_SESSION_TIMEOUT", 45*time.Second),
-		Table:          r.String("SVC_ROLLUP_TABLE", "events"),
-		Topic:          schema.TopicEvents,
-		DeadTopic:      schema.TopicDeadEvent,
-		Kafka:          broker.FromEnv(r),
-		ClickHouse:     schema.FromEnv(r),
+		Group:            r.String("SVC_ROLLUP_GROUP", "svc-rollup"),
+		BatchRows:        r.Int("SVC_ROLLUP_BATCH_ROWS", 50000),
+		BatchInterval:    r.Duration("SVC_ROLLUP_BATCH_INTERVAL", time.Second),
+		RetryMin:         r.Duration("SVC_ROLLUP_RETRY_MIN", 100*time.Millisecond),
+		RetryMax:         r.Duration("SVC_ROLLUP_RETRY_MAX", 10*time.Second),
+		InsertTimeout:    r.Duration("SVC_ROLLUP_INSERT_TIMEOUT", 30*time.Second),
+		RevokeTimeout:    r.Duration("SVC_ROLLUP_REVOKE_TIMEOUT", 15*time.Second),
+		SessionTimeout:   r.Duration("SVC_ROLLUP_SESSION_TIMEOUT", 45*time.Second),
+		RebalanceTimeout: r.Duration("SVC_ROLLUP_REBALANCE_TIMEOUT", time.Minute),
+		Table:            r.String("SVC_ROLLUP_TABLE", "events"),
+		Topic:            schema.TopicEvents,
+		DeadTopic:        schema.TopicDeadEvent,
+		Kafka:            broker.FromEnv(r),
+		ClickHouse:       schema.FromEnv(r),
 	}
 }
 
@@ -92,11 +98,14 @@ func (c Config) Validate() error {
 	if c.RetryMin <= 0 || c.RetryMax < c.RetryMin {
 		errs = append(errs, fmt.Errorf("SVC_ROLLUP_RETRY_MIN %v / SVC_ROLLUP_RETRY_MAX %v: want 0 < min <= max", c.RetryMin, c.RetryMax))
 	}
-	if c.InsertTimeout <= 0 || c.InsertTimeout > 50*time.Second {
-		errs = append(errs, fmt.Errorf("SVC_ROLLUP_INSERT_TIMEOUT %v: want 0 < t <= 50s (below the rebalance timeout)", c.InsertTimeout))
+	if c.RebalanceTimeout < 2*time.Second || c.RebalanceTimeout > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_REBALANCE_TIMEOUT %v: want 2s..10m", c.RebalanceTimeout))
 	}
-	if c.RevokeTimeout <= 0 || c.RevokeTimeout > 50*time.Second {
-		errs = append(errs, fmt.Errorf("SVC_ROLLUP_REVOKE_TIMEOUT %v: want 0 < t <= 50s", c.RevokeTimeout))
+	if c.InsertTimeout <= 0 || c.InsertTimeout >= c.RebalanceTimeout {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_INSERT_TIMEOUT %v: want 0 < t < SVC_ROLLUP_REBALANCE_TIMEOUT (%v)", c.InsertTimeout, c.RebalanceTimeout))
+	}
+	if c.RevokeTimeout <= 0 || c.RevokeTimeout >= c.RebalanceTimeout {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_REVOKE_TIMEOUT %v: want 0 < t < SVC_ROLLUP_REBALANCE_TIMEOUT (%v)", c.RevokeTimeout, c.RebalanceTimeout))
 	}
 	if c.SessionTimeout < time.Second || c.SessionTimeout > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("SVC_ROLLUP_SESSION_TIMEOUT %v: want 1s..5m", c.SessionTimeout))

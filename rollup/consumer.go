@@ -89,6 +89,7 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		kgo.OnPartitionsLost(c.lost),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
 		kgo.HeartbeatInterval(min(cfg.SessionTimeout/10, 3*time.Second)),
 	}
 	cl, err := kgo.NewClient(append(opts, extra...)...)

@@ -44,6 +44,9 @@ func TestBinaryKilledAndRestarted(t *testing.T) {
 		"SVC_ROLLUP_BATCH_ROWS=1000",
 		"SVC_ROLLUP_BATCH_INTERVAL=30ms",
 		"SVC_ROLLUP_SESSION_TIMEOUT=2s",
+		"SVC_ROLLUP_REBALANCE_TIMEOUT=4s",
+		"SVC_ROLLUP_INSERT_TIMEOUT=3s",
+		"SVC_ROLLUP_REVOKE_TIMEOUT=2s",
 		"SVC_ROLLUP_RETRY_MIN=20ms",
 		"SVC_ROLLUP_RETRY_MAX=300ms",
 	)
@@ -52,7 +55,8 @@ func TestBinaryKilledAndRestarted(t *testing.T) {
 	start := func() *exec.Cmd {
 		cmd := exec.Command(bin, "rollup")
 		cmd.Env = env
-		cmd.Stderr = writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
+		out := writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
+		cmd.Stdout, cmd.Stderr = out, out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
