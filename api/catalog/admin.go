@@ -130,12 +130,29 @@ func SeedShowroom(ctx context.Context, ks *keys.Store, conn driver.Conn) (SeedRe
 		CreatedAt: showroomCreated}); err != nil {
 		return SeedResult{}, err
 	}
-	sum, ferrs, err := Import(ctx, conn, w.ID, ShowroomDocument())
-	if err != nil {
-		return SeedResult{}, err
-	}
+	b, ferrs := ShowroomDocument().Resolve(w.ID)
 	if len(ferrs) > 0 {
 		return SeedResult{}, &ImportError{ferrs} // a bug in ShowroomDocument; tests catch it
+	}
+	b.Account.CreatedAt = showroomCreated
+	for i := range b.Plans {
+		b.Plans[i].CreatedAt = showroomCreated
+	}
+	for i := range b.Lines {
+		b.Lines[i].CreatedAt = showroomCreated
+	}
+	for i := range b.Campaigns {
+		b.Campaigns[i].CreatedAt = showroomCreated
+	}
+	for i := range b.Studies {
+		b.Studies[i].CreatedAt = showroomCreated
+	}
+	for i := range b.Findings {
+		b.Findings[i].CreatedAt = showroomCreated
+	}
+	sum, _, err := Write(ctx, conn, w.ID, b)
+	if err != nil {
+		return SeedResult{}, err
 	}
 	return SeedResult{WorkspaceID: ids.Format(ids.Org, w.ID), WorkspaceIDUUID: w.ID.String(),
 		PixelID: ids.Format(ids.Pixel, ShowroomPixel), PixelIDUUID: ShowroomPixel.String(), Name: w.Name, Imported: sum}, nil

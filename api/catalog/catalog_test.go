@@ -3,6 +3,7 @@ package catalog_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -32,6 +33,9 @@ func TestSeedShowroomIsDeterministicAndReadable(t *testing.T) {
 	if err != nil || len(plans) != 3 {
 		t.Fatalf("plans %d, %v (seeding twice must not duplicate)", len(plans), err)
 	}
+	if !plans[0].CreatedAt.Equal(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) {
+		t.Fatalf("showroom created_at %v, want the fixed 2026-01-01", plans[0].CreatedAt)
+	}
 	lines, err := catalog.ListLines(ctx, conn, ws, plans[0].ID, catalog.ListQuery{Limit: 100})
 	if err != nil || len(lines) != 5 {
 		t.Fatalf("lines %d, %v", len(lines), err)
@@ -52,6 +56,31 @@ func TestSeedShowroomIsDeterministicAndReadable(t *testing.T) {
 	}
 	if _, err := catalog.GetPlan(ctx, conn, uuid.New(), plans[0].ID); err != catalog.ErrNotFound {
 		t.Fatalf("plan read from another workspace: %v", err)
+	}
+}
+
+func TestReimportKeepsCreatedAt(t *testing.T) {
+	_, conn := chtest.NewDB(t)
+	ctx := context.Background()
+	ws := uuid.New()
+	doc, err := catalog.ParseDocument([]byte(`{"studies":[{"name":"s","kind":"survey","status":"planned",
+		"period_start":"2026-01-01","period_end":"2026-01-31","findings":[{"metric":"m","value":1,"unit":"count","confidence":0.5}]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, err := catalog.Import(ctx, conn, ws, doc); err != nil || len(errs) > 0 {
+		t.Fatal(errs, err)
+	}
+	first, _ := catalog.ListStudies(ctx, conn, ws, catalog.ListQuery{Limit: 10})
+	time.Sleep(1100 * time.Millisecond)
+	doc.Studies[0].Status = "running"
+	if _, errs, err := catalog.Import(ctx, conn, ws, doc); err != nil || len(errs) > 0 {
+		t.Fatal(errs, err)
+	}
+	again, _ := catalog.ListStudies(ctx, conn, ws, catalog.ListQuery{Limit: 10})
+	if len(again) != 1 || again[0].Status != "running" || !again[0].CreatedAt.Equal(first[0].CreatedAt) ||
+		!again[0].UpdatedAt.After(first[0].UpdatedAt) {
+		t.Fatalf("re-import: %+v, first %+v", again, first)
 	}
 }
 

@@ -3,6 +3,7 @@ package catalog
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
@@ -52,9 +53,13 @@ func Import(ctx context.Context, conn driver.Conn, ws uuid.UUID, d Document) (Su
 	return Write(ctx, conn, ws, b)
 }
 
-// Write writes a resolved batch (see Import for the failure contract).
+// Write writes a resolved batch (see Import for the failure contract). An object that
+// exists already keeps its created_at; objects given a CreatedAt keep theirs.
 func Write(ctx context.Context, conn driver.Conn, ws uuid.UUID, b Batch) (Summary, []problem.FieldError, error) {
 	var s Summary
+	if err := keepCreated(ctx, conn, ws, &b); err != nil {
+		return s, nil, err
+	}
 	if b.Account != nil {
 		if err := PutAccount(ctx, conn, ws, *b.Account); err != nil {
 			return s, nil, err
@@ -81,4 +86,65 @@ func Write(ctx context.Context, conn driver.Conn, ws uuid.UUID, b Batch) (Summar
 		*st.n = st.len
 	}
 	return s, nil, nil
+}
+
+// keepCreated sets CreatedAt of every object of b that is already stored (and has no
+// CreatedAt of its own) to the stored one.
+func keepCreated(ctx context.Context, conn driver.Conn, ws uuid.UUID, b *Batch) error {
+	type target struct {
+		table, id string
+		n         int
+		at        func(i int) (uuid.UUID, *time.Time)
+	}
+	ts := []target{
+		{"plans", "plan_id", len(b.Plans), func(i int) (uuid.UUID, *time.Time) { return b.Plans[i].ID, &b.Plans[i].CreatedAt }},
+		{"line_items", "line_id", len(b.Lines), func(i int) (uuid.UUID, *time.Time) { return b.Lines[i].ID, &b.Lines[i].CreatedAt }},
+		{"campaigns", "campaign_id", len(b.Campaigns), func(i int) (uuid.UUID, *time.Time) { return b.Campaigns[i].ID, &b.Campaigns[i].CreatedAt }},
+		{"studies", "study_id", len(b.Studies), func(i int) (uuid.UUID, *time.Time) { return b.Studies[i].ID, &b.Studies[i].CreatedAt }},
+		{"findings", "finding_id", len(b.Findings), func(i int) (uuid.UUID, *time.Time) { return b.Findings[i].ID, &b.Findings[i].CreatedAt }},
+	}
+	if b.Account != nil {
+		ts = append(ts, target{"accounts", "workspace_id", 1, func(int) (uuid.UUID, *time.Time) { return ws, &b.Account.CreatedAt }})
+	}
+	for _, t := range ts {
+		if t.n == 0 {
+			continue
+		}
+		idStrs := make([]string, t.n)
+		for i := range t.n {
+			id, _ := t.at(i)
+			idStrs[i] = id.String()
+		}
+		stored, err := createdTimes(ctx, conn, t.table, t.id, ws, idStrs)
+		if err != nil {
+			return err
+		}
+		for i := range t.n {
+			id, at := t.at(i)
+			if c, ok := stored[id]; ok && at.IsZero() {
+				*at = c
+			}
+		}
+	}
+	return nil
+}
+
+// createdTimes returns the earliest created_at of each of ids stored in table for ws.
+func createdTimes(ctx context.Context, conn driver.Conn, table, idCol string, ws uuid.UUID, ids []string) (map[uuid.UUID]time.Time, error) {
+	rows, err := conn.Query(ctx, "SELECT "+idCol+", min(created_at) FROM "+table+
+		" WHERE workspace_id = toUUID(?) AND has(arrayMap(x -> toUUID(x), ?), "+idCol+") GROUP BY "+idCol, ws.String(), ids)
+	if err != nil {
+		return nil, fmt.Errorf("catalog: %s: %w", table, err)
+	}
+	defer rows.Close()
+	out := map[uuid.UUID]time.Time{}
+	for rows.Next() {
+		var id uuid.UUID
+		var at time.Time
+		if err := rows.Scan(&id, &at); err != nil {
+			return nil, fmt.Errorf("catalog: %s: %w", table, err)
+		}
+		out[id] = at
+	}
+	return out, rows.Err()
 }
