@@ -283,6 +283,11 @@ func (s *Server) version(r *Request) *problem.Problem {
 
 // limit takes one request from the key's windows.
 func (s *Server) limit(r *Request) *problem.Problem {
+	if pre, ok := r.Ctx.UserValue(prechargedKey).(precharged); ok && pre.keyID == r.Key.ID.String() {
+		dec := pre.dec
+		r.Limits = &dec
+		return nil
+	}
 	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
 	dec, err := s.Deps.Limits.Take(r.Ctx, r.Key.ID.String(), b, d)
 	if err != nil {
@@ -301,6 +306,25 @@ func (s *Server) limit(r *Request) *problem.Problem {
 	}
 	p.RetryAfter = max(1, dec.RetryAfter)
 	return p
+}
+
+// Precharge marks ctx, an in-process request a handler dispatches through Handle on
+// behalf of its own request r (the MCP endpoint's tool calls), as already counted: when
+// ctx authenticates as r's key, the limiter is not asked again and r's decision stands
+// (a 4xx answer still refunds, as for any request). Everything else (authentication,
+// version, scope, problem documents) applies as usual. Only code in this process can
+// set a user value, so no client can claim it.
+func Precharge(ctx *fasthttp.RequestCtx, r *Request) {
+	if r.Key != nil && r.Limits != nil {
+		ctx.SetUserValue(prechargedKey, precharged{keyID: r.Key.ID.String(), dec: *r.Limits})
+	}
+}
+
+const prechargedKey = "svc.precharged"
+
+type precharged struct {
+	keyID string
+	dec   limits.Decision
 }
 
 // refundIfRejected gives back the quota of a request answered with a 4xx.

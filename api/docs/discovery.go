@@ -1,0 +1,144 @@
+package docs
+
+import (
+	"sort"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"svc/api"
+	"svc/api/keys"
+	"svc/api/limits"
+)
+
+// ServiceName is the name in /.well-known/svc.
+const ServiceName = "svc"
+
+// MCPPath is where the MCP endpoint is served.
+const MCPPath = "/mcp"
+
+var scopeText = map[string]string{
+	"events:write":   "Send events (POST /events).",
+	"actuals:write":  "Write delivered performance into plans (POST /imports/actuals).",
+	"pixels:read":    "Read daily pixel rollups.",
+	"plans:read":     "Read media plans, their line items and actuals.",
+	"campaigns:read": "Read campaigns and their actuals.",
+	"studies:read":   "Read studies and findings.",
+	"account:read":   "Read the account (organisation) of the workspace.",
+}
+
+// Discovery is /.well-known/svc for routes served at publicURL.
+func Discovery(routes []api.Route, publicURL string) map[string]any {
+	docsURL := publicURL + "/developers"
+	ops := map[string][]string{}
+	var keyOnly []string
+	for _, r := range routes {
+		if r.Public {
+			continue
+		}
+		if r.Scope == "" {
+			keyOnly = append(keyOnly, Key(r))
+			continue
+		}
+		ops[r.Scope] = append(ops[r.Scope], Key(r))
+	}
+	sort.Strings(keyOnly)
+	var scopes []any
+	for _, s := range keys.Scopes {
+		sort.Strings(ops[s])
+		scopes = append(scopes, map[string]any{"name": s, "description": scopeText[s], "operations": nonNil(ops[s])})
+	}
+	b, d := limits.Windows(keys.DefaultBurst, keys.DefaultDaily)
+	var versions []any
+	for _, v := range api.Served {
+		versions = append(versions, v)
+	}
+	return map[string]any{
+		"service":     ServiceName,
+		"description": "Server-side conversion events in; daily pixel rollups, media plans, campaigns, studies and actuals out.",
+		"base_url":    publicURL + "/v1",
+		"api_version": "v1",
+		"status":      "private beta",
+		"auth": map[string]any{
+			"methods": []any{map[string]any{
+				"type": "http", "scheme": "bearer", "header": "Authorization", "format": "Bearer <API key>",
+				"key_prefixes": map[string]any{"live": "svc_live_", "sandbox": "svc_sandbox_"},
+				"issued_by":    "workspace administrators in the application at /app/api-keys",
+				"docs":         docsURL + "/authentication",
+			}},
+			"key_only_operations": nonNil(keyOnly),
+			"webhook_signatures": map[string]any{
+				"header": "SVC-Signature", "format": "t=<unix>,v1=<hex>", "algorithm": "HMAC-SHA256",
+				"signed_payload": "<t>.<body>", "tolerance_seconds": 300, "message_id_header": "SVC-Webhook-Id",
+				"docs": docsURL + "/webhooks",
+			},
+		},
+		"scopes": scopes,
+		"limits": map[string]any{
+			"scope": "key",
+			"windows": []any{
+				map[string]any{"name": b.Name, "quota": b.Quota, "seconds": b.Seconds},
+				map[string]any{"name": d.Name, "quota": d.Quota, "seconds": d.Seconds},
+			},
+			"policy":           limits.Policy(b, d),
+			"headers":          []string{"RateLimit-Policy", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit", "Retry-After"},
+			"limits_url":       publicURL + "/v1/limits",
+			"per_operation":    "x-rateLimit in the OpenAPI document",
+			"payload_ceilings": map[string]any{"events_per_batch": 50, "rows_per_actuals_import": 500, "body_bytes": 1 << 20, "inbound_webhook_bytes": 256 * 1024},
+			"docs":             docsURL + "/limits",
+		},
+		"versions": map[string]any{
+			"served": versions, "stable": api.Stable, "next": api.Next,
+			"select":       map[string]any{"parameter": "version", "header": "SVC-Version", "precedence": []string{"version parameter", "SVC-Version header", "key pin", "stable"}},
+			"versions_url": publicURL + "/v1/versions",
+			"changelog":    docsURL + "/changelog",
+		},
+		"openapi":     publicURL + "/openapi.json",
+		"api_catalog": publicURL + "/.well-known/api-catalog",
+		"docs": map[string]any{
+			"html": docsURL, "markdown": docsURL + "/md/index.md", "getting_started": docsURL + "/getting-started",
+			"errors": docsURL + "/errors", "error_page": docsURL + "/errors/{code}", "changelog": docsURL + "/changelog",
+		},
+		"errors": map[string]any{"format": "application/problem+json", "type": docsURL + "/errors/{code}"},
+		"mcp": map[string]any{
+			"endpoint": publicURL + MCPPath, "transport": "streamable-http", "stateless": true,
+			"protocol_versions": mcp.SupportedProtocolVersions(),
+			"auth":              "the same bearer API key; each HTTP request spends one request of the key's windows",
+			"docs":              docsURL + "/mcp",
+		},
+		"health": map[string]any{"live": publicURL + "/healthz", "ready": publicURL + "/readyz"},
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// APICatalog is /.well-known/api-catalog (RFC 9727): a linkset whose first context is
+// the catalog, with the API as its item, and whose second context is the API with its
+// description (service-desc), docs (service-doc), discovery document (service-meta)
+// and status.
+func APICatalog(publicURL string) map[string]any {
+	base := publicURL + "/v1"
+	return map[string]any{"linkset": []any{
+		map[string]any{
+			"anchor": publicURL + "/.well-known/api-catalog",
+			"item":   []any{map[string]any{"href": base, "title": "svc API v1"}},
+		},
+		map[string]any{
+			"anchor":       base,
+			"service-desc": []any{map[string]any{"href": publicURL + "/openapi.json", "type": "application/vnd.oai.openapi+json;version=3.1"}},
+			"service-doc": []any{
+				map[string]any{"href": publicURL + "/developers", "type": "text/html"},
+				map[string]any{"href": publicURL + "/developers/md/index.md", "type": "text/markdown"},
+			},
+			"service-meta": []any{map[string]any{"href": publicURL + "/.well-known/svc", "type": "application/json"}},
+			"status":       []any{map[string]any{"href": publicURL + "/readyz", "type": "application/json"}},
+		},
+	}}
+}
+
+// CatalogContentType is the media type of /.well-known/api-catalog (RFC 9727 §4.2).
+const CatalogContentType = `application/linkset+json; profile="https://www.rfc-editor.org/info/rfc9727"`

@@ -1,0 +1,258 @@
+package docs
+
+import (
+	"svc/api/keys"
+	"svc/api/problem"
+)
+
+// Helpers that keep the schema table short.
+func ref(name string) Schema { return Schema{"$ref": "#/components/schemas/" + name} }
+func str(desc string) Schema { return Schema{"type": "string", "description": desc} }
+func integer(desc string) Schema {
+	return Schema{"type": "integer", "minimum": 0, "description": desc}
+}
+func boolean(desc string) Schema { return Schema{"type": "boolean", "description": desc} }
+func object(desc string, required []string, props Schema) Schema {
+	s := Schema{"type": "object", "description": desc, "properties": props}
+	if len(required) > 0 {
+		s["required"] = required
+	}
+	return s
+}
+func array(items Schema, desc string) Schema {
+	return Schema{"type": "array", "items": items, "description": desc}
+}
+func enum(desc string, values ...string) Schema {
+	return Schema{"type": "string", "enum": values, "description": desc}
+}
+func nullable(s Schema) Schema {
+	c := Schema{}
+	for k, v := range s {
+		c[k] = v
+	}
+	c["type"] = []string{s["type"].(string), "null"}
+	return c
+}
+
+// id is a prefixed public id, with its _uuid twin described separately.
+func id(prefix, desc string) Schema {
+	return Schema{"type": "string", "pattern": "^" + prefix + "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", "description": desc + " (prefixed id; the raw UUID is in the _uuid twin)."}
+}
+
+var uuidSchema = Schema{"type": "string", "pattern": "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", "description": "The raw UUID of the id beside it."}
+
+var dateSchema = Schema{"type": "string", "format": "date", "pattern": `^\d{4}-\d{2}-\d{2}$`, "description": "A day, YYYY-MM-DD (UTC)."}
+var timeSchema = Schema{"type": "string", "format": "date-time", "description": "RFC 3339 timestamp, UTC."}
+var decimalSchema = Schema{"type": "string", "pattern": `^-?\d{1,14}(\.\d{1,4})?$`, "description": "Decimal as a string, at most four decimals."}
+var currencySchema = Schema{"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217 currency code."}
+
+// withIDs adds the <field>_uuid twin of every prefixed id field.
+func withIDs(s Schema, fields ...string) Schema {
+	props := s["properties"].(Schema)
+	for _, f := range fields {
+		props[f+"_uuid"] = uuidSchema
+	}
+	return s
+}
+
+func codeValues() []string {
+	var out []string
+	for _, c := range problem.Codes() {
+		out = append(out, string(c))
+	}
+	return out
+}
+
+// components are the document's named schemas. Read resources list the fields a
+// client can rely on; servers may add fields (additive changes never remove one).
+func components() map[string]Schema {
+	return map[string]Schema{
+		"Problem": object("RFC 9457 problem document: every failure.",
+			[]string{"type", "title", "status", "code", "detail", "request_id", "doc_url", "retryable", "suggested_action"},
+			Schema{
+				"type":             Schema{"type": "string", "format": "uri", "description": "{docs_url}/errors/<code>: the code's page."},
+				"title":            str("Short name of the problem."),
+				"status":           Schema{"type": "integer", "minimum": 400, "maximum": 599, "description": "The HTTP status."},
+				"code":             enum("Stable machine-readable code.", codeValues()...),
+				"detail":           str("Explanation for this case."),
+				"request_id":       Schema{"type": "string", "pattern": "^req_", "description": "Identifies the request (also the Request-Id header)."},
+				"doc_url":          Schema{"type": "string", "format": "uri", "description": "The code's page; same as type."},
+				"retryable":        boolean("Whether a retry (after Retry-After, if sent) can succeed."),
+				"suggested_action": str("The one thing to change."),
+				"required_scope":   str("Only on insufficient_scope."),
+				"granted_scopes":   array(Schema{"type": "string"}, "Only on insufficient_scope."),
+				"errors":           array(ref("FieldError"), "Only on invalid_request: one entry per field."),
+				"expired_at":       Schema{"type": "string", "format": "date-time", "description": "Only on key_expired."},
+				"client_ip":        str("Only on ip_not_allowed: the address seen."),
+			}),
+		"FieldError": object("One field that failed validation.", []string{"field", "rule", "value"}, Schema{
+			"field":   str("Name of the field (dotted path for nested fields)."),
+			"rule":    str("The rule it broke, e.g. required, max_items, normalised, format."),
+			"value":   Schema{"description": "The value received (never a raw contact detail)."},
+			"pointer": str("RFC 6901 JSON Pointer to the field in the body."),
+			"detail":  str("Optional explanation."),
+		}),
+		"ListMeta": object("Paging of a list.", []string{"next_cursor"}, Schema{
+			"next_cursor": Schema{"type": []string{"string", "null"}, "description": "Pass as cursor for the next page; null on the last page."},
+			"next_offset": Schema{"type": "integer", "description": "Deprecated offset paging only: where the next page starts."},
+		}),
+		"Event": object("One server-side event.", []string{"event_name", "occurred_at", "consent"}, Schema{
+			"event_name":  Schema{"type": "string", "minLength": 1, "maxLength": 128, "description": "Name of the event, e.g. purchase."},
+			"occurred_at": Schema{"type": "string", "format": "date-time", "pattern": "Z$", "description": "When it happened: RFC 3339 UTC with Z; at most 7 days old, 5 minutes ahead."},
+			"value":       Schema{"type": "number", "description": "Monetary value; at most 4 decimals; needs currency."},
+			"currency":    currencySchema,
+			"consent": object("Consent captured for the person.", []string{"measurement"}, Schema{
+				"measurement": boolean("false: identity is discarded at the edge; the event counts, flagged unconsented."),
+			}),
+			"identity": object("Contact details, hashed with SHA-256 by the service before storage.", nil, Schema{
+				"email": Schema{"type": "string", "maxLength": 254, "description": "Trimmed and lower-cased by the sender; an address that is not is rejected (rule normalised)."},
+			}),
+			"event_id": Schema{"type": "string", "minLength": 1, "maxLength": 64, "description": "Optional: the same event_id always maps to the same stored event."},
+		}),
+		"Batch": object("Body of POST /events.", []string{"pixel_id", "events"}, Schema{
+			"pixel_id": Schema{"type": "string", "description": "pxl_<id> or the raw UUID; a pixel of the key's workspace."},
+			"events":   Schema{"type": "array", "minItems": 1, "maxItems": 50, "items": ref("Event")},
+		}),
+		"Rejection": object("One event rejected from an otherwise accepted batch.", []string{"index", "field", "rule", "value"}, Schema{
+			"index": integer("Position of the event in events[]."),
+			"field": str("The field."),
+			"rule":  str("The rule it broke."),
+			"value": Schema{"description": "The value received (never a raw contact detail)."},
+		}),
+		"EventsAccepted": object("202 answer of POST /events.", []string{"accepted", "rejected", "rejections", "request_id"}, Schema{
+			"accepted":   integer("Events accepted; they appear in the next daily rollup."),
+			"rejected":   integer("Events rejected (see rejections)."),
+			"rejections": array(ref("Rejection"), "Why each rejected event was refused."),
+			"request_id": str("The request id."),
+		}),
+		"Me": object("The calling key and its workspace.", nil, Schema{
+			"key_id":       id("key_", "The key"),
+			"workspace_id": id("org_", "The key's workspace"),
+			"env":          enum("live or sandbox.", keys.Live, keys.Sandbox),
+			"scopes":       array(enum("A scope.", keys.Scopes...), "Scopes granted."),
+			"expires_at":   nullable(timeSchema),
+			"version":      str("The API version this request used."),
+		}),
+		"Window": object("One rate-limit window.", []string{"name", "quota", "seconds"}, Schema{
+			"name":    enum("burst or daily.", "burst", "daily"),
+			"quota":   integer("Requests per window."),
+			"seconds": integer("Window length in seconds."),
+		}),
+		"RateLimit": object("x-rateLimit: the windows an operation spends from.", []string{"scope", "windows", "policy"}, Schema{
+			"scope":   enum("Windows are counted per API key.", "key"),
+			"cost":    integer("Requests spent per call."),
+			"windows": array(ref("Window"), "Burst and daily windows of a default key."),
+			"policy":  str("The RateLimit-Policy header value of a default key."),
+			"note":    str("How to learn the calling key's own windows."),
+		}),
+		"Limits": object("GET /limits: the windows of the calling key.", nil, Schema{
+			"windows": array(Schema{"type": "object"}, "Burst and daily windows with what remains."),
+			"scope":   str("What the windows count (per key)."),
+		}),
+		"Version": object("A served version.", []string{"version", "status"}, Schema{
+			"version":  dateSchema,
+			"status":   enum("Lifecycle.", "stable", "deprecated", "preview"),
+			"released": dateSchema,
+		}),
+		"Versions": object("GET /versions.", nil, Schema{
+			"data": array(ref("Version"), "Served versions, oldest first."),
+		}),
+		"Account": withIDs(object("The organisation behind the workspace.", []string{"id"}, Schema{
+			"id": id("org_", "The workspace"), "name": str("Trading name."), "legal_name": str("Legal name."),
+			"country": str("ISO 3166-1 alpha-2."), "currency": currencySchema, "timezone": str("IANA zone."),
+			"industry": str("Industry."), "created_at": timeSchema, "updated_at": timeSchema,
+		}), "id"),
+		"Plan": withIDs(object("A media plan.", []string{"id"}, Schema{
+			"id": id("pln_", "The plan"), "name": str("Name."), "advertiser": str("Brand."),
+			"objective": str("awareness, consideration, conversion or retention."), "status": str("draft, approved, live, completed or cancelled."),
+			"start_date": dateSchema, "end_date": dateSchema, "budget": decimalSchema, "currency": currencySchema,
+			"channels": array(Schema{"type": "string"}, "Channels."), "owner": str("Planner responsible."),
+			"created_at": timeSchema, "updated_at": timeSchema,
+		}), "id"),
+		"Line": withIDs(object("A line item of a plan.", []string{"id"}, Schema{
+			"id": id("lin_", "The line item"), "plan_id": id("pln_", "Its plan"), "name": str("Name."),
+			"channel": str("Channel."), "publisher": str("Publisher."), "buy_type": str("cpm, cpc, cpa, cpv or flat."),
+			"unit_cost": decimalSchema, "start_date": dateSchema, "end_date": dateSchema, "budget": decimalSchema,
+			"currency": currencySchema, "planned_impressions": integer("Planned impressions."), "status": str("Status."),
+		}), "id", "plan_id"),
+		"Campaign": withIDs(object("A campaign in market.", []string{"id"}, Schema{
+			"id": id("cmp_", "The campaign"), "plan_id": nullable(Schema{"type": "string", "description": "The plan it executes (pln_…), or null."}),
+			"name": str("Name."), "objective": str("Objective."), "status": str("draft, scheduled, active, paused or completed."),
+			"channels": array(Schema{"type": "string"}, "Channels."), "start_date": dateSchema, "end_date": dateSchema,
+			"budget": decimalSchema, "currency": currencySchema,
+		}), "id"),
+		"Study": withIDs(object("A measurement study.", []string{"id"}, Schema{
+			"id": id("std_", "The study"), "campaign_id": nullable(Schema{"type": "string", "description": "The campaign it measures (cmp_…), or null."}),
+			"name": str("Name."), "kind": str("brand_lift, conversion_lift, geo_experiment, mmm, attribution or survey."),
+			"status": str("planned, running or completed."), "period_start": dateSchema, "period_end": dateSchema,
+			"methodology": str("Methodology."),
+		}), "id"),
+		"Finding": withIDs(object("One result of a study.", []string{"id"}, Schema{
+			"id": id("fnd_", "The finding"), "study_id": id("std_", "Its study"), "metric": str("e.g. ad_recall_lift, roas."),
+			"value": Schema{"type": "number"}, "unit": str("percent, points, ratio, count or currency."),
+			"confidence": Schema{"type": "number", "minimum": 0, "maximum": 1}, "ci_lower": Schema{"type": "number"},
+			"ci_upper": Schema{"type": "number"}, "summary": str("One sentence."),
+		}), "id", "study_id"),
+		"PlanActual": withIDs(object("Delivered performance of one line item on one day.", []string{"plan_id", "line_id", "date"}, Schema{
+			"plan_id": id("pln_", "The plan"), "line_id": id("lin_", "The line item"), "date": dateSchema,
+			"impressions": integer("Impressions."), "clicks": integer("Clicks."), "spend": decimalSchema,
+			"currency": currencySchema, "conversions": integer("Conversions."),
+		}), "plan_id", "line_id"),
+		"CampaignActual": withIDs(object("Delivered performance of a campaign on one day.", []string{"campaign_id", "date"}, Schema{
+			"campaign_id": id("cmp_", "The campaign"), "date": dateSchema, "impressions": integer("Impressions."),
+			"clicks": integer("Clicks."), "spend": decimalSchema, "currency": currencySchema,
+			"conversions": integer("Conversions."), "source": str("import or webhook."),
+		}), "campaign_id"),
+		"PixelRollup": withIDs(object("A pixel's events of one day, per event name and currency.", []string{"pixel_id", "date", "event_name", "events"}, Schema{
+			"pixel_id": id("pxl_", "The pixel"), "date": dateSchema, "event_name": str("Event name."),
+			"currency": str("Currency of value (empty when none)."), "events": integer("Events."),
+			"consented_events": integer("Events with consent.measurement true."),
+			"value":            decimalSchema, "unique_people": integer("Distinct hashed emails."),
+			"status": enum("open while the day can still change, final after.", "open", "final"),
+		}), "pixel_id"),
+		"ActualsRow": object("One line item on one day.", []string{"plan_id", "line_id", "date"}, Schema{
+			"plan_id": Schema{"type": "string", "description": "pln_… or UUID."}, "line_id": Schema{"type": "string", "description": "lin_… or UUID; must belong to the plan."},
+			"date": dateSchema, "impressions": integer("Impressions."), "clicks": integer("Clicks."),
+			"spend":    Schema{"type": []string{"string", "number"}, "description": "Decimal, at most four places."},
+			"currency": currencySchema, "conversions": integer("Conversions."),
+		}),
+		"ActualsImport": object("Body of POST /imports/actuals.", []string{"rows"}, Schema{
+			"rows": Schema{"type": "array", "minItems": 1, "maxItems": 500, "items": ref("ActualsRow")},
+		}),
+		"ImportResult": object("Result of an actuals import.", nil, Schema{
+			"rows":       integer("Rows upserted."),
+			"request_id": str("The request id."),
+		}),
+		"InboundMessage": object("A signed partner message.", []string{"type", "data"}, Schema{
+			"type": enum("Message type.", "actuals.reported", "campaign.actuals"),
+			"data": Schema{"type": "object", "description": "campaign.actuals: {campaign_id, currency, days: [{date, impressions, clicks, spend, conversions}]}; actuals.reported: {rows: [{campaign_id, date, currency, impressions, clicks, spend, conversions}]}."},
+		}),
+		"InboundResult": object("Outcome of an inbound message.", []string{"outcome", "message_id"}, Schema{
+			"outcome":      enum("Recorded outcome.", "processed", "ignored", "failed"),
+			"message_id":   str("SVC-Webhook-Id."),
+			"type":         str("Message type."),
+			"rows_written": integer("Actuals rows written."),
+			"reason":       str("Why it was ignored."),
+		}),
+		"Health": object("Health state.", []string{"status"}, Schema{
+			"status": enum("State.", "ok", "ready", "unavailable"),
+			"failed": Schema{"type": "object", "additionalProperties": Schema{"type": "string"}, "description": "Failing checks (readyz only)."},
+		}),
+		"Discovery": object("/.well-known/svc: everything a client needs, in one fetch.",
+			[]string{"service", "base_url", "auth", "scopes", "limits", "versions", "openapi", "docs", "mcp"}, Schema{
+				"service": str("svc"), "base_url": Schema{"type": "string", "format": "uri"},
+				"auth": Schema{"type": "object"}, "scopes": array(Schema{"type": "object"}, "Scopes and the operations that need them."),
+				"limits": Schema{"type": "object"}, "versions": Schema{"type": "object"},
+				"openapi": Schema{"type": "string", "format": "uri"}, "docs": Schema{"type": "object"},
+				"mcp": Schema{"type": "object"},
+			}),
+		"Linkset": object("RFC 9264 linkset (RFC 9727 API catalog).", []string{"linkset"}, Schema{
+			"linkset": array(Schema{"type": "object", "required": []string{"anchor"}}, "Link contexts."),
+		}),
+		"JSONRPC": object("A JSON-RPC 2.0 message of the MCP streamable HTTP transport.", []string{"jsonrpc"}, Schema{
+			"jsonrpc": Schema{"const": "2.0"}, "id": Schema{"type": []string{"string", "integer"}},
+			"method": str("MCP method, e.g. tools/list, tools/call."), "params": Schema{"type": "object"},
+			"result": Schema{"type": "object"}, "error": Schema{"type": "object"},
+		}),
+	}
+}

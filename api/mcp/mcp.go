@@ -1,0 +1,271 @@
+// Package mcp serves the Model Context Protocol endpoint, POST /mcp, with the official
+// go-sdk over streamable HTTP (stateless, JSON responses), adapted to fasthttp.
+//
+// The endpoint is an ordinary authenticated route: the api.Server checks the bearer
+// key, version and rate limits of every MCP HTTP request, so unauthenticated or
+// throttled clients get the usual problem documents. Each tool then answers by
+// dispatching an in-process GET through the same api.Server for the matching REST
+// operation, with the caller's Authorization header: scopes, workspace isolation and
+// problem codes are exactly the REST ones. api.Precharge keeps the dispatch from
+// spending quota a second time.
+package mcp
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	json "github.com/goccy/go-json"
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/valyala/fasthttp"
+	"github.com/valyala/fasthttp/fasthttpadaptor"
+
+	"svc/api"
+	"svc/api/docs"
+)
+
+// Tool maps one MCP tool to a REST GET operation.
+type Tool struct {
+	Name        string
+	Title       string
+	Description string
+	// Path is the REST path, with {id} for the one path parameter of item tools.
+	Path string
+}
+
+// Tools are the read side as MCP tools. Input schemas come from the operation's
+// parameters and output schemas from its response, both in docs.Operations.
+var Tools = []Tool{
+	{"me", "The calling key", "The calling API key: its id, workspace, environment, scopes and expiry.", "/me"},
+	{"limits", "Rate limits", "The burst and daily windows of the calling key and what remains.", "/limits"},
+	{"plans", "Media plans", "Media plans of the workspace (cursor paging: pass meta.next_cursor as cursor).", "/plans"},
+	{"plan", "One media plan", "One media plan by id (pln_… or UUID).", "/plans/{id}"},
+	{"lines", "Line items of a plan", "Line items of a media plan.", "/plans/{id}/lines"},
+	{"plan_actuals", "Plan actuals", "Delivered performance of a plan per line item and day.", "/plans/{id}/actuals"},
+	{"campaigns", "Campaigns", "Campaigns of the workspace.", "/campaigns"},
+	{"campaign", "One campaign", "One campaign by id (cmp_… or UUID).", "/campaigns/{id}"},
+	{"campaign_actuals", "Campaign actuals", "Delivered performance of a campaign per day.", "/campaigns/{id}/actuals"},
+	{"studies", "Studies", "Measurement studies of the workspace.", "/studies"},
+	{"study", "One study", "One study by id (std_… or UUID).", "/studies/{id}"},
+	{"findings", "Findings", "Findings of studies; filter with study_id.", "/findings"},
+	{"finding", "One finding", "One finding by id (fnd_… or UUID).", "/findings/{id}"},
+	{"pixel_rollups", "Daily pixel rollups", "Daily rollups of a pixel's events per day, event name and currency.", "/pixel-rollups"},
+}
+
+// Path is where the endpoint is served.
+const Path = docs.MCPPath
+
+// Endpoint is the MCP endpoint: one go-sdk server with every tool, behind the
+// streamable HTTP handler.
+type Endpoint struct {
+	server  *sdk.Server
+	handler fasthttp.RequestHandler
+}
+
+// New returns the endpoint.
+func New() *Endpoint {
+	e := &Endpoint{server: sdk.NewServer(&sdk.Implementation{Name: "svc", Title: "svc API", Version: api.Stable}, &sdk.ServerOptions{
+		Instructions: "Read-only tools over the svc API (media plans, campaigns, studies, findings, actuals, daily pixel rollups). " +
+			"They use the caller's API key, its scopes and its rate limits; a failing tool returns the API's problem document.",
+	})}
+	for _, t := range Tools {
+		e.server.AddTool(t.sdkTool(), t.handle)
+	}
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return e.server }, &sdk.StreamableHTTPOptions{
+		Stateless: true, JSONResponse: true,
+		// The key in the Authorization header authenticates every request (no cookies,
+		// no ambient credentials), so DNS rebinding gains an attacker nothing.
+		DisableLocalhostProtection: true,
+	})
+	// The api.Server has authenticated the request; the verifier only carries the
+	// call (stored on the fasthttp context) to the tool handlers.
+	verify := func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
+		c, ok := ctx.Value(callKey).(*call)
+		if !ok {
+			return nil, auth.ErrInvalidToken
+		}
+		return &auth.TokenInfo{UserID: c.keyID, Scopes: c.scopes, Extra: map[string]any{callKey: c}}, nil
+	}
+	wrapped := auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	e.handler = fasthttpadaptor.NewFastHTTPHandler(wrapped)
+	return e
+}
+
+// Route returns POST /mcp: authenticated (any valid key), rate-limited like any call.
+func (e *Endpoint) Route() api.Route {
+	return api.Route{Method: "POST", Path: Path,
+		Summary: "Model Context Protocol endpoint (streamable HTTP): the read side as tools.", Handle: e.handle}
+}
+
+// Routes returns the endpoint's routes.
+func (e *Endpoint) Routes() []api.Route { return []api.Route{e.Route()} }
+
+const callKey = "svc.mcp.call"
+
+// call is what tool handlers need of the MCP HTTP request they serve. It is built
+// before the request is handed to the SDK and is only used while the outer handler
+// waits for it (the adaptor returns when the JSON response is complete).
+type call struct {
+	srv     *api.Server
+	outer   *api.Request
+	keyID   string
+	scopes  []string
+	auth    []byte
+	version []byte
+	xff     []byte
+	remote  net.Addr
+}
+
+func (e *Endpoint) handle(r *api.Request) error {
+	h := &r.Ctx.Request.Header
+	c := &call{srv: r.Server(), outer: r, keyID: r.Key.ID.String(), scopes: r.Key.Scopes,
+		auth:    append([]byte(nil), h.Peek("Authorization")...),
+		version: append([]byte(nil), h.Peek("SVC-Version")...),
+		xff:     append([]byte(nil), h.Peek("X-Forwarded-For")...),
+		remote:  r.Ctx.RemoteAddr()}
+	if v := r.Query("version"); v != "" && len(c.version) == 0 {
+		c.version = []byte(v)
+	}
+	r.Ctx.SetUserValue(callKey, c)
+	defer r.Ctx.SetUserValue(callKey, nil)
+	e.handler(r.Ctx)
+	return nil
+}
+
+// get dispatches GET path?query through the api.Server as the caller and returns the
+// response's status, content type and body (copied).
+func (c *call) get(path string, q url.Values) (int, string, []byte) {
+	var req fasthttp.Request
+	req.Header.SetMethod(fasthttp.MethodGet)
+	uri := path
+	if len(q) > 0 {
+		uri += "?" + q.Encode()
+	}
+	req.SetRequestURI(uri)
+	req.Header.SetBytesV("Authorization", c.auth)
+	if len(c.version) > 0 {
+		req.Header.SetBytesV("SVC-Version", c.version)
+	}
+	if len(c.xff) > 0 {
+		req.Header.SetBytesV("X-Forwarded-For", c.xff)
+	}
+	var ctx fasthttp.RequestCtx
+	ctx.Init(&req, c.remote, nil)
+	api.Precharge(&ctx, c.outer)
+	c.srv.Handle(&ctx)
+	return ctx.Response.StatusCode(), string(ctx.Response.Header.ContentType()), append([]byte(nil), ctx.Response.Body()...)
+}
+
+func (t Tool) op() docs.Op { return docs.Operations["GET "+t.Path] }
+
+// inputSchema is the operation's path and query parameters as a JSON object schema.
+func (t Tool) inputSchema() docs.Schema {
+	props := docs.Schema{}
+	required := []string{}
+	for _, p := range t.op().Params {
+		if p.In != "path" && p.In != "query" || p.Name == "offset" {
+			continue // offset paging is deprecated: tools page by cursor only
+		}
+		s := docs.Schema{}
+		for k, v := range p.Schema {
+			s[k] = v
+		}
+		s["description"] = p.Desc
+		props[p.Name] = s
+		if p.Required || p.In == "path" {
+			required = append(required, p.Name)
+		}
+	}
+	return docs.Schema{"type": "object", "properties": props, "required": required, "additionalProperties": false}
+}
+
+func (t Tool) outputSchema() docs.Schema {
+	if s := t.op().Response; s != nil {
+		return docs.Inline(s)
+	}
+	return docs.Schema{"type": "object"}
+}
+
+func (t Tool) sdkTool() *sdk.Tool {
+	return &sdk.Tool{Name: t.Name, Title: t.Title, Description: t.Description + " (REST: GET " + t.Path + ")",
+		InputSchema: t.inputSchema(), OutputSchema: t.outputSchema(),
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: ptr(false)}}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func (t Tool) handle(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	var c *call
+	if ti := req.Extra; ti != nil && ti.TokenInfo != nil {
+		c, _ = ti.TokenInfo.Extra[callKey].(*call)
+	}
+	if c == nil {
+		return nil, errors.New("tool called outside an authenticated MCP request")
+	}
+	args := map[string]any{}
+	if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return c.invalidArgs(fmt.Sprintf("arguments are not a JSON object: %v", err)), nil
+		}
+	}
+	if errs := docs.Validate(t.inputSchema(), roundTrip(args), nil); len(errs) > 0 {
+		return c.invalidArgs("arguments do not match the input schema: " + strings.Join(errs, "; ")), nil
+	}
+	path := t.Path
+	q := url.Values{}
+	for k, v := range args {
+		s := scalar(v)
+		if strings.Contains(path, "{"+k+"}") {
+			path = strings.ReplaceAll(path, "{"+k+"}", url.PathEscape(s))
+			continue
+		}
+		q.Set(k, s)
+	}
+	status, ct, body := c.get(path, q)
+	var doc map[string]any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return nil, fmt.Errorf("GET %s answered %d with a body that is not a JSON object", t.Path, status)
+	}
+	res := &sdk.CallToolResult{StructuredContent: doc, Content: []sdk.Content{&sdk.TextContent{Text: string(body)}}}
+	if status >= 400 || strings.HasPrefix(ct, "application/problem+json") {
+		res.IsError = true
+	}
+	return res, nil
+}
+
+// invalidArgs is a tool error for arguments that fail the input schema: the
+// invalid_request problem document a REST call with such parameters would get.
+func (c *call) invalidArgs(detail string) *sdk.CallToolResult {
+	p := docs.ProblemExample(c.srv.Config.DocsURL(), "invalid_request")
+	p["detail"] = detail
+	p["request_id"] = c.outer.ID
+	delete(p, "errors")
+	b, _ := json.Marshal(p)
+	return &sdk.CallToolResult{IsError: true, StructuredContent: p, Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
+}
+
+func scalar(v any) string {
+	switch x := v.(type) {
+	case string:
+		return x
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func roundTrip(v any) any {
+	b, _ := json.Marshal(v)
+	var out any
+	_ = json.Unmarshal(b, &out)
+	return out
+}
