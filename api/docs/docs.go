@@ -192,7 +192,7 @@ func ErrorMarkdown(c problem.Code, publicURL string) []byte {
 		b.WriteString(" Added, unversioned (see the [changelog](" + publicURL + "/developers/changelog)).")
 	}
 	b.WriteString("\n\n")
-	fmt.Fprintf(&b, "## When\n\n%s\n\n## What to do\n\n%s\n\n", e.Condition, e.SuggestedAction)
+	fmt.Fprintf(&b, "## When\n\n%s\n\n## What to do\n\n%s\n\n", mdText(e.Condition), mdText(e.SuggestedAction))
 	if e.Retryable {
 		b.WriteString("Retry with the same request (and the same `Idempotency-Key` on writes). Wait at least `Retry-After` seconds when the response carries it; otherwise back off exponentially.\n\n")
 	} else {
@@ -227,10 +227,13 @@ func codesTable(publicURL string) string {
 	for _, c := range codes {
 		e := problem.Table[c]
 		fmt.Fprintf(&b, "| %d | [`%s`](%s) | %s | %s | %s |\n", e.Status, c, ErrorPageURL(publicURL, c), yesNo(e.Retryable),
-			cell(e.Condition), cell(e.SuggestedAction))
+			cell(mdText(e.Condition)), cell(mdText(e.SuggestedAction)))
 	}
 	return b.String()
 }
+
+// mdText escapes text for Markdown: "<API key>" would otherwise be raw HTML.
+func mdText(s string) string { return strings.ReplaceAll(s, "<", `\<`) }
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
@@ -294,7 +297,7 @@ func operationsTable(routes []api.Route) string {
 		case r.Scope == "":
 			scope = "any valid key"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", Key(r), scope, cell(r.Summary))
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", Key(r), scope, cell(mdText(r.Summary)))
 	}
 	return b.String()
 }
