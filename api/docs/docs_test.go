@@ -177,7 +177,9 @@ func startDocs(t *testing.T) *apitest.Server {
 	}
 	docs.UseChangelog(cl)
 	extra := []api.Route{{Method: "GET", Path: "/plans", Scope: "plans:read", Summary: "Plans.",
-		Handle: func(r *api.Request) error { return r.JSON(200, map[string]any{"data": []any{}, "meta": map[string]any{"next_cursor": nil}}) }}}
+		Handle: func(r *api.Request) error {
+			return r.JSON(200, map[string]any{"data": []any{}, "meta": map[string]any{"next_cursor": nil}})
+		}}}
 	return apitest.Start(t, append(docs.Routes(), extra...), nil)
 }
 
