@@ -110,6 +110,9 @@ var (
 		"impressions": 120400, "clicks": 2210, "spend": "1520.0000", "currency": "EUR", "conversions": 64, "source": "webhook"}
 	exRollup = map[string]any{"pixel_id": exPixel, "pixel_id_uuid": uuidOf(exPixel), "date": "2026-09-14", "event_name": "purchase",
 		"currency": "EUR", "events": 1280, "consented_events": 1175, "value": "60312.5000", "unique_people": 1044, "status": "final"}
+	exWindows = []any{
+		map[string]any{"name": "burst", "quota": 120, "window_seconds": 60, "remaining": 119, "reset": 1, "scope": "key"},
+		map[string]any{"name": "daily", "quota": 10000, "window_seconds": 86400, "remaining": 9999, "reset": 9, "scope": "key"}}
 	exBatch = map[string]any{"pixel_id": exPixel, "events": []any{map[string]any{
 		"event_name": "purchase", "occurred_at": "2026-09-14T10:15:00Z", "value": 49.9, "currency": "EUR",
 		"consent": map[string]any{"measurement": true}, "identity": map[string]any{"email": "ada@example.com"}}}}
@@ -152,25 +155,28 @@ var Operations = map[string]Op{
 
 	// Read API: the key itself, limits, versions.
 	"GET /me": {Tag: "Account", Description: "The calling key: its id, workspace, environment, scopes and expiry. Use it to check a key. Needs only a valid key.",
-		Response: ref("Me"), Example: map[string]any{"key_id": exKey, "workspace_id": exWorkspace, "env": "live",
-			"scopes": []any{"events:write", "pixels:read"}, "expires_at": nil, "version": "2026-09-01"}},
+		Response: ref("Me"), Example: map[string]any{"id": exKey, "id_uuid": uuidOf(exKey), "environment": "live", "status": "active",
+			"workspace_id": exWorkspace, "workspace_id_uuid": uuidOf(exWorkspace), "workspace_name": "Acme Shoes", "showroom": false,
+			"scopes": []any{"events:write", "pixels:read"}, "expires_at": nil, "pinned_version": nil, "version": "2026-09-01",
+			"allow": []any{}, "limits": exWindows, "created_at": "2026-08-01T09:00:00Z"}},
 	"GET /limits": {Tag: "Account", Description: "The burst and daily windows that apply to the calling key, what remains and when they refill. Read it before a large job instead of hardcoding an allowance. Needs only a valid key.",
-		Response: ref("Limits"), Example: map[string]any{"scope": "key", "windows": []any{
-			map[string]any{"name": "burst", "quota": 120, "seconds": 60, "remaining": 119, "reset": 1},
-			map[string]any{"name": "daily", "quota": 10000, "seconds": 86400, "remaining": 9999, "reset": 9}}}},
+		Response: ref("Limits"), Example: map[string]any{"key_id": exKey, "key_id_uuid": uuidOf(exKey),
+			"policy": `"burst";q=120;w=60, "daily";q=10000;w=86400`, "limits": exWindows}},
 	"GET /versions": {Tag: "Account", Description: "The served API versions. Select one with the version parameter, the SVC-Version header or a pin on the key; stable and next are aliases.",
-		Response: ref("Versions"), Example: map[string]any{"data": []any{map[string]any{"version": "2026-09-01", "status": "stable", "released": "2026-09-01"}}}},
+		Response: ref("Versions"), Example: map[string]any{"data": []any{map[string]any{"version": "2026-09-01", "status": "stable", "released": "2026-09-01"}},
+			"aliases": map[string]any{"stable": "2026-09-01", "next": "2026-12-01"}, "current": "2026-09-01"}},
 	"GET /account": {Tag: "Account", Description: "The organisation behind the key's workspace.", Response: ref("Account"),
 		Example: map[string]any{"id": exWorkspace, "id_uuid": uuidOf(exWorkspace), "name": "Acme Shoes", "legal_name": "Acme Shoes GmbH",
 			"country": "DE", "currency": "EUR", "timezone": "Europe/Berlin", "industry": "retail"}},
 
 	// Plans, lines, actuals.
 	"GET /plans": {Tag: "Plans", Description: "Media plans of the workspace, by cursor.", Params: params(pList,
-		[]Param{{Name: "status", In: "query", Desc: "Only plans in this status.", Schema: Schema{"type": "string"}}}),
+		[]Param{{Name: "status", In: "query", Desc: "Only plans in this status (draft, approved, live, completed, cancelled).", Schema: Schema{"type": "string"}}, {Name: "channel", In: "query", Desc: "Only plans with this channel.", Schema: Schema{"type": "string"}}}),
 		Response: list("Plan"), Example: listExample(exPlanObj), Codes: []problem.Code{problem.InvalidRequest}},
 	"GET /plans/{id}": {Tag: "Plans", Description: "One media plan.", Params: []Param{pID("pln_", "plan")},
 		Response: ref("Plan"), Example: exPlanObj, Codes: []problem.Code{problem.NotFound}},
-	"GET /plans/{id}/lines": {Tag: "Plans", Description: "Line items of a plan, by cursor.", Params: params([]Param{pID("pln_", "plan")}, pList),
+	"GET /plans/{id}/lines": {Tag: "Plans", Description: "Line items of a plan, by cursor.", Params: params([]Param{pID("pln_", "plan")}, pList,
+		[]Param{{Name: "status", In: "query", Desc: "Only line items in this status.", Schema: Schema{"type": "string"}}, {Name: "channel", In: "query", Desc: "Only line items of this channel.", Schema: Schema{"type": "string"}}}),
 		Response: list("Line"), Example: listExample(exLineObj), Codes: []problem.Code{problem.NotFound, problem.InvalidRequest}},
 	"GET /plans/{id}/actuals": {Tag: "Plans", Description: "Delivered performance of a plan per line item and day (the latest value of each day, never a sum), by cursor.",
 		Params:   params([]Param{pID("pln_", "plan")}, pDates, []Param{{Name: "line_id", In: "query", Desc: "Only this line item.", Schema: Schema{"type": "string"}}}, pList),
@@ -178,13 +184,12 @@ var Operations = map[string]Op{
 	"POST /imports/actuals": {Tag: "Plans", Description: "Write delivered days into media plans: at most 500 rows, one per line item per day; upsert on plan, line and date (restating a day overwrites it). Every row is validated; problems are in errors[] and nothing is written. Send an Idempotency-Key: a retry returns the original result.",
 		Body: "ActualsImport", BodyExample: map[string]any{"rows": []any{map[string]any{"plan_id": exPlan, "line_id": exLine, "date": "2026-09-14",
 			"impressions": 48210, "clicks": 911, "spend": "774.35", "currency": "EUR", "conversions": 37}}},
-		Response: ref("ImportResult"), Example: map[string]any{"rows": 1, "request_id": "req_01J9Z8Q4W3X2V1T0S9R8Q7P6N5"},
+		Response: ref("ImportResult"), Example: map[string]any{"rows": 1, "upserted": 1, "request_id": "req_01J9Z8Q4W3X2V1T0S9R8Q7P6N5"},
 		Codes: []problem.Code{problem.InvalidRequest, problem.NotFound}},
 
 	// Campaigns, studies, findings.
 	"GET /campaigns": {Tag: "Campaigns", Description: "Campaigns of the workspace, by cursor.", Params: params(pList,
-		[]Param{{Name: "plan_id", In: "query", Desc: "Only campaigns executing this plan.", Schema: Schema{"type": "string"}},
-			{Name: "status", In: "query", Desc: "Only campaigns in this status.", Schema: Schema{"type": "string"}}}),
+		[]Param{{Name: "plan_id", In: "query", Desc: "Only campaigns executing this plan.", Schema: Schema{"type": "string"}}, {Name: "status", In: "query", Desc: "Only campaigns in this status.", Schema: Schema{"type": "string"}}, {Name: "channel", In: "query", Desc: "Only campaigns with this channel.", Schema: Schema{"type": "string"}}}),
 		Response: list("Campaign"), Example: listExample(exCampaignObj), Codes: []problem.Code{problem.InvalidRequest}},
 	"GET /campaigns/{id}": {Tag: "Campaigns", Description: "One campaign.", Params: []Param{pID("cmp_", "campaign")},
 		Response: ref("Campaign"), Example: exCampaignObj, Codes: []problem.Code{problem.NotFound}},
@@ -192,12 +197,12 @@ var Operations = map[string]Op{
 		Params: params([]Param{pID("cmp_", "campaign")}, pDates, pList), Response: list("CampaignActual"), Example: listExample(exCampaignActual),
 		Codes: []problem.Code{problem.NotFound, problem.InvalidRequest}},
 	"GET /studies": {Tag: "Studies", Description: "Measurement studies, by cursor.", Params: params(pList,
-		[]Param{{Name: "campaign_id", In: "query", Desc: "Only studies of this campaign.", Schema: Schema{"type": "string"}}}),
+		[]Param{{Name: "campaign_id", In: "query", Desc: "Only studies of this campaign.", Schema: Schema{"type": "string"}}, {Name: "kind", In: "query", Desc: "Only studies of this kind.", Schema: Schema{"type": "string"}}, {Name: "status", In: "query", Desc: "Only studies in this status.", Schema: Schema{"type": "string"}}}),
 		Response: list("Study"), Example: listExample(exStudyObj), Codes: []problem.Code{problem.InvalidRequest}},
 	"GET /studies/{id}": {Tag: "Studies", Description: "One study.", Params: []Param{pID("std_", "study")},
 		Response: ref("Study"), Example: exStudyObj, Codes: []problem.Code{problem.NotFound}},
 	"GET /findings": {Tag: "Studies", Description: "Findings, by cursor; filter by study.", Params: params(pList,
-		[]Param{{Name: "study_id", In: "query", Desc: "Only findings of this study (std_<uuid> or UUID).", Schema: Schema{"type": "string"}}}),
+		[]Param{{Name: "study_id", In: "query", Desc: "Only findings of this study (std_<uuid> or UUID).", Schema: Schema{"type": "string"}}, {Name: "metric", In: "query", Desc: "Only findings of this metric.", Schema: Schema{"type": "string"}}}),
 		Response: list("Finding"), Example: listExample(exFindingObj), Codes: []problem.Code{problem.InvalidRequest}},
 	"GET /findings/{id}": {Tag: "Studies", Description: "One finding.", Params: []Param{pID("fnd_", "finding")},
 		Response: ref("Finding"), Example: exFindingObj, Codes: []problem.Code{problem.NotFound}},

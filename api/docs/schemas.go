@@ -125,18 +125,33 @@ func components() map[string]Schema {
 			"rejections": array(ref("Rejection"), "Why each rejected event was refused."),
 			"request_id": str("The request id."),
 		}),
-		"Me": object("The calling key and its workspace.", nil, Schema{
-			"key_id":       id("key_", "The key"),
-			"workspace_id": id("org_", "The key's workspace"),
-			"env":          enum("live or sandbox.", keys.Live, keys.Sandbox),
-			"scopes":       array(enum("A scope.", keys.Scopes...), "Scopes granted."),
-			"expires_at":   nullable(timeSchema),
-			"version":      str("The API version this request used."),
-		}),
+		"Me": withIDs(object("The calling key's own record.", []string{"id", "environment", "workspace_id", "scopes", "version"}, Schema{
+			"id":             id("key_", "The key"),
+			"environment":    enum("live or sandbox.", keys.Live, keys.Sandbox),
+			"status":         enum("A key that answers is active.", "active"),
+			"workspace_id":   id("org_", "The key's workspace"),
+			"workspace_name": str("The workspace's name."),
+			"showroom":       boolean("true for a showroom workspace (sandbox keys)."),
+			"scopes":         array(enum("A scope.", keys.Scopes...), "Scopes granted."),
+			"expires_at":     nullable(timeSchema),
+			"pinned_version": Schema{"type": []string{"string", "null"}, "description": "The version pinned on the key."},
+			"version":        str("The API version this request used."),
+			"allow":          array(Schema{"type": "string"}, "Address allow-list; empty: every address."),
+			"limits":         array(ref("LimitWindow"), "The key's windows after this request (as GET /limits)."),
+			"created_at":     timeSchema,
+		}), "id", "workspace_id"),
 		"Window": object("One rate-limit window.", []string{"name", "quota", "seconds"}, Schema{
 			"name":    enum("burst or daily.", "burst", "daily"),
 			"quota":   integer("Requests per window."),
 			"seconds": integer("Window length in seconds."),
+		}),
+		"LimitWindow": object("One window of the calling key and its state.", []string{"name", "quota", "window_seconds", "remaining", "reset"}, Schema{
+			"name":           enum("burst or daily.", "burst", "daily"),
+			"quota":          integer("Requests per window."),
+			"window_seconds": integer("Window length in seconds."),
+			"remaining":      integer("Left after this request."),
+			"reset":          integer("Seconds until the window is full again."),
+			"scope":          enum("Counted per key, not per workspace.", "key"),
 		}),
 		"RateLimit": object("x-rateLimit: the windows an operation spends from.", []string{"scope", "windows", "policy"}, Schema{
 			"scope":   enum("Windows are counted per API key.", "key"),
@@ -145,17 +160,20 @@ func components() map[string]Schema {
 			"policy":  str("The RateLimit-Policy header value of a default key."),
 			"note":    str("How to learn the calling key's own windows."),
 		}),
-		"Limits": object("GET /limits: the windows of the calling key.", nil, Schema{
-			"windows": array(Schema{"type": "object"}, "Burst and daily windows with what remains."),
-			"scope":   str("What the windows count (per key)."),
-		}),
+		"Limits": withIDs(object("GET /limits: the windows of the calling key.", []string{"policy", "limits"}, Schema{
+			"key_id": id("key_", "The key"),
+			"policy": str("The RateLimit-Policy header's value."),
+			"limits": array(ref("LimitWindow"), "Burst and daily windows, after this request."),
+		}), "key_id"),
 		"Version": object("A served version.", []string{"version", "status"}, Schema{
 			"version":  dateSchema,
 			"status":   enum("Lifecycle.", "stable", "deprecated", "preview"),
 			"released": dateSchema,
 		}),
-		"Versions": object("GET /versions.", nil, Schema{
-			"data": array(ref("Version"), "Served versions, oldest first."),
+		"Versions": object("GET /versions.", []string{"data"}, Schema{
+			"data":    array(ref("Version"), "Served versions, oldest first."),
+			"aliases": Schema{"type": "object", "additionalProperties": dateSchema, "description": "stable and next → dated version."},
+			"current": str("The version this request was served with."),
 		}),
 		"Account": withIDs(object("The organisation behind the workspace.", []string{"id"}, Schema{
 			"id": id("org_", "The workspace"), "name": str("Trading name."), "legal_name": str("Legal name."),
@@ -219,8 +237,9 @@ func components() map[string]Schema {
 		"ActualsImport": object("Body of POST /imports/actuals.", []string{"rows"}, Schema{
 			"rows": Schema{"type": "array", "minItems": 1, "maxItems": 500, "items": ref("ActualsRow")},
 		}),
-		"ImportResult": object("Result of an actuals import.", nil, Schema{
-			"rows":       integer("Rows upserted."),
+		"ImportResult": object("Result of an actuals import.", []string{"rows", "upserted"}, Schema{
+			"rows":       integer("Rows received."),
+			"upserted":   integer("Rows written (each replaces its plan, line and day)."),
 			"request_id": str("The request id."),
 		}),
 		"InboundMessage": object("A signed partner message.", []string{"type", "data"}, Schema{
