@@ -21,15 +21,15 @@ const (
 	StatusFinal = "final"
 )
 
-// Grace is how long after its day ends a day's rollup may still change through late
-// events (the edge's transport and the consumer's batching, plus clock skew).
-const Grace = 24 * time.Hour
+// Grace is how long after its day ends a day's rollup may still change: the edge
+// accepts events up to schema.MaxEventAge late (a late event lands on its own day), plus
+// one hour for the pipeline (Kafka, batching, a short ClickHouse outage).
+const Grace = schema.MaxEventAge + time.Hour
 
 // Status is the rule for a rollup row's status: a day is "final" once it ended more
-// than Grace ago, that is when date < today(UTC) - 1 day; before that it is "open".
-// (A day D is open on D and D+1, final from D+2 00:00 UTC.) An event that occurred
-// before the cut-off still lands on its own day; the edge is expected to reject
-// events whose occurred_at is older than the cut-off so that "final" holds.
+// than Grace ago, that is from D + 1 day + MaxEventAge + 1h (00:00 UTC of D+1 is the
+// day's end); before that it is "open". With MaxEventAge = 7 days, day D is final from
+// D+8 01:00 UTC.
 func Status(date, now time.Time) string {
 	d := time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, time.UTC)
 	if now.UTC().Sub(d.Add(24*time.Hour)) >= Grace {

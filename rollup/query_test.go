@@ -11,24 +11,27 @@ import (
 )
 
 func TestStatus(t *testing.T) {
-	now := time.Date(2026, 3, 10, 15, 0, 0, 0, time.UTC)
-	day := func(d int) time.Time { return time.Date(2026, 3, d, 0, 0, 0, 0, time.UTC) }
+	day := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	end := day.Add(24 * time.Hour)
 	for _, c := range []struct {
-		date time.Time
+		now  time.Time
 		want string
 	}{
-		{day(10), StatusOpen}, {day(9), StatusOpen}, {day(8), StatusFinal}, {day(1), StatusFinal}, {day(11), StatusOpen},
+		{day.Add(time.Hour), StatusOpen},
+		{end, StatusOpen},
+		{end.Add(schema.MaxEventAge), StatusOpen}, // the edge still accepted events for the day a moment ago
+		{end.Add(Grace - time.Second), StatusOpen},
+		{end.Add(Grace), StatusFinal},
+		{end.AddDate(0, 1, 0), StatusFinal},
+		{day.Add(-time.Hour), StatusOpen}, // a day in the future
 	} {
-		if got := Status(c.date, now); got != c.want {
-			t.Errorf("Status(%s) = %s, want %s", c.date.Format("2006-01-02"), got, c.want)
+		if got := Status(day, c.now); got != c.want {
+			t.Errorf("Status(%s) at %s = %s, want %s", day.Format("2006-01-02"), c.now.Format(time.RFC3339), got, c.want)
 		}
 	}
-	// The boundary: day 8 becomes final at 10th 00:00 UTC.
-	if got := Status(day(8), time.Date(2026, 3, 9, 23, 59, 59, 0, time.UTC)); got != StatusOpen {
-		t.Errorf("day 8 at 9th 23:59:59 = %s, want open", got)
-	}
-	if got := Status(day(8), time.Date(2026, 3, 10, 0, 0, 0, 0, time.UTC)); got != StatusFinal {
-		t.Errorf("day 8 at 10th 00:00 = %s, want final", got)
+	// With the edge's 7-day bound: day D is final from D+8 01:00 UTC.
+	if got := Status(day, time.Date(2026, 3, 9, 1, 0, 0, 0, time.UTC)); got != StatusFinal {
+		t.Errorf("D+8 01:00: %s", got)
 	}
 }
 
@@ -67,7 +70,7 @@ func TestQueryDailyPagingWhileInserting(t *testing.T) {
 	insertDays(t, s, ws, px, true, days, []string{"sandbox_only"}, &off)
 	insertDays(t, s, ws, schema.UUID{3}, false, days, []string{"other_pixel"}, &off)
 
-	q := DailyQuery{Workspace: ws, Pixel: px, Limit: 3, Now: base.AddDate(0, 0, 3).Add(time.Hour)}
+	q := DailyQuery{Workspace: ws, Pixel: px, Limit: 3, Now: base.AddDate(0, 0, 10).Add(time.Hour)}
 	seen := map[string]int{}
 	var pages int
 	for {
