@@ -82,8 +82,7 @@ func (a *API) listCampaignActuals(r *api.Request) error {
 	return writeList(r, p, out, func(i int) cursor { return cursor{List: "campaign_actuals", Date: day(rows[i].Date)} })
 }
 
-// parseCursorDay reads a cursor's day; a cursor with a bad day starts from the
-// beginning of the range (cursors are made only by this package).
+// parseCursorDay reads a cursor's day (decodeCursor has checked it).
 func parseCursorDay(s string) time.Time {
 	t, _ := time.Parse(time.DateOnly, s)
 	return t

@@ -103,8 +103,16 @@ func decodeCursor(s, list string) (*cursor, bool) {
 	if err := json.Unmarshal(b, &c); err != nil || c.List != list {
 		return nil, false
 	}
+	if datedLists[list] {
+		if _, err := catalog.ParseDay(c.Date); err != nil {
+			return nil, false
+		}
+	}
 	return &c, true
 }
+
+// datedLists are the lists whose cursor carries a day.
+var datedLists = map[string]bool{"plan_actuals": true, "campaign_actuals": true, "pixel_rollups": true}
 
 // queryError is an errors[] entry for query parameter name.
 func queryError(name, rule string, value any) problem.FieldError {
