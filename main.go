@@ -15,6 +15,7 @@ package main
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"os"
 	"os/signal"
@@ -23,7 +24,9 @@ import (
 
 	"svc/api"
 	"svc/api/admin"
+	"svc/api/docs"
 	"svc/api/env"
+	"svc/api/mcp"
 	"svc/api/read"
 	"svc/bench"
 	"svc/ingest"
@@ -32,6 +35,13 @@ import (
 	"svc/schema/broker"
 	"svc/webhooks"
 )
+
+// changelog is CHANGELOG.md, the one source of the changelog developer page.
+//
+//go:embed CHANGELOG.md
+var changelog []byte
+
+func init() { docs.UseChangelog(changelog) }
 
 // command is one subcommand: it gets its arguments (without its name) and a context that
 // is cancelled on SIGINT or SIGTERM.
@@ -107,6 +117,7 @@ func devMain(ctx context.Context, _ []string) error {
 		return err
 	}
 	roles = append(roles, rd)
+	roles = append(roles, docs.Role(), mcp.Role())
 	// Each further role appends itself here: roles = append(roles, <role>).
 	return p.RunRoles(ctx, roles...)
 }

@@ -17,8 +17,10 @@ import (
 
 	"svc/api"
 	"svc/api/catalog"
+	"svc/api/docs"
 	"svc/api/env"
 	"svc/api/keys"
+	"svc/api/mcp"
 	"svc/api/problem"
 	"svc/schema"
 )
@@ -136,5 +138,6 @@ func Main(ctx context.Context, _ []string) error {
 	if err != nil {
 		return err
 	}
-	return p.RunRoles(ctx, role)
+	// The self-description and the MCP endpoint are served with the read API (api/docs, api/mcp).
+	return p.RunRoles(ctx, role, docs.Role(), mcp.Role())
 }
