@@ -264,12 +264,24 @@ func applyStep(ctx context.Context, conn driver.Conn, db string, st Step) error 
 	return nil
 }
 
+// execDDL runs one idempotent statement, retrying twice after a short pause (a busy
+// server or concurrent DDL on 18.16 can fail a statement that succeeds on repeat).
 func execDDL(ctx context.Context, conn driver.Conn, stmt string) error {
-	err := conn.Exec(ctx, stmt)
-	if err != nil && !alreadyExists[ErrorCode(err)] {
-		return fmt.Errorf("%w\nstatement:\n%s", err, stmt)
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w (after: %v)\nstatement:\n%s", ctx.Err(), err, stmt)
+			case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+			}
+		}
+		err = conn.Exec(ctx, stmt)
+		if err == nil || alreadyExists[ErrorCode(err)] {
+			return nil
+		}
 	}
-	return nil
+	return fmt.Errorf("%w\nstatement:\n%s", err, stmt)
 }
 
 // appliedMigrations returns version → checksum of recorded migrations.
