@@ -50,11 +50,7 @@ func directMain(ctx context.Context, args []string) error {
 		return err
 	}
 	if !*keep {
-		defer func() {
-			if err := chExec(hc, *ch, "DROP DATABASE IF EXISTS "+db, c.timeout); err != nil {
-				fmt.Printf("cleanup: %v\n", err)
-			}
-		}()
+		defer dropScratch(*ch, db)
 	}
 	title := fmt.Sprintf("direct: INSERT … FORMAT JSONEachRow into ClickHouse, %d events per INSERT, %.0f inserts/s (%.0f events/s) for %s",
 		*batch, c.rate, c.rate*float64(*batch), c.duration)
@@ -190,4 +186,24 @@ func chErrorCode(b []byte) string {
 		return code
 	}
 	return "ch_error"
+}
+
+// dropScratch drops the scratch database, on a fresh connection and with retries: an
+// overloaded ClickHouse (too many parts, merges behind) can take a while to answer.
+func dropScratch(base, db string) {
+	hc, err := hostClient(base, 1, 2*time.Minute)
+	if err != nil {
+		return
+	}
+	for attempt := 1; ; attempt++ {
+		err := chExec(hc, base, "DROP DATABASE IF EXISTS "+db, 2*time.Minute)
+		if err == nil {
+			return
+		}
+		if attempt == 3 {
+			fmt.Printf("cleanup: DROP DATABASE %s: %v (drop it by hand)\n", db, err)
+			return
+		}
+		time.Sleep(5 * time.Second)
+	}
 }

@@ -210,6 +210,9 @@ func runLoad(ctx context.Context, c *common, rep *Report, do func(w int, i int64
 	sched := Schedule{Start: start, Rate: c.rate, Duration: c.duration}
 	rec := NewRecorder(start)
 	run := &Runner{Schedule: sched, Workers: c.workers, LateAfter: c.late, DrainAfter: c.drain, Do: do, Rec: rec}
+	if c.metrics != "" { // a service run (direct has no service)
+		SetTargetPIDs(c.target)
+	}
 	cpu0 := readCPU()
 	sampler := StartSampler(c.metrics, c.sample, start)
 	done := make(chan struct{})

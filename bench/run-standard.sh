@@ -82,6 +82,8 @@ if ! curl -fsS "http://$SVC_METRICS_ADDR/metrics" | grep -q '^svc_rollup_'; then
   SVC_METRICS_ADDR=off "$svc" rollup >"$data/svc-rollup.log" 2>&1 &
   rollup_pid=$!
 fi
+# CPU of these processes is reported as "svc (target)" in each report.
+export BENCH_TARGET_PIDS="$dev_pid $rollup_pid"
 
 {
   echo "svc bench standard suite, $(date -u +%Y-%m-%dT%H:%M:%SZ)"

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -64,6 +65,67 @@ var procNames = map[string]string{
 
 const clkTck = 100 // USER_HZ on Linux
 
+// targetPIDs are the processes of the service under test: BENCH_TARGET_PIDS (space or
+// comma separated) when set, else the process listening on the target's port. Their CPU
+// is reported as "svc (target)"; other processes named svc (other engineers' runs) as
+// "svc (other)".
+var targetPIDs = map[int]bool{}
+
+// SetTargetPIDs records the processes under test (see targetPIDs).
+func SetTargetPIDs(target string) {
+	targetPIDs = map[int]bool{}
+	if v := os.Getenv("BENCH_TARGET_PIDS"); v != "" {
+		for _, f := range strings.FieldsFunc(v, func(r rune) bool { return r == ' ' || r == ',' }) {
+			if n, err := strconv.Atoi(f); err == nil {
+				targetPIDs[n] = true
+			}
+		}
+		return
+	}
+	if u, err := url.Parse(target); err == nil {
+		if port, err := strconv.Atoi(u.Port()); err == nil {
+			if pid := listenerPID(port); pid > 0 {
+				targetPIDs[pid] = true
+			}
+		}
+	}
+}
+
+// listenerPID finds the process with a listening TCP socket on port (0 if none).
+func listenerPID(port int) int {
+	inodes := map[string]bool{}
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(l)
+			if len(fs) < 10 || fs[3] != "0A" { // LISTEN
+				continue
+			}
+			_, hexPort, ok := strings.Cut(fs[1], ":")
+			if p, err := strconv.ParseInt(hexPort, 16, 32); ok && err == nil && int(p) == port {
+				inodes["socket:["+fs[9]+"]"] = true
+			}
+		}
+	}
+	if len(inodes) == 0 {
+		return 0
+	}
+	dirs, _ := filepath.Glob("/proc/[0-9]*/fd")
+	for _, d := range dirs {
+		fds, _ := os.ReadDir(d)
+		for _, fd := range fds {
+			if l, err := os.Readlink(d + "/" + fd.Name()); err == nil && inodes[l] {
+				pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(d)))
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
 func readCPU() cpuSnapshot {
 	s := cpuSnapshot{at: time.Now(), procs: map[string]float64{}}
 	if b, err := os.ReadFile("/proc/stat"); err == nil {
@@ -99,8 +161,13 @@ func readCPU() cpuSnapshot {
 		}
 		comm := string(b[open+1 : close])
 		name, ok := procNames[comm]
-		if pid == self {
+		switch {
+		case pid == self:
 			name, ok = "bench", true
+		case targetPIDs[pid]:
+			name, ok = "svc (target)", true
+		case name == "svc":
+			name = "svc (other)"
 		}
 		if !ok {
 			continue
