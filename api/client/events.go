@@ -1,0 +1,143 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Event is one server-side event of a batch.
+type Event struct {
+	EventName  string
+	OccurredAt time.Time
+	// Value and Currency are sent when Currency is not empty.
+	Value    float64
+	Currency string
+	Consent  Consent
+	// Email is sent trimmed and lower-cased, the form the service requires; the
+	// service hashes it with SHA-256 before storage. Empty: no identity.
+	Email string
+	// EventID optionally names the event: the same EventID always maps to the same
+	// stored event.
+	EventID string
+}
+
+// Consent is the consent captured for the person.
+type Consent struct {
+	Measurement bool `json:"measurement"`
+}
+
+// MarshalJSON writes the event as POST /events expects it.
+func (e Event) MarshalJSON() ([]byte, error) {
+	m := map[string]any{
+		"event_name":  e.EventName,
+		"occurred_at": e.OccurredAt.UTC().Format(time.RFC3339Nano),
+		"consent":     e.Consent,
+	}
+	if e.Currency != "" {
+		m["value"], m["currency"] = e.Value, e.Currency
+	}
+	if e.Email != "" {
+		m["identity"] = map[string]string{"email": NormaliseEmail(e.Email)}
+	}
+	if e.EventID != "" {
+		m["event_id"] = e.EventID
+	}
+	return json.Marshal(m)
+}
+
+// NormaliseEmail trims and lower-cases an address: the form the service hashes.
+func NormaliseEmail(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
+
+// Batch is the body of POST /events: at most 50 events for one pixel.
+type Batch struct {
+	PixelID string  `json:"pixel_id"`
+	Events  []Event `json:"events"`
+	// IdempotencyKey names this logical batch; generated when empty. Reuse it only to
+	// send this same batch again.
+	IdempotencyKey string `json:"-"`
+}
+
+// EventsResult is the 202 answer of POST /events.
+type EventsResult struct {
+	Accepted   int         `json:"accepted"`
+	Rejected   int         `json:"rejected"`
+	Rejections []Rejection `json:"rejections"`
+	RequestID  string      `json:"request_id"`
+	// IdempotencyKey is the key the batch was sent with (on every attempt).
+	IdempotencyKey string `json:"-"`
+	// Replayed is true when the answer is the stored answer of an earlier attempt.
+	Replayed bool `json:"-"`
+	// Attempts is how many HTTP requests it took.
+	Attempts int `json:"-"`
+}
+
+// Rejection says why one event of an accepted batch was refused.
+type Rejection struct {
+	Index int    `json:"index"`
+	Field string `json:"field"`
+	Rule  string `json:"rule"`
+	Value any    `json:"value"`
+}
+
+// MaxBatch is the most events POST /events takes at once.
+const MaxBatch = 50
+
+// SendEvents sends b with one Idempotency-Key, reused on every retry, so the batch is
+// counted once however many attempts it takes.
+func (c *Client) SendEvents(ctx context.Context, b Batch) (*EventsResult, error) {
+	key := b.IdempotencyKey
+	if key == "" {
+		key = NewIdempotencyKey()
+	}
+	resp, err := c.Do(ctx, http.MethodPost, "/events", b, key)
+	if err != nil {
+		return nil, err
+	}
+	var r EventsResult
+	if err := json.Unmarshal(resp.Body, &r); err != nil {
+		return nil, err
+	}
+	r.IdempotencyKey, r.Replayed, r.Attempts = key, resp.Replayed, resp.Attempts
+	return &r, nil
+}
+
+// ActualsRow is one line item on one day for POST /imports/actuals.
+type ActualsRow struct {
+	PlanID      string `json:"plan_id"`
+	LineID      string `json:"line_id"`
+	Date        string `json:"date"` // YYYY-MM-DD
+	Impressions uint64 `json:"impressions"`
+	Clicks      uint64 `json:"clicks"`
+	Spend       string `json:"spend"` // decimal, at most four places
+	Currency    string `json:"currency"`
+	Conversions uint64 `json:"conversions"`
+}
+
+// ImportResult is the answer of POST /imports/actuals.
+type ImportResult struct {
+	Rows      int    `json:"rows"`
+	Upserted  int    `json:"upserted"`
+	RequestID string `json:"request_id"`
+	Replayed  bool   `json:"-"`
+}
+
+// ImportActuals upserts rows (at most 500) with idempotencyKey ("" generates one),
+// reused on every retry.
+func (c *Client) ImportActuals(ctx context.Context, rows []ActualsRow, idempotencyKey string) (*ImportResult, error) {
+	if idempotencyKey == "" {
+		idempotencyKey = NewIdempotencyKey()
+	}
+	resp, err := c.Do(ctx, http.MethodPost, "/imports/actuals", map[string]any{"rows": rows}, idempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	var r ImportResult
+	if err := json.Unmarshal(resp.Body, &r); err != nil {
+		return nil, err
+	}
+	r.Replayed = resp.Replayed
+	return &r, nil
+}
