@@ -61,7 +61,7 @@ func newRig(t *testing.T) *rig {
 // attempt is one HTTP exchange the client made.
 type attempt struct {
 	method, path, idemKey string
-	status               int
+	status                int
 }
 
 // recorder is an http.RoundTripper that records every attempt and can lose the
