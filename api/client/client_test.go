@@ -17,9 +17,11 @@ import (
 	"svc/api/apitest"
 	"svc/api/catalog"
 	"svc/api/client"
+	"svc/api/docs"
 	"svc/api/keys"
 	"svc/api/read"
 	"svc/ingest"
+	"svc/schema"
 	"svc/schema/broker"
 	"svc/schema/chtest"
 	"svc/webhooks"
@@ -30,11 +32,13 @@ import (
 // api.Server over the real Redis.
 type rig struct {
 	*apitest.Server
+	ch    schema.Config
+	seeds []string
 }
 
 func newRig(t *testing.T) *rig {
 	t.Helper()
-	_, conn := chtest.NewDB(t)
+	ch, conn := chtest.NewDB(t)
 	rdb := apitest.Redis(t)
 	bc := broker.Config{EmbeddedAddr: "127.0.0.1:0", DataDir: t.TempDir(), Partitions: 1}
 	k, err := broker.StartEmbedded(bc)
@@ -50,12 +54,12 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(producer.Close)
 	edge := ingest.NewEdge(icfg, producer, keys.NewStore(rdb), prometheus.NewRegistry())
 	a := &read.API{Conn: conn}
-	s := apitest.Start(t, append(edge.Routes(), a.Routes()...), nil)
+	s := apitest.Start(t, append(append(edge.Routes(), a.Routes()...), docs.Routes()...), nil)
 	a.Keys = s.Keys
 	if _, err := catalog.SeedShowroom(context.Background(), s.Keys, conn); err != nil {
 		t.Fatal(err)
 	}
-	return &rig{Server: s}
+	return &rig{Server: s, ch: ch, seeds: k.Addrs()}
 }
 
 // attempt is one HTTP exchange the client made.
