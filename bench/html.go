@@ -213,6 +213,9 @@ func (c Chart) SVG() string {
 var palette = []string{"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b"}
 
 func tick(v float64) string {
+	if math.Abs(v) < 1e-9 {
+		return "0"
+	}
 	a := math.Abs(v)
 	switch {
 	case a >= 1e9:

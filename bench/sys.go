@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"math"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -310,9 +311,10 @@ func ParseMetrics(body []byte) Sample {
 	return s
 }
 
-// SoakVerdict judges samples: memory and goroutines are flat when the mean over the
-// last fifth is within tolerance of the mean over the first fifth (after warm-up: the
-// first fifth starts at the second sample).
+// SoakVerdict judges samples: memory is flat when the heap's floor (smallest heap in
+// use) over the last fifth of the run is within tolerance of its floor over the first
+// fifth, and goroutines are flat when their mean grew by at most goroutineTol (the first
+// fifth starts at the second sample, after warm-up).
 func SoakVerdict(samples []Sample, heapTolPct, goroutineTol float64) *Soak {
 	if len(samples) < 10 {
 		return &Soak{Verdict: "too few samples to judge (need 10)"}
@@ -325,10 +327,18 @@ func SoakVerdict(samples []Sample, heapTolPct, goroutineTol float64) *Soak {
 		}
 		return t / float64(len(ss))
 	}
+	// The heap is a sawtooth (it grows until the collector runs): its floor, the
+	// smallest sample of a window, is what a leak raises.
+	floor := func(ss []Sample) float64 {
+		m := math.Inf(1)
+		for _, s := range ss {
+			m = math.Min(m, s.HeapInuse/(1<<20))
+		}
+		return m
+	}
 	first, last := samples[1:1+n], samples[len(samples)-n:]
-	heap := func(s Sample) float64 { return s.HeapInuse / (1 << 20) }
 	gor := func(s Sample) float64 { return s.Goroutines }
-	v := &Soak{HeapFirstMB: round(mean(first, heap), 1), HeapLastMB: round(mean(last, heap), 1),
+	v := &Soak{HeapFirstMB: round(floor(first), 1), HeapLastMB: round(floor(last), 1),
 		GoroutinesFirst: round(mean(first, gor), 1), GoroutinesLast: round(mean(last, gor), 1)}
 	for _, s := range samples {
 		v.GoroutinesMax = max(v.GoroutinesMax, s.Goroutines)
@@ -340,7 +350,7 @@ func SoakVerdict(samples []Sample, heapTolPct, goroutineTol float64) *Soak {
 	gorFlat := v.GoroutinesLast-v.GoroutinesFirst <= goroutineTol
 	v.Flat = heapFlat && gorFlat
 	word := map[bool]string{true: "flat", false: "GROWING"}
-	v.Verdict = "heap in use " + word[heapFlat] + " (" + ftoa(v.HeapFirstMB) + " MiB → " + ftoa(v.HeapLastMB) + " MiB, " + ftoa(v.HeapGrowthPct) + "%); " +
+	v.Verdict = "heap in use (floor) " + word[heapFlat] + " (" + ftoa(v.HeapFirstMB) + " MiB → " + ftoa(v.HeapLastMB) + " MiB, " + ftoa(v.HeapGrowthPct) + "%); " +
 		"goroutines " + word[gorFlat] + " (" + ftoa(v.GoroutinesFirst) + " → " + ftoa(v.GoroutinesLast) + ", max " + ftoa(v.GoroutinesMax) + ")"
 	return v
 }
