@@ -77,10 +77,32 @@ func TestOpenAPICoversExactlyTheServedRoutes(t *testing.T) {
 
 func TestEveryOperationDeclaresScopeLimitsAndProblems(t *testing.T) {
 	doc := docs.OpenAPI(devRoutes(), "https://api.example.com")
+	opIDs := map[string]bool{}
 	for path, item := range doc["paths"].(map[string]any) {
 		for m, o := range item.(map[string]any) {
 			op := o.(map[string]any)
 			where := strings.ToUpper(m) + " " + path
+			declared := map[string]bool{}
+			ps, _ := op["parameters"].([]any)
+			for _, p := range ps {
+				if pm := p.(map[string]any); pm["in"] == "path" {
+					declared[pm["name"].(string)] = true
+				}
+			}
+			for _, m := range pathParam.FindAllStringSubmatch(path, -1) {
+				if !declared[m[1]] {
+					t.Errorf("%s: path parameter %s is not declared", where, m[1])
+				}
+				delete(declared, m[1])
+			}
+			if len(declared) > 0 {
+				t.Errorf("%s: path parameters %v are not in the path", where, declared)
+			}
+			if id, _ := op["operationId"].(string); id == "" || opIDs[id] {
+				t.Errorf("%s: operationId %q missing or not unique", where, id)
+			} else {
+				opIDs[id] = true
+			}
 			sec := op["security"].([]any)
 			if len(sec) == 0 {
 				if op["x-rateLimit"] != nil {
@@ -205,6 +227,8 @@ func TestEveryCodeHasItsPageAtTheProblemsURL(t *testing.T) {
 func htmlEscape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;").Replace(s)
 }
+
+var pathParam = regexp.MustCompile(`\{([^}]+)\}`)
 
 var scriptTag = regexp.MustCompile(`(?i)<script`)
 
