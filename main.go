@@ -118,6 +118,11 @@ func devMain(ctx context.Context, _ []string) error {
 	}
 	roles = append(roles, rd)
 	roles = append(roles, docs.Role(), mcp.Role())
+	rcfg := rollup.FromEnv(r)
+	if err := r.Err(); err != nil {
+		return err
+	}
+	roles = append(roles, rollup.NewRole(rcfg, seeds, p.Registry))
 	// Each further role appends itself here: roles = append(roles, <role>).
 	return p.RunRoles(ctx, roles...)
 }

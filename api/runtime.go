@@ -164,6 +164,17 @@ func OpenProcess(ctx context.Context, cfg Config) (*Process, error) {
 	return &Process{Config: cfg, Deps: NewDeps(cfg, rdb, reg, log), Redis: rdb, Registry: reg, Log: log}, nil
 }
 
+// NewBareProcess is a Process without Redis, for roles that serve only health and
+// metrics (the rollup consumer).
+func NewBareProcess(cfg Config) (*Process, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := NewLogger()
+	reg := NewRegistry()
+	return &Process{Config: cfg, Deps: Deps{Metrics: NewMetrics(reg), Log: log}, Registry: reg, Log: log}, nil
+}
+
 // Serve serves routes (plus /healthz and /readyz over checks and Redis) on
 // Config.HTTPAddr, and metrics on Config.MetricsAddr, until ctx is done; then it drains
 // in-flight requests and returns.
@@ -176,7 +187,10 @@ func (p *Process) Serve(ctx context.Context, routes []Route, checks ...Check) er
 		ln.Close()
 		return err
 	}
-	all := append(HealthRoutes(append([]Check{RedisCheck(p.Redis)}, checks...)...), routes...)
+	if p.Redis != nil {
+		checks = append([]Check{RedisCheck(p.Redis)}, checks...)
+	}
+	all := append(HealthRoutes(checks...), routes...)
 	srv := NewServer(p.Config, p.Deps, all)
 	p.Log.Info("serving", "addr", ln.Addr().String(), "metrics", p.Config.MetricsAddr, "routes", len(all))
 	return srv.Serve(ctx, ln)

@@ -3,6 +3,7 @@ package rollup
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -54,6 +55,9 @@ type Config struct {
 	ClickHouse schema.Config
 	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
 	Registerer prometheus.Registerer
+	// Owned, when set, counts the partitions this member owns (readiness: /readyz
+	// reports a consumer without partitions as not ready).
+	Owned *atomic.Int64
 
 	// testAfterInsert, when set, runs after a successful INSERT and before the commit;
 	// returning an error makes the consumer stop at once without committing, as a

@@ -606,6 +606,7 @@ func (c *consumer) assigned(ctx context.Context, _ *kgo.Client, m map[string][]i
 		return
 	}
 	parts := m[c.cfg.Topic]
+	c.own(len(parts))
 	c.forget(parts) // nothing should be left of them; start clean
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
@@ -629,6 +630,7 @@ func (c *consumer) revoked(_ context.Context, _ *kgo.Client, m map[string][]int3
 		c.log.Error("flush on revoke failed; dropping revoked partitions' uncommitted work for the next owner", "err", err)
 	}
 	c.forget(parts)
+	c.own(-len(parts))
 	c.log.Info("partitions revoked", "partitions", parts, "stored", c.stored)
 }
 
@@ -641,7 +643,15 @@ func (c *consumer) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 		return
 	}
 	c.forget(m[c.cfg.Topic])
+	c.own(-len(m[c.cfg.Topic]))
 	c.log.Warn("partitions lost", "partitions", m[c.cfg.Topic])
+}
+
+// own adds n to the count of owned partitions, when the role asked for it.
+func (c *consumer) own(n int) {
+	if c.cfg.Owned != nil {
+		c.cfg.Owned.Add(int64(n))
+	}
 }
 
 // forget drops all state of parts. mu must be held.

@@ -9,10 +9,13 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
 
+	"svc/api"
 	"svc/api/env"
 	"svc/schema"
 )
@@ -57,6 +60,31 @@ func openRetry(ctx context.Context, cfg Config) (driver.Conn, error) {
 	}
 }
 
+// NewRole returns the consumer as a process role: `svc dev` runs it beside the HTTP
+// roles, and `svc rollup` alone behind /healthz, /readyz and /metrics. It consumes from
+// seeds and registers its metrics on reg. Ready: ClickHouse answers and the member owns
+// at least one partition.
+func NewRole(cfg Config, seeds []string, reg prometheus.Registerer) api.Role {
+	cfg.Kafka.Brokers = seeds
+	cfg.Registerer = reg
+	owned := new(atomic.Int64)
+	cfg.Owned = owned
+	return api.Role{
+		Name: "rollup",
+		Run:  func(ctx context.Context) error { return Run(ctx, cfg) },
+		Checks: []api.Check{{Name: "rollup_consumer", Fn: func(ctx context.Context) error {
+			if n := owned.Load(); n <= 0 {
+				return errors.New("the consumer owns no partition yet")
+			}
+			conn, err := schema.Open(ctx, cfg.ClickHouse)
+			if err != nil {
+				return err
+			}
+			return conn.Close()
+		}}},
+	}
+}
+
 // Main is `svc rollup`: configuration from SVC_* variables, no arguments.
 func Main(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
@@ -71,8 +99,20 @@ func Main(ctx context.Context, args []string) error {
 	if err := r.Err(); err != nil {
 		return err
 	}
+	acfg := api.ConfigFromEnv(r)
+	if err := r.Err(); err != nil {
+		return err
+	}
+	p, err := api.NewBareProcess(acfg)
+	if err != nil {
+		return err
+	}
+	seeds := cfg.Kafka.Brokers
+	if len(seeds) == 0 {
+		seeds = []string{cfg.Kafka.EmbeddedAddr}
+	}
 	start := time.Now()
-	err := Run(ctx, cfg)
+	err = p.RunRoles(ctx, NewRole(cfg, seeds, p.Registry))
 	slog.Info("rollup stopped", "after", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
 }
