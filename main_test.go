@@ -268,3 +268,137 @@ func TestAdminCommandsRefuseBadArguments(t *testing.T) {
 		t.Fatalf("revoke: %s", rev)
 	}
 }
+
+func (in *instance) get(secret, path string) (int, []byte) {
+	req, _ := http.NewRequest("GET", "http://"+in.http+path, nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		in.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}
+
+// TestEventsReachRollupsExactlyOnce: known events in through POST /events (with an
+// idempotent retry and a rejected event among them), rollups out through GET
+// /pixel-rollups, equal to totals computed here; the same in ClickHouse.
+func TestEventsReachRollupsExactlyOnce(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(in.env, "SVC_ROLLUP_BATCH_INTERVAL=200ms", "SVC_ROLLUP_SESSION_TIMEOUT=6s")
+	in.run("migrate")
+	ws := field(t, in.run("admin", "workspace", "create", "--name", "Pipeline"), "id")
+	px := field(t, in.run("admin", "pixel", "create", "--workspace", ws), "id")
+	secret := field(t, in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write,pixels:read", "--burst", "1000"), "secret")
+	in.start()
+
+	type total struct {
+		events, consented int
+		value             float64
+		people            map[string]bool
+	}
+	want := map[string]*total{} // "date|name|currency"
+	now := time.Now().UTC()
+	yesterday := now.Add(-24 * time.Hour)
+	for i := 0; i < 40; i++ {
+		at, name, cur := now.Add(-time.Minute), "purchase", "EUR"
+		if i%4 == 0 {
+			at = yesterday // a late event lands on its own day
+		}
+		if i%5 == 0 {
+			name, cur = "lead", "USD"
+		}
+		consent := i%3 != 0
+		email := fmt.Sprintf("person%d@example.com", i%7)
+		body := fmt.Sprintf(`{"pixel_id":%q,"events":[{"event_name":%q,"occurred_at":%q,"value":%d.25,"currency":%q,"consent":{"measurement":%v},"identity":{"email":%q}},{"event_name":"broken"}]}`,
+			px, name, at.Format(time.RFC3339), i, cur, consent, email)
+		key := fmt.Sprintf("batch-%d", i)
+		for try := 0; try < 2; try++ { // every batch is sent twice with its key
+			if st, b := in.post(secret, "/events", body, "Idempotency-Key", key); st != 202 || !bytes.Contains(b, []byte(`"accepted":1,"rejected":1`)) {
+				t.Fatalf("POST /events: %d %s", st, b)
+			}
+		}
+		k := at.Format("2006-01-02") + "|" + name + "|" + cur
+		if want[k] == nil {
+			want[k] = &total{people: map[string]bool{}}
+		}
+		w := want[k]
+		w.events++
+		w.value += float64(i) + 0.25
+		if consent {
+			w.consented++
+			w.people[email] = true
+		}
+	}
+	type row struct {
+		Date            string `json:"date"`
+		EventName       string `json:"event_name"`
+		Currency        string `json:"currency"`
+		Events          int    `json:"events"`
+		ConsentedEvents int    `json:"consented_events"`
+		Value           string `json:"value"`
+		UniquePeople    int    `json:"unique_people"`
+		Status          string `json:"status"`
+		PixelID         string `json:"pixel_id"`
+		PixelIDUUID     string `json:"pixel_id_uuid"`
+	}
+	var got []row
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		st, b := in.get(secret, "/v1/pixel-rollups?pixel_id="+px+"&limit=2")
+		if st != 200 {
+			t.Fatalf("GET /pixel-rollups: %d %s", st, b)
+		}
+		got = got[:0]
+		// Walk every page by cursor.
+		for {
+			var page struct {
+				Data []row `json:"data"`
+				Meta struct {
+					NextCursor *string `json:"next_cursor"`
+				} `json:"meta"`
+			}
+			if err := json.Unmarshal(b, &page); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, page.Data...)
+			if page.Meta.NextCursor == nil {
+				break
+			}
+			st, b = in.get(secret, "/v1/pixel-rollups?pixel_id="+px+"&limit=2&cursor="+*page.Meta.NextCursor)
+			if st != 200 {
+				t.Fatalf("next page: %d %s", st, b)
+			}
+		}
+		n := 0
+		for _, r := range got {
+			n += r.Events
+		}
+		if n >= 40 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d rollup rows, want %d: %+v\nlog:\n%s", len(got), len(want), got, in.log)
+	}
+	for _, r := range got {
+		w := want[r.Date+"|"+r.EventName+"|"+r.Currency]
+		if w == nil {
+			t.Fatalf("unexpected row %+v", r)
+		}
+		if r.Events != w.events || r.ConsentedEvents != w.consented || r.Value != fmt.Sprintf("%.4f", w.value) ||
+			r.UniquePeople != len(w.people) || r.Status != "open" || r.PixelID != px || !strings.HasSuffix(px, r.PixelIDUUID) {
+			t.Fatalf("row %+v, want %+v (people %d)", r, *w, len(w.people))
+		}
+	}
+	// ClickHouse holds each accepted event once.
+	out, err := exec.Command("clickhouse-client", "-q", "SELECT count(), uniqExact(event_id) FROM "+in.getenv("SVC_CLICKHOUSE_DB")+".events").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.TrimSpace(string(out)) != "40\t40" {
+		t.Fatalf("events table: %q, want 40 rows, 40 distinct ids", out)
+	}
+}
