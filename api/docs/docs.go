@@ -203,7 +203,7 @@ func ErrorMarkdown(c problem.Code, publicURL string) []byte {
 	if e.Status == 429 || c == problem.ServiceUnavailable || c == problem.IdempotencyKeyInUse {
 		b.WriteString("Retry-After: 30\n")
 	}
-	ex, _ := json.MarshalIndent(ProblemExample(publicURL+"/developers", c), "", "  ")
+	ex, _ := json.MarshalIndent(exampleProblem(publicURL+"/developers", c), "", "  ")
 	b.WriteString("\n")
 	b.Write(ex)
 	b.WriteString("\n```\n\n")

@@ -57,6 +57,11 @@ func Codes(r api.Route, op Op) []problem.Code {
 // ProblemExample returns the problem document a request would get for code, as a
 // decoded JSON value.
 func ProblemExample(docsURL string, code problem.Code) map[string]any {
+	return roundTrip(exampleProblem(docsURL, code)).(map[string]any)
+}
+
+// exampleProblem is the example problem document of code, fields in document order.
+func exampleProblem(docsURL string, code problem.Code) *problem.Problem {
 	p := problem.New(code, "%s", problem.Table[code].Condition)
 	switch code {
 	case problem.InsufficientScope:
@@ -69,7 +74,7 @@ func ProblemExample(docsURL string, code problem.Code) map[string]any {
 		p.Errors = []problem.FieldError{{Field: "events[0].occurred_at", Rule: "format", Value: "yesterday", Pointer: "/events/0/occurred_at"}}
 	}
 	p.Finish(docsURL, "req_01J9Z8Q4W3X2V1T0S9R8Q7P6N5")
-	return roundTrip(p).(map[string]any)
+	return p
 }
 
 // roundTrip returns v as encoding/json decodes it (maps, []any, float64).
