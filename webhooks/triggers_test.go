@@ -3,6 +3,7 @@ package webhooks
 import (
 	"context"
 	"net/http"
+	"svc/rollup"
 	"testing"
 	"time"
 
@@ -32,7 +33,8 @@ func TestTriggers(t *testing.T) {
 
 	now := e.clock.Now()
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
-	final, open := today.AddDate(0, 0, -3), today.AddDate(0, 0, -1)
+	// A day is final MaxEventAge (7 days) and an hour after it ends (rollup.Status).
+	final, open := today.AddDate(0, 0, -9), today.AddDate(0, 0, -1)
 	pixel, otherWS := uuid.New(), uuid.New()
 	insert := func(ws uuid.UUID, day time.Time, name string, value string) {
 		t.Helper()
@@ -63,8 +65,8 @@ func TestTriggers(t *testing.T) {
 	ks.Revoke(ctx, k3.ID)
 
 	tr := &Triggers{Config: e.cfg, Emitter: e.emitter(), Keys: ks, Conn: e.conn, Log: e.log, Now: e.clock.Now}
-	// Pretend the last scan was five days ago, so this one covers the final day.
-	if err := st.setState(ctx, "day_closed", today.AddDate(0, 0, -5).Format("2006-01-02")); err != nil {
+	// Pretend the last scan was eleven days ago, so this one covers the final day.
+	if err := st.setState(ctx, "day_closed", today.AddDate(0, 0, -11).Format("2006-01-02")); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // the second scan finds nothing new
@@ -111,7 +113,11 @@ func TestTriggers(t *testing.T) {
 	if byType[KindDayClosed]["id"] != ids.Format(ids.Event, EventID(KindDayClosed, pixel.String(), final.Format("2006-01-02"), "false")) {
 		t.Fatalf("day_closed id is not the stable one: %v", byType[KindDayClosed]["id"])
 	}
-	if s, _ := st.getState(ctx, "day_closed"); s != today.AddDate(0, 0, -2).Format("2006-01-02") {
-		t.Fatalf("scan state %s", s)
+	latestFinal := today
+	for rollup.Status(latestFinal, now) != rollup.StatusFinal {
+		latestFinal = latestFinal.AddDate(0, 0, -1)
+	}
+	if s, _ := st.getState(ctx, "day_closed"); s != latestFinal.Format("2006-01-02") {
+		t.Fatalf("scan state %s, want the latest final day %s", s, latestFinal.Format("2006-01-02"))
 	}
 }
