@@ -3,7 +3,6 @@ package webhooks
 import (
 	"context"
 	"net/http"
-	"svc/rollup"
 	"testing"
 	"time"
 
@@ -13,6 +12,7 @@ import (
 
 	"svc/api/ids"
 	"svc/api/keys"
+	"svc/rollup"
 )
 
 func TestTriggers(t *testing.T) {
