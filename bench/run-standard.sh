@@ -57,33 +57,38 @@ cleanup() {
   curl -fsS "$chhttp/" --data-binary "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
   rm -rf "$data"
 }
-trap cleanup EXIT INT TERM
+trap cleanup EXIT
+trap 'exit 130' INT TERM
 
 echo "== svc bench standard suite: results in $out"
 echo "== scratch: data $data, database $db, http $SVC_HTTP_ADDR, metrics $SVC_METRICS_ADDR, kafka $SVC_EMBEDDED_KAFKA_ADDR"
 "$svc" migrate
-"$svc" dev >"$data/svc-dev.log" 2>&1 &
-dev_pid=$!
-ready=""
-for _ in $(seq 1 150); do
-  if curl -fsS "http://$SVC_HTTP_ADDR/readyz" >/dev/null 2>&1; then ready=1; break; fi
-  kill -0 "$dev_pid" 2>/dev/null || break
-  sleep 0.2
-done
-if [ -z "$ready" ]; then
-  echo "svc dev did not become ready:" >&2
-  tail -20 "$data/svc-dev.log" >&2
-  exit 1
-fi
-# svc dev runs the rollup consumer once the pipeline wires it in; until then, run
-# `svc rollup` beside it against the same broker and database.
-if ! curl -fsS "http://$SVC_METRICS_ADDR/metrics" | grep -q '^svc_rollup_'; then
-  echo "== svc dev has no rollup role: starting svc rollup beside it"
-  SVC_METRICS_ADDR=off "$svc" rollup >"$data/svc-rollup.log" 2>&1 &
-  rollup_pid=$!
-fi
-# CPU of these processes is reported as "svc (target)" in each report.
-export BENCH_TARGET_PIDS="$dev_pid $rollup_pid"
+start_dev() { # svc dev (and svc rollup beside it when dev has no rollup role), ready
+  "$svc" dev >>"$data/svc-dev.log" 2>&1 &
+  dev_pid=$!
+  local ready=""
+  for _ in $(seq 1 150); do
+    if curl -fsS "http://$SVC_HTTP_ADDR/readyz" >/dev/null 2>&1; then ready=1; break; fi
+    kill -0 "$dev_pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  if [ -z "$ready" ]; then
+    echo "svc dev did not become ready:" >&2
+    tail -20 "$data/svc-dev.log" >&2
+    exit 1
+  fi
+  # svc dev runs the rollup consumer once the pipeline wires it in; until then, run
+  # `svc rollup` beside it against the same broker and database.
+  rollup_pid=""
+  if ! curl -fsS "http://$SVC_METRICS_ADDR/metrics" | grep -q '^svc_rollup_'; then
+    echo "== svc dev has no rollup role: starting svc rollup beside it"
+    SVC_METRICS_ADDR=off "$svc" rollup >>"$data/svc-rollup.log" 2>&1 &
+    rollup_pid=$!
+  fi
+  # CPU of these processes is reported as "svc (target)" in each report.
+  export BENCH_TARGET_PIDS="$dev_pid $rollup_pid"
+}
+start_dev
 
 {
   echo "svc bench standard suite, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -95,6 +100,13 @@ export BENCH_TARGET_PIDS="$dev_pid $rollup_pid"
 
 step() { # step NAME ARGS...: one scenario, its summary appended to summary.txt
   local name=$1; shift
+  # On a shared machine something may have stopped svc dev (a broad pkill): say so in
+  # the summary, and start it again so the next scenarios still run.
+  if ! kill -0 "$dev_pid" 2>/dev/null || { [ -n "$rollup_pid" ] && ! kill -0 "$rollup_pid" 2>/dev/null; }; then
+    echo "   (svc dev or svc rollup had stopped before $name: restarted; see svc-dev.log)" | tee -a "$out/summary.txt"
+    kill $dev_pid $rollup_pid 2>/dev/null || true
+    start_dev
+  fi
   echo "== $name: svc bench $*"
   echo "== $name: svc bench $*" >>"$out/summary.txt"
   if "$svc" bench "$@" -out "$out/$name" 2>"$out/$name.progress" | tee -a "$out/summary.txt"; then
