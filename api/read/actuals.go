@@ -21,10 +21,15 @@ import (
 // MaxImportRows is the ceiling of POST /imports/actuals (spec: 500 rows per import).
 const MaxImportRows = 500
 
+// listPlanActuals serves GET /plans/{id}/actuals. The plan's existence in the key's
+// workspace is checked only when the page is empty: rows read are rows of that
+// workspace's plan, so a non-empty page proves it (one query instead of two on the hot
+// path).
 func (a *API) listPlanActuals(r *api.Request) error {
-	plan, err := object(a, r, ids.Plan, "plan", catalog.GetPlan)
+	raw := r.Param("id")
+	planID, err := ids.Parse(ids.Plan, raw)
 	if err != nil {
-		return err
+		return notFound("plan", raw)
 	}
 	var errs []problem.FieldError
 	var conds []catalog.Cond
@@ -40,9 +45,14 @@ func (a *API) listPlanActuals(r *api.Request) error {
 	}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	rows, err := catalog.PlanActuals(ctx, a.Conn, r.Key.WorkspaceID, plan.ID, q)
+	rows, err := catalog.PlanActuals(ctx, a.Conn, r.Key.WorkspaceID, planID, q)
 	if err != nil {
 		return a.storeErr(r, err)
+	}
+	if len(rows) == 0 {
+		if _, err := object(a, r, ids.Plan, "plan", catalog.GetPlan); err != nil {
+			return err
+		}
 	}
 	out := make([]PlanActual, len(rows))
 	for i := range rows {
@@ -53,10 +63,13 @@ func (a *API) listPlanActuals(r *api.Request) error {
 	})
 }
 
+// listCampaignActuals serves GET /campaigns/{id}/actuals, checking the campaign only
+// for an empty page (as listPlanActuals).
 func (a *API) listCampaignActuals(r *api.Request) error {
-	cmp, err := object(a, r, ids.Campaign, "campaign", catalog.GetCampaign)
+	raw := r.Param("id")
+	cmpID, err := ids.Parse(ids.Campaign, raw)
 	if err != nil {
-		return err
+		return notFound("campaign", raw)
 	}
 	var errs []problem.FieldError
 	var q catalog.ActualsQuery
@@ -71,9 +84,14 @@ func (a *API) listCampaignActuals(r *api.Request) error {
 	}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	rows, err := catalog.CampaignActuals(ctx, a.Conn, r.Key.WorkspaceID, cmp.ID, q)
+	rows, err := catalog.CampaignActuals(ctx, a.Conn, r.Key.WorkspaceID, cmpID, q)
 	if err != nil {
 		return a.storeErr(r, err)
+	}
+	if len(rows) == 0 {
+		if _, err := object(a, r, ids.Campaign, "campaign", catalog.GetCampaign); err != nil {
+			return err
+		}
 	}
 	out := make([]CampaignActual, len(rows))
 	for i := range rows {
@@ -117,7 +135,9 @@ func (a *API) importActuals(r *api.Request) error {
 		out[i] = row.PlanActual
 		out[i].Source = "import"
 	}
-	if err := catalog.UpsertPlanActuals(ctx, a.Conn, r.Key.WorkspaceID, out); err != nil {
+	err := catalog.UpsertPlanActuals(ctx, a.Conn, r.Key.WorkspaceID, out)
+	a.Cache.Forget(r.Key.WorkspaceID.String()) // even on failure: the write may have landed
+	if err != nil {
 		return a.storeErr(r, err)
 	}
 	return r.JSON(200, ImportResult{Rows: len(rows), Upserted: len(rows), RequestID: r.ID})

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"svc/api"
@@ -43,6 +44,12 @@ type API struct {
 	Log  *slog.Logger // nil: failures are not logged
 	// QueryTimeout bounds each ClickHouse query of a request.
 	QueryTimeout time.Duration
+	// QueryThreads is ClickHouse's max_threads for the API's queries (0: 1). The queries
+	// are small and many run at once: one thread each keeps every core busy without the
+	// cost of splitting each query (on 2 cores, 50% more plan-actuals pages per second).
+	QueryThreads int
+	// Cache holds hot list pages for a short time (nil: no cache).
+	Cache *Cache
 	// Now is the clock (rollup status, key status); time.Now when nil.
 	Now func() time.Time
 }
@@ -54,13 +61,20 @@ func (a *API) now() time.Time {
 	return time.Now()
 }
 
-// ctx returns the request's context bounded by QueryTimeout.
-func (a *API) ctx(r *api.Request) (context.Context, context.CancelFunc) {
-	t := a.QueryTimeout
-	if t <= 0 {
-		t = 10 * time.Second
+// ctx returns the context of the request's ClickHouse queries: bounded by
+// QueryTimeout, with max_threads = QueryThreads. It does not derive from the
+// fasthttp.RequestCtx: that context only ends at server shutdown, and deriving from it
+// costs a goroutine per query (it is not a standard library context).
+func (a *API) ctx(_ *api.Request) (context.Context, context.CancelFunc) {
+	ctx := clickhouse.Context(context.Background(), clickhouse.WithSettings(clickhouse.Settings{"max_threads": max(1, a.QueryThreads)}))
+	return context.WithTimeout(ctx, a.timeout())
+}
+
+func (a *API) timeout() time.Duration {
+	if a.QueryTimeout <= 0 {
+		return 10 * time.Second
 	}
-	return context.WithTimeout(r.Context(), t)
+	return a.QueryTimeout
 }
 
 // storeErr turns a store failure into the answer: a validation error of the catalog
@@ -90,9 +104,15 @@ func (a *API) Routes() []api.Route {
 		{Method: "GET", Path: "/account", Scope: ScopeAccount, Summary: "The workspace's account.", Handle: a.account},
 		{Method: "POST", Path: "/imports/actuals", Scope: ScopeActuals, Idempotent: true,
 			Summary: "Upsert delivered days of line items into media plans (at most 500 rows).", Handle: a.importActuals},
-		{Method: "GET", Path: "/pixel-rollups", Scope: ScopePixels, Summary: "Daily rollups of a pixel's events.", Handle: a.pixelRollups},
+		{Method: "GET", Path: "/pixel-rollups", Scope: ScopePixels, Summary: "Daily rollups of a pixel's events.",
+			Handle: a.cached(a.pixelRollups)},
 	}
 	return append(rs, a.catalogRoutes()...)
+}
+
+// cached serves h through the page cache.
+func (a *API) cached(h api.Handler) api.Handler {
+	return func(r *api.Request) error { return a.Cache.serve(r, a.timeout(), func() error { return h(r) }) }
 }
 
 // Role is the read API as a role of a process; Close closes the ClickHouse pool.
@@ -108,17 +128,28 @@ func FromEnv(ctx context.Context, p *api.Process) (api.Role, error) {
 	r := env.New()
 	cfg := schema.FromEnv(r)
 	timeout := r.Duration("SVC_API_QUERY_TIMEOUT", 10*time.Second)
+	threads := r.Int("SVC_API_QUERY_THREADS", 1)
+	cacheTTL := r.Duration("SVC_API_CACHE_TTL", 250*time.Millisecond)
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
 		return api.Role{}, err
 	}
 	if timeout <= 0 {
 		return api.Role{}, fmt.Errorf("SVC_API_QUERY_TIMEOUT %s: must be positive", timeout)
 	}
+	if threads < 1 || threads > 64 {
+		return api.Role{}, fmt.Errorf("SVC_API_QUERY_THREADS %d: want 1..64", threads)
+	}
+	if cacheTTL < 0 || cacheTTL > 10*time.Second {
+		return api.Role{}, fmt.Errorf("SVC_API_CACHE_TTL %s: want 0 (off) to 10s", cacheTTL)
+	}
 	conn, err := schema.Open(ctx, cfg)
 	if err != nil {
 		return api.Role{}, fmt.Errorf("api: %w", err)
 	}
-	a := &API{Conn: conn, Keys: p.Deps.Keys, Log: p.Log, QueryTimeout: timeout}
+	a := &API{Conn: conn, Keys: p.Deps.Keys, Log: p.Log, QueryTimeout: timeout, QueryThreads: threads}
+	if cacheTTL > 0 {
+		a.Cache = NewCache(cacheTTL, 64<<20)
+	}
 	return a.Role(), nil
 }
 

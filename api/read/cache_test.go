@@ -1,0 +1,68 @@
+package read_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"svc/api/apitest"
+	"svc/api/read"
+)
+
+func TestPageCache(t *testing.T) {
+	e := newEnv(t)
+	e.API.Cache = read.NewCache(400*time.Millisecond, 1<<20)
+	tn, other := e.tenant(t, false), e.tenant(t, false)
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
+	insertEvents(t, e, []event{{ws: tn.Workspace.ID, pixel: tn.Pixel.ID, name: "view", day: day}})
+	path := "/pixel-rollups?pixel_id=" + tn.PixelID()
+	events := func() float64 {
+		var p listPage
+		if r := e.get(t, tn.Secret, path, &p); r.Status != 200 || len(p.Data) != 1 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		return p.Data[0]["events"].(float64)
+	}
+	if n := events(); n != 1 {
+		t.Fatalf("events %v", n)
+	}
+	insertEvents(t, e, []event{{ws: tn.Workspace.ID, pixel: tn.Pixel.ID, name: "view", day: day}})
+	if n := events(); n != 1 {
+		t.Fatalf("within the TTL the page is the cached one: events %v", n)
+	}
+	time.Sleep(450 * time.Millisecond)
+	if n := events(); n != 2 {
+		t.Fatalf("after the TTL: events %v", n)
+	}
+
+	// Concurrent identical requests all get the page.
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if r := e.Do(t, "GET", path, tn.Secret, ""); r.Status != 200 {
+				t.Errorf("%d %s", r.Status, r.Body)
+			}
+		}()
+	}
+	wg.Wait()
+
+	// An import drops its workspace's pages: the writer reads its own write.
+	plan, lines := onePlan(t, e, tn, "cached")
+	acts := "/plans/" + plan.String() + "/actuals"
+	for _, imp := range []int{5, 6} {
+		if r := e.Do(t, "POST", "/imports/actuals", tn.Secret, `{"rows":[`+row(plan, lines[0], "2026-03-01", imp, "1")+`]}`); r.Status != 200 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		if got := e.walk(t, tn.Secret, acts, 10); len(got) != 1 || got[0]["impressions"] != float64(imp) {
+			t.Fatalf("after import %d: %v", imp, got)
+		}
+	}
+	// The same URI from another workspace's key is never served from the cache.
+	apitest.Problem(t, e.Do(t, "GET", acts+"?limit=10", other.Secret, ""), 404, "not_found")
+	apitest.Problem(t, e.Do(t, "GET", path, other.Secret, ""), 404, "not_found")
+	apitest.Problem(t, e.Do(t, "GET", "/campaigns/"+uuid.NewString()+"/actuals", tn.Secret, ""), 404, "not_found")
+}
