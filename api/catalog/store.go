@@ -36,7 +36,6 @@ type table[T any] struct {
 	scope []string // key columns before the id (besides workspace_id), e.g. plan_id
 	cols  string   // select list in scan order (every column is of the table)
 	scan  func(driver.Rows) (T, error)
-	idOf  func(*T) uuid.UUID
 }
 
 // list returns a page of t in workspace. Key conditions go inside the FINAL subquery,

@@ -15,7 +15,6 @@ var accountTable = table[Account]{
 		err = r.Scan(&a.WorkspaceID, &a.Name, &a.LegalName, &a.Country, &a.Currency, &a.Timezone, &a.Industry, &a.CreatedAt, &a.UpdatedAt)
 		return a, err
 	},
-	idOf: func(a *Account) uuid.UUID { return a.WorkspaceID },
 }
 
 var planTable = table[Plan]{
@@ -27,7 +26,6 @@ var planTable = table[Plan]{
 		p.StartDate, p.EndDate = Day(p.StartDate), Day(p.EndDate)
 		return p, err
 	},
-	idOf: func(p *Plan) uuid.UUID { return p.ID },
 }
 
 var lineTable = table[Line]{
@@ -39,7 +37,6 @@ var lineTable = table[Line]{
 		l.StartDate, l.EndDate = Day(l.StartDate), Day(l.EndDate)
 		return l, err
 	},
-	idOf: func(l *Line) uuid.UUID { return l.ID },
 }
 
 var campaignTable = table[Campaign]{
@@ -51,7 +48,6 @@ var campaignTable = table[Campaign]{
 		c.StartDate, c.EndDate = Day(c.StartDate), Day(c.EndDate)
 		return c, err
 	},
-	idOf: func(c *Campaign) uuid.UUID { return c.ID },
 }
 
 var studyTable = table[Study]{
@@ -63,7 +59,6 @@ var studyTable = table[Study]{
 		s.PeriodStart, s.PeriodEnd = Day(s.PeriodStart), Day(s.PeriodEnd)
 		return s, err
 	},
-	idOf: func(s *Study) uuid.UUID { return s.ID },
 }
 
 var findingTable = table[Finding]{
@@ -74,7 +69,6 @@ var findingTable = table[Finding]{
 			&f.CreatedAt, &f.UpdatedAt)
 		return f, err
 	},
-	idOf: func(f *Finding) uuid.UUID { return f.ID },
 }
 
 // GetAccount returns workspace's account record, or ErrNotFound if none was imported.
