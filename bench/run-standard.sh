@@ -27,11 +27,11 @@ want() { case " $only " in *" $1 "*) return 0 ;; esac; return 1; }
 # Free TCP ports on 127.0.0.1 (the kernel picks them).
 ports=$(python3 -c '
 import socket
-ss = [socket.socket() for _ in range(3)]
+ss = [socket.socket() for _ in range(4)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(" ".join(str(s.getsockname()[1]) for s in ss))
 for s in ss: s.close()')
-read -r http_port metrics_port kafka_port <<<"$ports"
+read -r http_port metrics_port kafka_port rollup_port <<<"$ports"
 
 data=$(mktemp -d /tmp/svc-bench.XXXXXX)
 db=bench_std_$(date +%s)_$$
@@ -54,6 +54,7 @@ cleanup() {
     for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
   done
   cp "$data/svc-dev.log" "$out/svc-dev.log" 2>/dev/null
+  cp "$data/svc-rollup.log" "$out/svc-rollup.log" 2>/dev/null
   curl -fsS "$chhttp/" --data-binary "DROP DATABASE IF EXISTS $db" >/dev/null 2>&1
   rm -rf "$data"
 }
@@ -80,9 +81,16 @@ start_dev() { # svc dev (and svc rollup beside it when dev has no rollup role), 
   # svc dev runs the rollup consumer once the pipeline wires it in; until then, run
   # `svc rollup` beside it against the same broker and database.
   rollup_pid=""
-  if ! curl -fsS "http://$SVC_METRICS_ADDR/metrics" | grep -q '^svc_rollup_'; then
+  local has_rollup=""
+  for _ in $(seq 1 20); do
+    if curl -fsS "http://$SVC_METRICS_ADDR/metrics" -o "$data/metrics.txt" 2>/dev/null && grep -q '^svc_rollup_' "$data/metrics.txt"; then
+      has_rollup=1; break
+    fi
+    sleep 0.5
+  done
+  if [ -z "$has_rollup" ]; then
     echo "== svc dev has no rollup role: starting svc rollup beside it"
-    SVC_METRICS_ADDR=off "$svc" rollup >>"$data/svc-rollup.log" 2>&1 &
+    SVC_HTTP_ADDR=127.0.0.1:$rollup_port SVC_METRICS_ADDR=off "$svc" rollup >>"$data/svc-rollup.log" 2>&1 &
     rollup_pid=$!
   fi
   # CPU of these processes is reported as "svc (target)" in each report.
@@ -104,7 +112,10 @@ step() { # step NAME ARGS...: one scenario, its summary appended to summary.txt
   # the summary, and start it again so the next scenarios still run.
   if ! kill -0 "$dev_pid" 2>/dev/null || { [ -n "$rollup_pid" ] && ! kill -0 "$rollup_pid" 2>/dev/null; }; then
     echo "   (svc dev or svc rollup had stopped before $name: restarted; see svc-dev.log)" | tee -a "$out/summary.txt"
-    kill $dev_pid $rollup_pid 2>/dev/null || true
+    for p in $dev_pid $rollup_pid; do
+      kill "$p" 2>/dev/null || true
+      for _ in $(seq 1 150); do kill -0 "$p" 2>/dev/null || break; sleep 0.2; done
+    done
     start_dev
   fi
   echo "== $name: svc bench $*"
