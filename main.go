@@ -122,7 +122,7 @@ func devMain(ctx context.Context, _ []string) error {
 	if err := r.Err(); err != nil {
 		return err
 	}
-	roles = append(roles, rollup.NewRole(rcfg, seeds, p.Registry))
+	roles = append(roles, rollup.NewRole(rcfg, seeds, p.Registry, p.Redis))
 	// Each further role appends itself here: roles = append(roles, <role>).
 	return p.RunRoles(ctx, roles...)
 }

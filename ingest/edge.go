@@ -118,11 +118,12 @@ type Edge struct {
 // buffer and the acknowledgement channel. While a record is in the producer, its work
 // belongs to the producer's callback.
 type work struct {
-	parser Parser
-	batch  Batch
-	rec    kgo.Record
-	buf    []byte
-	acked  chan error
+	parser  Parser
+	batch   Batch
+	rec     kgo.Record
+	buf     []byte
+	batchID []byte
+	acked   chan error
 }
 
 // NewEdge returns the edge over an open producer and key store.
@@ -184,14 +185,18 @@ func (e *Edge) postEvents(r *api.Request) error {
 	if len(b.Events) == 0 {
 		return problem.Invalid(fmt.Sprintf("None of the %d events is acceptable; see errors[].", b.Total), fieldErrors(b.Rejections)...)
 	}
-	b.AssignIDs(e.idBase(r))
+	base, idem := e.idBase(r)
+	b.AssignIDs(base)
 	w.buf = schema.AppendBatch(w.buf[:0], &schema.Batch{Sandbox: r.Key.Env == keys.Sandbox,
 		Workspace: schema.UUID(r.Key.WorkspaceID), Pixel: schema.UUID(px.ID), Key: schema.UUID(r.Key.ID),
 		ReceivedAt: time.Now().UnixMilli(), RequestID: r.ID, Events: b.Events})
 	body, _ := json.Marshal(Accepted{Accepted: len(b.Events), Rejected: len(b.Rejections),
 		Rejections: nonNil(b.Rejections), RequestID: r.ID})
 	w.rec = kgo.Record{Topic: schema.TopicEvents, Key: w.rec.Key[:0], Value: w.buf,
-		Headers: []kgo.RecordHeader{{Key: schema.HeaderSchema, Value: []byte(schema.SchemaEventsV1)}}}
+		Headers: append(w.rec.Headers[:0], kgo.RecordHeader{Key: schema.HeaderSchema, Value: schemaV1})}
+	if idem {
+		w.rec.Headers = append(w.rec.Headers, kgo.RecordHeader{Key: schema.HeaderBatchID, Value: append(w.batchID[:0], base[:]...)})
+	}
 	w.rec.Key = append(w.rec.Key, px.ID[:]...)
 	start := time.Now()
 	e.producer.TryProduce(context.Background(), &w.rec, func(_ *kgo.Record, err error) { w.acked <- err })
@@ -252,19 +257,21 @@ func (e *Edge) pixel(r *api.Request, raw string) (keys.Pixel, error) {
 	return px, nil
 }
 
+var schemaV1 = []byte(schema.SchemaEventsV1)
+
 // idBase is the seed of the events' ids: from the Idempotency-Key when there is one (so
-// a retry carries the same ids), random otherwise.
-func (e *Edge) idBase(r *api.Request) [16]byte {
-	var base [16]byte
-	if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 {
+// a retry carries the same ids, and the batch id lets the consumer drop a second copy),
+// random otherwise. idem reports which.
+func (e *Edge) idBase(r *api.Request) (base [16]byte, idem bool) {
+	if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 && r.Idempotent() {
 		h := sha256.New()
 		h.Write(r.Key.ID[:])
 		h.Write(k)
 		copy(base[:], h.Sum(nil))
-		return base
+		return base, true
 	}
 	_, _ = rand.Read(base[:])
-	return base
+	return base, false
 }
 
 func (e *Edge) countRejections(b *Batch) {

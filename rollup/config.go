@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/api/env"
@@ -55,6 +56,9 @@ type Config struct {
 	ClickHouse schema.Config
 	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
 	Registerer prometheus.Registerer
+	// Redis holds batch-id claims that skip a second copy of a batch (see dedup.go);
+	// nil disables that check. `svc rollup` and `svc dev` connect it (SVC_REDIS_URL).
+	Redis *redis.Client
 	// Owned, when set, counts the partitions this member owns (readiness: /readyz
 	// reports a consumer without partitions as not ready).
 	Owned *atomic.Int64

@@ -61,6 +61,7 @@ type consumer struct {
 	unsure   bool                      // the last INSERT failed: it may have landed
 	lastID   string                    // query_id of the last INSERT
 	handled  map[int32]int64           // partition → highest offset handled (guards redelivery within a batch)
+	claims   map[recordPos]bool        // held records whose batch id was claimed: true = duplicate
 	failures int                       // consecutive failed steps (flush or read-back)
 	flushBad bool                      // the last flush failed
 	retryAt  time.Time
@@ -76,6 +77,7 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		stored:  map[int32]int64{},
 		commit:  map[int32]kgo.EpochOffset{},
 		handled: map[int32]int64{},
+		claims:  map[recordPos]bool{},
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
@@ -218,6 +220,10 @@ func (c *consumer) handle(ctx context.Context) {
 		c.fail(err)
 		return
 	}
+	if err := c.claimBatches(ctx); err != nil {
+		c.fail(err)
+		return
+	}
 	if !c.flushBad {
 		c.failures, c.retryAt = 0, time.Time{}
 	}
@@ -270,6 +276,7 @@ func (c *consumer) readStored(ctx context.Context, parts []int32) error {
 
 func (c *consumer) handleOne(r *kgo.Record) {
 	p := r.Partition
+	dup := c.duplicate(r)
 	if c.first.IsZero() {
 		c.first = time.Now()
 	}
@@ -280,6 +287,10 @@ func (c *consumer) handleOne(r *kgo.Record) {
 	c.commit[p] = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 	if r.Offset <= c.stored[p] {
 		c.m.skipped.Inc()
+		return
+	}
+	if dup {
+		c.m.duplicates.Inc()
 		return
 	}
 	if reason, err := c.decode(r); err != nil {
@@ -657,6 +668,13 @@ func (c *consumer) own(n int) {
 // forget drops all state of parts. mu must be held.
 func (c *consumer) forget(parts []int32) {
 	gone := map[int32]bool{}
+	for at := range c.claims {
+		for _, p := range parts {
+			if at.p == p {
+				delete(c.claims, at)
+			}
+		}
+	}
 	for _, p := range parts {
 		gone[p] = true
 		delete(c.stored, p)

@@ -20,6 +20,7 @@ type metrics struct {
 	insertErrors  prometheus.Counter
 	commitErrors  prometheus.Counter
 	skipped       prometheus.Counter
+	duplicates    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -50,6 +51,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "svc_rollup_insert_errors_total", Help: "Failed attempts to reach ClickHouse (INSERT, stored-offset read-back) or to produce dead letters; each is retried with backoff."})),
 		commitErrors: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svc_rollup_commit_errors_total", Help: "Failed offset commits (harmless: stored offsets are re-read on assignment)."})),
+		duplicates: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svc_rollup_duplicate_batches_total", Help: "Records skipped as a second copy of a batch already stored (same svc-batch id)."})),
 		skipped: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svc_rollup_skipped_records_total", Help: "Records skipped because ClickHouse already holds them (redelivery after a crash or rebalance)."})),
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"svc/api"
 	"svc/api/env"
@@ -64,9 +65,10 @@ func openRetry(ctx context.Context, cfg Config) (driver.Conn, error) {
 // roles, and `svc rollup` alone behind /healthz, /readyz and /metrics. It consumes from
 // seeds and registers its metrics on reg. Ready: ClickHouse answers and the member owns
 // at least one partition.
-func NewRole(cfg Config, seeds []string, reg prometheus.Registerer) api.Role {
+func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb *redis.Client) api.Role {
 	cfg.Kafka.Brokers = seeds
 	cfg.Registerer = reg
+	cfg.Redis = rdb
 	owned := new(atomic.Int64)
 	cfg.Owned = owned
 	return api.Role{
@@ -107,12 +109,17 @@ func Main(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	rdb, err := api.OpenRedis(ctx, acfg.RedisURL)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
 	seeds := cfg.Kafka.Brokers
 	if len(seeds) == 0 {
 		seeds = []string{cfg.Kafka.EmbeddedAddr}
 	}
 	start := time.Now()
-	err = p.RunRoles(ctx, NewRole(cfg, seeds, p.Registry))
+	err = p.RunRoles(ctx, NewRole(cfg, seeds, p.Registry, rdb))
 	slog.Info("rollup stopped", "after", time.Since(start).Round(time.Millisecond), "err", err)
 	return err
 }

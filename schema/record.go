@@ -49,6 +49,12 @@ const (
 	HeaderSchema    = "svc-schema"
 	SchemaEventsV1  = "events.v1"
 	HeaderDLQReason = "svc-dlq-reason"
+	// HeaderBatchID carries 16 bytes identifying the client's logical batch when the
+	// request had an Idempotency-Key (SHA-256 of key id and Idempotency-Key). Two records
+	// with the same batch id are the same batch sent twice (an edge died between
+	// Kafka's acknowledgement and recording the response); the consumer stores the
+	// first and skips the other.
+	HeaderBatchID = "svc-batch"
 )
 
 // MaxEventAge is how late an event may arrive: the edge refuses an occurred_at older
