@@ -45,8 +45,10 @@ func (r *Request) Idempotent() bool {
 	return r.route.Idempotent && len(r.Ctx.Request.Header.Peek("Idempotency-Key")) > 0
 }
 
-// Context returns a context for calls to stores made on behalf of this request.
-func (r *Request) Context() context.Context { return r.Ctx }
+// Context returns a context for calls to stores made on behalf of this request. It is
+// not the fasthttp.RequestCtx (whose Done channel races with server shutdown); stores
+// bound their own calls with timeouts, and shutdown waits for handlers to finish.
+func (r *Request) Context() context.Context { return context.Background() }
 
 // Param returns the path parameter name ("" if absent).
 func (r *Request) Param(name string) string {

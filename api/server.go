@@ -65,6 +65,7 @@ func (s *Server) HTTPServer() *fasthttp.Server {
 		ErrorHandler:                  s.serverError,
 		Name:                          "svc",
 		MaxRequestBodySize:            s.Config.MaxBodyBytes,
+		ReadBufferSize:                readBufferSize,
 		ReadTimeout:                   s.Config.ReadTimeout,
 		WriteTimeout:                  s.Config.WriteTimeout,
 		IdleTimeout:                   s.Config.IdleTimeout,
@@ -98,8 +99,13 @@ func (s *Server) serverError(ctx *fasthttp.RequestCtx, err error) {
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		p = problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", s.Config.MaxBodyBytes)
 	} else if isTimeout(err) {
-		ctx.Response.SetConnectionClose()
-		p = problem.New(problem.InvalidRequest, "The request was not received in time.")
+		// A connection idle or stalled past the read timeout is closed without an answer:
+		// writing one to a keep-alive connection that sent nothing would be a response to
+		// no request.
+		_ = ctx.Conn().Close()
+		return
+	} else if errors.Is(err, fasthttp.ErrSmallReadBuffer) {
+		p = problem.New(problem.InvalidRequest, "The request line and headers are larger than %d bytes.", readBufferSize)
 	} else {
 		p = problem.New(problem.InvalidRequest, "The request could not be read as HTTP/1.1.")
 	}
@@ -210,7 +216,7 @@ func (s *Server) authenticate(r *Request) *problem.Problem {
 		return problem.New(problem.Unauthorized, "The Authorization header is not a bearer token.")
 	}
 	secret := string(h[len(bearer):])
-	k, sec, err := s.Deps.Keys.Authenticate(r.Ctx, secret)
+	k, sec, err := s.Deps.Keys.Authenticate(r.Context(), secret)
 	if errors.Is(err, keys.ErrUnknownSecret) {
 		return problem.New(problem.InvalidKey, "The bearer token matches no key on record.")
 	}
@@ -289,7 +295,7 @@ func (s *Server) limit(r *Request) *problem.Problem {
 		return nil
 	}
 	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
-	dec, err := s.Deps.Limits.Take(r.Ctx, r.Key.ID.String(), b, d)
+	dec, err := s.Deps.Limits.Take(r.Context(), r.Key.ID.String(), b, d)
 	if err != nil {
 		s.Deps.Log.Error("rate limiter failed", "request_id", r.ID, "err", err.Error())
 		return unavailable("the rate limiter")
@@ -334,7 +340,7 @@ func (s *Server) refundIfRejected(r *Request) {
 		return
 	}
 	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
-	dec, err := s.Deps.Limits.Refund(r.Ctx, r.Key.ID.String(), b, d)
+	dec, err := s.Deps.Limits.Refund(r.Context(), r.Key.ID.String(), b, d)
 	if err != nil {
 		s.Deps.Log.Warn("quota refund failed", "request_id", r.ID, "err", err.Error())
 		return
@@ -355,7 +361,7 @@ func (s *Server) idempotent(r *Request) {
 	}
 	kid := r.Key.ID.String()
 	fp := idempotency.Fingerprint(string(r.Ctx.Method()), stripVersion(string(r.Ctx.Path())), r.Ctx.PostBody())
-	outcome, stored, err := s.Deps.Idem.Reserve(r.Ctx, kid, key, fp)
+	outcome, stored, err := s.Deps.Idem.Reserve(r.Context(), kid, key, fp)
 	switch {
 	case err != nil:
 		s.Deps.Log.Error("idempotency store failed", "request_id", r.ID, "err", err.Error())
@@ -384,12 +390,12 @@ func (s *Server) idempotent(r *Request) {
 		return
 	}
 	if st >= 500 || st == fasthttp.StatusTooManyRequests {
-		if err := s.Deps.Idem.Release(r.Ctx, kid, key, fp); err != nil {
+		if err := s.Deps.Idem.Release(r.Context(), kid, key, fp); err != nil {
 			s.Deps.Log.Warn("idempotency release failed", "request_id", r.ID, "err", err.Error())
 		}
 		return
 	}
-	err = s.Deps.Idem.Complete(r.Ctx, kid, key, fp, idempotency.Stored{Status: st,
+	err = s.Deps.Idem.Complete(r.Context(), kid, key, fp, idempotency.Stored{Status: st,
 		ContentType: string(r.Ctx.Response.Header.ContentType()), Body: r.Ctx.Response.Body()})
 	if err != nil {
 		// The work is done but could not be recorded: say so rather than promise a
@@ -446,6 +452,9 @@ func (s *Server) writeProblem(ctx *fasthttp.RequestCtx, reqID string, dec *limit
 }
 
 const problemCodeKey = "svc.problem"
+
+// readBufferSize bounds the request line and headers (16 KiB: long query strings fit).
+const readBufferSize = 16 << 10
 
 // commonHeaders sets Request-Id and the rate-limit headers every response carries.
 func (s *Server) commonHeaders(ctx *fasthttp.RequestCtx, reqID string, dec *limits.Decision) {

@@ -400,3 +400,14 @@ func TestSlowClientsAreCut(t *testing.T) {
 		t.Fatalf("idle connection not closed: %v after %s", err, time.Since(start))
 	}
 }
+
+// TestLongURLGetsAProblem: a request line over the read buffer is a 422 problem, not a
+// reset; a long query string under it is served.
+func TestLongURLGetsAProblem(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	if r := s.Do(t, "GET", "/things?x="+strings.Repeat("a", 8000), tn.Secret, ""); r.Status != 200 {
+		t.Fatalf("8 KB query: %d", r.Status)
+	}
+	apitest.Problem(t, s.Do(t, "GET", "/things?x="+strings.Repeat("a", 20000), tn.Secret, ""), 422, "invalid_request")
+}
