@@ -42,6 +42,16 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// chPort is the native port of the test ClickHouse (from SVC_CLICKHOUSE_ADDR).
+func chPort() string {
+	if a := os.Getenv("SVC_CLICKHOUSE_ADDR"); a != "" {
+		if _, p, err := net.SplitHostPort(a); err == nil {
+			return p
+		}
+	}
+	return "9000"
+}
+
 func freePort(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -69,7 +79,7 @@ func newInstance(t *testing.T) *instance {
 		"SVC_INGEST_DELIVERY_TIMEOUT=2s")
 	t.Cleanup(func() {
 		in.stop()
-		exec.Command("clickhouse-client", "-q", "DROP DATABASE IF EXISTS "+db).Run()
+		exec.Command("clickhouse-client", "--port", chPort(), "-q", "DROP DATABASE IF EXISTS "+db).Run()
 	})
 	return in
 }
@@ -394,7 +404,7 @@ func TestEventsReachRollupsExactlyOnce(t *testing.T) {
 		}
 	}
 	// ClickHouse holds each accepted event once.
-	out, err := exec.Command("clickhouse-client", "-q", "SELECT count(), uniqExact(event_id) FROM "+in.getenv("SVC_CLICKHOUSE_DB")+".events").Output()
+	out, err := exec.Command("clickhouse-client", "--port", chPort(), "-q", "SELECT count(), uniqExact(event_id) FROM "+in.getenv("SVC_CLICKHOUSE_DB")+".events").Output()
 	if err != nil {
 		t.Fatal(err)
 	}

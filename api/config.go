@@ -42,20 +42,25 @@ type Config struct {
 	// KeyCacheTTL bounds how stale a key record may be in this process, and so how long
 	// a revocation takes to reach it (SVC_KEY_CACHE_TTL, 500ms; at most 1s).
 	KeyCacheTTL time.Duration
+	// IdempotencyPendingTTL is how long an Idempotency-Key stays reserved when the
+	// process that took it died before answering (SVC_IDEMPOTENCY_PENDING_TTL, 60s):
+	// retries meanwhile get idempotency_key_in_use.
+	IdempotencyPendingTTL time.Duration
 }
 
 // ConfigFromEnv reads the SVC_* variables named on each field.
 func ConfigFromEnv(r *env.Reader) Config {
 	c := Config{
-		HTTPAddr:        r.String("SVC_HTTP_ADDR", "127.0.0.1:8080"),
-		MetricsAddr:     r.String("SVC_METRICS_ADDR", "127.0.0.1:9464"),
-		RedisURL:        r.String("SVC_REDIS_URL", "redis://127.0.0.1:6379/0"),
-		MaxBodyBytes:    r.Int("SVC_MAX_BODY_BYTES", 1<<20),
-		ReadTimeout:     r.Duration("SVC_READ_TIMEOUT", 10*time.Second),
-		WriteTimeout:    r.Duration("SVC_WRITE_TIMEOUT", 10*time.Second),
-		IdleTimeout:     r.Duration("SVC_IDLE_TIMEOUT", 60*time.Second),
-		ShutdownTimeout: r.Duration("SVC_SHUTDOWN_TIMEOUT", 20*time.Second),
-		KeyCacheTTL:     r.Duration("SVC_KEY_CACHE_TTL", 500*time.Millisecond),
+		HTTPAddr:              r.String("SVC_HTTP_ADDR", "127.0.0.1:8080"),
+		MetricsAddr:           r.String("SVC_METRICS_ADDR", "127.0.0.1:9464"),
+		RedisURL:              r.String("SVC_REDIS_URL", "redis://127.0.0.1:6379/0"),
+		MaxBodyBytes:          r.Int("SVC_MAX_BODY_BYTES", 1<<20),
+		ReadTimeout:           r.Duration("SVC_READ_TIMEOUT", 10*time.Second),
+		WriteTimeout:          r.Duration("SVC_WRITE_TIMEOUT", 10*time.Second),
+		IdleTimeout:           r.Duration("SVC_IDLE_TIMEOUT", 60*time.Second),
+		ShutdownTimeout:       r.Duration("SVC_SHUTDOWN_TIMEOUT", 20*time.Second),
+		KeyCacheTTL:           r.Duration("SVC_KEY_CACHE_TTL", 500*time.Millisecond),
+		IdempotencyPendingTTL: r.Duration("SVC_IDEMPOTENCY_PENDING_TTL", time.Minute),
 	}
 	c.PublicURL = strings.TrimRight(r.String("SVC_PUBLIC_URL", "http://"+c.HTTPAddr), "/")
 	for _, s := range r.List("SVC_TRUSTED_PROXIES", nil) {
@@ -97,6 +102,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		return fmt.Errorf("SVC_MAX_BODY_BYTES %d: want at least 1024", c.MaxBodyBytes)
+	}
+	if c.IdempotencyPendingTTL < time.Second {
+		return fmt.Errorf("SVC_IDEMPOTENCY_PENDING_TTL %s: want at least 1s", c.IdempotencyPendingTTL)
 	}
 	if c.KeyCacheTTL <= 0 || c.KeyCacheTTL > time.Second {
 		return fmt.Errorf("SVC_KEY_CACHE_TTL %s: want more than 0 and at most 1s (revocations must apply within a second)", c.KeyCacheTTL)

@@ -54,7 +54,9 @@ func OpenRedis(ctx context.Context, url string) (*redis.Client, error) {
 func NewDeps(cfg Config, rdb *redis.Client, reg prometheus.Registerer, log *slog.Logger) Deps {
 	ks := keys.NewStore(rdb)
 	ks.CacheTTL = cfg.KeyCacheTTL
-	return Deps{Keys: ks, Limits: limits.New(rdb), Idem: idempotency.New(rdb), Metrics: NewMetrics(reg), Log: log}
+	idem := idempotency.New(rdb)
+	idem.PendingTTL = cfg.IdempotencyPendingTTL
+	return Deps{Keys: ks, Limits: limits.New(rdb), Idem: idem, Metrics: NewMetrics(reg), Log: log}
 }
 
 // NewRegistry returns a registry with the Go and process collectors.
