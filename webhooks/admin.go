@@ -5,7 +5,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"svc/api/admin"
 	"svc/api/env"
 	"svc/api/ids"
-	"svc/api/keys"
 	"svc/schema"
 )
 
@@ -69,38 +67,6 @@ func openLogs(ctx context.Context) (*Logs, func(), error) {
 	return NewLogs(conn), func() { conn.Close() }, nil
 }
 
-// parseArgs parses args with fs, allowing up to positional leading arguments.
-func parseArgs(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
-	fs.SetOutput(io.Discard)
-	var pos []string
-	for len(args) > 0 && !strings.HasPrefix(args[0], "-") && len(pos) < positional {
-		pos, args = append(pos, args[0]), args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return nil, err
-	}
-	pos = append(pos, fs.Args()...)
-	if len(pos) != positional {
-		return nil, fmt.Errorf("want %d argument(s), got %d", positional, len(pos))
-	}
-	return pos, nil
-}
-
-func workspaceArg(ctx context.Context, e *admin.Env, raw string) (keys.Workspace, error) {
-	if raw == "" {
-		return keys.Workspace{}, errors.New("--workspace is required")
-	}
-	id, err := ids.Parse(ids.Org, raw)
-	if err != nil {
-		return keys.Workspace{}, fmt.Errorf("--workspace %q: %v", raw, err)
-	}
-	w, err := e.Keys.Workspace(ctx, id)
-	if errors.Is(err, keys.ErrNotFound) {
-		return w, fmt.Errorf("no workspace %s", ids.Format(ids.Org, id))
-	}
-	return w, err
-}
-
 func endpointArg(ctx context.Context, st *Store, raw string) (Endpoint, error) {
 	id, err := ids.Parse(ids.Endpoint, raw)
 	if err != nil {
@@ -121,13 +87,13 @@ func cmdInboundSecret(ctx context.Context, e *admin.Env, args []string) (any, er
 	fs := flag.NewFlagSet("webhook inbound-secret", flag.ContinueOnError)
 	ws := fs.String("workspace", "", "workspace id")
 	overlap := fs.Duration("overlap", c.SecretOverlap, "how long the previous secrets stay valid")
-	if _, err := parseArgs(fs, args, 0); err != nil {
+	if _, err := admin.ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
 	if *overlap < 0 {
 		return nil, errors.New("--overlap must not be negative")
 	}
-	w, err := workspaceArg(ctx, e, *ws)
+	w, err := admin.WorkspaceArg(ctx, e.Keys, *ws)
 	if err != nil {
 		return nil, err
 	}
@@ -153,7 +119,7 @@ func cmdInboundLog(ctx context.Context, e *admin.Env, args []string) (any, error
 	ws := fs.String("workspace", "", "workspace id")
 	outcome := fs.String("outcome", "", "processed, ignored or failed")
 	limit := fs.Int("limit", 100, "rows, newest first (1..10000)")
-	if _, err := parseArgs(fs, args, 0); err != nil {
+	if _, err := admin.ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
 	if *outcome != "" && *outcome != Processed && *outcome != Ignored && *outcome != Failed {
@@ -162,7 +128,7 @@ func cmdInboundLog(ctx context.Context, e *admin.Env, args []string) (any, error
 	if *limit < 1 || *limit > 10000 {
 		return nil, errors.New("--limit: want 1..10000")
 	}
-	w, err := workspaceArg(ctx, e, *ws)
+	w, err := admin.WorkspaceArg(ctx, e.Keys, *ws)
 	if err != nil {
 		return nil, err
 	}
@@ -218,7 +184,7 @@ func cmdEndpointCreate(ctx context.Context, e *admin.Env, args []string) (any, e
 	ws := fs.String("workspace", "", "workspace id")
 	u := fs.String("url", "", "where deliveries are POSTed")
 	kinds := fs.String("kinds", "", "comma-separated event kinds (default: all): "+strings.Join(Kinds, ", "))
-	if _, err := parseArgs(fs, args, 0); err != nil {
+	if _, err := admin.ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
 	if *u == "" {
@@ -227,7 +193,7 @@ func cmdEndpointCreate(ctx context.Context, e *admin.Env, args []string) (any, e
 	if err := ValidateURL(*u); err != nil {
 		return nil, fmt.Errorf("--url: %v", err)
 	}
-	w, err := workspaceArg(ctx, e, *ws)
+	w, err := admin.WorkspaceArg(ctx, e.Keys, *ws)
 	if err != nil {
 		return nil, err
 	}
@@ -251,10 +217,10 @@ func cmdEndpointList(ctx context.Context, e *admin.Env, args []string) (any, err
 	}
 	fs := flag.NewFlagSet("webhook endpoint list", flag.ContinueOnError)
 	ws := fs.String("workspace", "", "workspace id")
-	if _, err := parseArgs(fs, args, 0); err != nil {
+	if _, err := admin.ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
-	w, err := workspaceArg(ctx, e, *ws)
+	w, err := admin.WorkspaceArg(ctx, e.Keys, *ws)
 	if err != nil {
 		return nil, err
 	}
@@ -278,7 +244,7 @@ func endpointCmd(ctx context.Context, e *admin.Env, name string, args []string, 
 	if extra != nil {
 		extra(fs)
 	}
-	pos, err := parseArgs(fs, args, 1)
+	pos, err := admin.ParseArgs(fs, args, 1)
 	if err != nil {
 		return nil, c, Endpoint{}, err
 	}
@@ -335,7 +301,7 @@ func cmdDeliveries(ctx context.Context, e *admin.Env, args []string) (any, error
 	ep := fs.String("endpoint", "", "endpoint id (whk_…)")
 	ev := fs.String("event", "", "event id (evt_…)")
 	limit := fs.Int("limit", 100, "rows, newest first (1..10000)")
-	if _, err := parseArgs(fs, args, 0); err != nil {
+	if _, err := admin.ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
 	if *limit < 1 || *limit > 10000 {
@@ -343,7 +309,7 @@ func cmdDeliveries(ctx context.Context, e *admin.Env, args []string) (any, error
 	}
 	f := DeliveryFilter{Limit: *limit}
 	if *ws != "" {
-		w, err := workspaceArg(ctx, e, *ws)
+		w, err := admin.WorkspaceArg(ctx, e.Keys, *ws)
 		if err != nil {
 			return nil, err
 		}
@@ -399,7 +365,7 @@ func cmdRedeliver(ctx context.Context, e *admin.Env, args []string) (any, error)
 	}
 	fs := flag.NewFlagSet("webhook redeliver", flag.ContinueOnError)
 	epRaw := fs.String("endpoint", "", "only this endpoint (default: every enabled endpoint that takes the kind)")
-	pos, err := parseArgs(fs, args, 1)
+	pos, err := admin.ParseArgs(fs, args, 1)
 	if err != nil {
 		return nil, err
 	}

@@ -120,8 +120,9 @@ func usageError(name string) error {
 	return errors.New(strings.TrimRight(b.String(), "\n"))
 }
 
-// flags parses args with fs, refusing stray positional arguments beyond want.
-func parse(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
+// ParseArgs parses args with fs and returns exactly positional leading (or trailing)
+// arguments ("ID --flag v" and "--flag v ID" both work); anything else is an error.
+func ParseArgs(fs *flag.FlagSet, args []string, positional int) ([]string, error) {
 	fs.SetOutput(io.Discard)
 	// Allow the positional argument first: "ID --flag v".
 	var pos []string
@@ -156,7 +157,7 @@ func workspaceCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	fs := flag.NewFlagSet("workspace create", flag.ContinueOnError)
 	name := fs.String("name", "", "workspace name")
 	showroom := fs.Bool("showroom", false, "a showroom workspace (demonstration data, sandbox keys)")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(*name) == "" {
@@ -169,7 +170,8 @@ func workspaceCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	return NewWorkspaceJSON(w), nil
 }
 
-func workspaceID(ctx context.Context, e *Env, raw string) (keys.Workspace, error) {
+// WorkspaceArg resolves a --workspace value (org_… or UUID) to an existing workspace.
+func WorkspaceArg(ctx context.Context, ks *keys.Store, raw string) (keys.Workspace, error) {
 	if raw == "" {
 		return keys.Workspace{}, errors.New("--workspace is required")
 	}
@@ -177,7 +179,7 @@ func workspaceID(ctx context.Context, e *Env, raw string) (keys.Workspace, error
 	if err != nil {
 		return keys.Workspace{}, fmt.Errorf("--workspace %q: %v", raw, err)
 	}
-	w, err := e.Keys.Workspace(ctx, id)
+	w, err := ks.Workspace(ctx, id)
 	if errors.Is(err, keys.ErrNotFound) {
 		return keys.Workspace{}, fmt.Errorf("no workspace %s", ids.Format(ids.Org, id))
 	}
@@ -198,10 +200,10 @@ func pixelCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	fs := flag.NewFlagSet("pixel create", flag.ContinueOnError)
 	ws := fs.String("workspace", "", "workspace id (org_… or UUID)")
 	name := fs.String("name", "Website pixel", "pixel name")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
-	w, err := workspaceID(ctx, e, *ws)
+	w, err := WorkspaceArg(ctx, e.Keys, *ws)
 	if err != nil {
 		return nil, err
 	}
@@ -259,10 +261,10 @@ func keyCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	version := fs.String("version", "", "pinned API version")
 	burst := fs.Int("burst", keys.DefaultBurst, "requests per 60 s")
 	daily := fs.Int("daily", keys.DefaultDaily, "requests per rolling 86,400 s")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
-	w, err := workspaceID(ctx, e, *ws)
+	w, err := WorkspaceArg(ctx, e.Keys, *ws)
 	if err != nil {
 		return nil, err
 	}
@@ -316,7 +318,7 @@ func keyArg(ctx context.Context, e *Env, raw string) (keys.Key, error) {
 }
 
 func keyRevoke(ctx context.Context, e *Env, args []string) (any, error) {
-	pos, err := parse(flag.NewFlagSet("key revoke", flag.ContinueOnError), args, 1)
+	pos, err := ParseArgs(flag.NewFlagSet("key revoke", flag.ContinueOnError), args, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +336,7 @@ func keyRevoke(ctx context.Context, e *Env, args []string) (any, error) {
 func keyRotate(ctx context.Context, e *Env, args []string) (any, error) {
 	fs := flag.NewFlagSet("key rotate", flag.ContinueOnError)
 	overlap := fs.Duration("overlap", 24*time.Hour, "how long the old secret keeps working")
-	pos, err := parse(fs, args, 1)
+	pos, err := ParseArgs(fs, args, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -355,7 +357,7 @@ func keySetLimits(ctx context.Context, e *Env, args []string) (any, error) {
 	fs := flag.NewFlagSet("key set-limits", flag.ContinueOnError)
 	burst := fs.Int("burst", 0, "requests per 60 s")
 	daily := fs.Int("daily", 0, "requests per rolling 86,400 s")
-	pos, err := parse(fs, args, 1)
+	pos, err := ParseArgs(fs, args, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -379,10 +381,10 @@ func keySetLimits(ctx context.Context, e *Env, args []string) (any, error) {
 func keyList(ctx context.Context, e *Env, args []string) (any, error) {
 	fs := flag.NewFlagSet("key list", flag.ContinueOnError)
 	ws := fs.String("workspace", "", "workspace id")
-	if _, err := parse(fs, args, 0); err != nil {
+	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
-	w, err := workspaceID(ctx, e, *ws)
+	w, err := WorkspaceArg(ctx, e.Keys, *ws)
 	if err != nil {
 		return nil, err
 	}

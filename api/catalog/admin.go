@@ -64,7 +64,7 @@ func importCommand(ctx context.Context, e *admin.Env, args []string) (any, error
 	} else if file == "" || fs.NArg() > 0 {
 		return nil, errors.New("want exactly one FILE")
 	}
-	ws, err := workspace(ctx, e.Keys, *wsFlag)
+	ws, err := admin.WorkspaceArg(ctx, e.Keys, *wsFlag)
 	if err != nil {
 		return nil, err
 	}
@@ -89,21 +89,6 @@ func importCommand(ctx context.Context, e *admin.Env, args []string) (any, error
 		return nil, &ImportError{ferrs}
 	}
 	return map[string]any{"workspace_id": ids.Format(ids.Org, ws.ID), "workspace_id_uuid": ws.ID.String(), "imported": sum}, nil
-}
-
-func workspace(ctx context.Context, ks *keys.Store, raw string) (keys.Workspace, error) {
-	if raw == "" {
-		return keys.Workspace{}, errors.New("--workspace is required")
-	}
-	id, err := ids.Parse(ids.Org, raw)
-	if err != nil {
-		return keys.Workspace{}, fmt.Errorf("--workspace %q: %v", raw, err)
-	}
-	w, err := ks.Workspace(ctx, id)
-	if errors.Is(err, keys.ErrNotFound) {
-		return keys.Workspace{}, fmt.Errorf("no workspace %s", ids.Format(ids.Org, id))
-	}
-	return w, err
 }
 
 // SeedResult is what `svc admin seed showroom` prints.
