@@ -35,6 +35,7 @@ func readMain(ctx context.Context, args []string) error {
 	actualDays := fs.Int("actuals-days", 30, "days each GET /plans/{id}/actuals spans (and days seeded)")
 	mix := fs.Float64("rollups-share", 0.5, "share of requests that are GET /pixel-rollups (the rest GET /plans/{id}/actuals)")
 	limit := fs.Int("limit", 100, "page size asked for (the API's default is 100, its maximum 1000)")
+	variants := fs.Int("variants", 1, "distinct date windows per endpoint (the window ends 0..N-1 days earlier): 1 repeats identical requests, which a response cache serves; more defeats it")
 	chHTTP := fs.String("clickhouse-http", envOr("BENCH_CLICKHOUSE_HTTP", "http://127.0.0.1:8123"), "ClickHouse HTTP interface (seeding events)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -50,11 +51,11 @@ func readMain(ctx context.Context, args []string) error {
 	if err := r.Err(); err != nil {
 		return err
 	}
-	title := fmt.Sprintf("read: GET /pixel-rollups (%d days) %.0f%% and GET /plans/{id}/actuals (%d lines, %d days) %.0f%%, limit %d, %.0f req/s for %s",
-		*rollupDays, 100**mix, *lines, *actualDays, 100*(1-*mix), *limit, c.rate, c.duration)
+	title := fmt.Sprintf("read: GET /pixel-rollups (%d days) %.0f%% and GET /plans/{id}/actuals (%d lines, %d days) %.0f%%, limit %d, %d distinct windows, %.0f req/s for %s",
+		*rollupDays, 100**mix, *lines, *actualDays, 100*(1-*mix), *limit, *variants, c.rate, c.duration)
 	rep := newReport("read", title, &c, args)
 	for k, v := range map[string]any{"pixels": *pixels, "rollup_days": *rollupDays, "lines": *lines,
-		"actuals_days": *actualDays, "rollups_share": *mix, "limit": *limit, "database": chCfg.Database} {
+		"actuals_days": *actualDays, "rollups_share": *mix, "limit": *limit, "database": chCfg.Database, "variants": *variants} {
 		rep.Params[k] = v
 	}
 	run := runID()
@@ -79,13 +80,17 @@ func readMain(ctx context.Context, args []string) error {
 		return err
 	}
 	today := time.Now().UTC()
-	rollupURLs := make([]string, *pixels)
-	for i, p := range fx.PixelIDs {
-		rollupURLs[i] = c.target + "/pixel-rollups?pixel_id=" + p + "&from=" + today.AddDate(0, 0, -(*rollupDays-1)).Format(time.DateOnly) +
-			"&to=" + today.Format(time.DateOnly) + "&limit=" + strconv.Itoa(*limit)
+	var rollupURLs, actualsURLs []string
+	for v := 0; v < max(1, *variants); v++ {
+		end := today.AddDate(0, 0, -v)
+		for _, p := range fx.PixelIDs {
+			rollupURLs = append(rollupURLs, c.target+"/pixel-rollups?pixel_id="+p+"&from="+end.AddDate(0, 0, -(*rollupDays-1)).Format(time.DateOnly)+
+				"&to="+end.Format(time.DateOnly)+"&limit="+strconv.Itoa(*limit))
+		}
+		actualsURLs = append(actualsURLs, c.target+"/plans/"+ids.Format(ids.Plan, plan)+"/actuals?from="+
+			end.AddDate(0, 0, -(*actualDays-1)).Format(time.DateOnly)+"&to="+end.Format(time.DateOnly)+"&limit="+strconv.Itoa(*limit))
 	}
-	actualsURL := c.target + "/plans/" + ids.Format(ids.Plan, plan) + "/actuals?from=" +
-		today.AddDate(0, 0, -(*actualDays-1)).Format(time.DateOnly) + "&to=" + today.Format(time.DateOnly) + "&limit=" + strconv.Itoa(*limit)
+	actualsURL := actualsURLs[0]
 	// Check both endpoints once before the run: a missing route or seed fails here.
 	for _, u := range []string{rollupURLs[0], actualsURL} {
 		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
@@ -117,9 +122,9 @@ func readMain(ctx context.Context, args []string) error {
 		kind := "plan-actuals"
 		if unitHash(uint64(i)) < *mix {
 			kind = "pixel-rollups"
-			st.req.SetRequestURI(rollupURLs[int(i%int64(len(rollupURLs)))])
+			st.req.SetRequestURI(rollupURLs[int(uint64(i*7919)%uint64(len(rollupURLs)))])
 		} else {
-			st.req.SetRequestURI(actualsURL)
+			st.req.SetRequestURI(actualsURLs[int(uint64(i*104729)%uint64(len(actualsURLs)))])
 		}
 		st.req.Header.SetBytesV("Authorization", auth[int(i%int64(len(auth)))])
 		o := doHTTP(hc, st.req, st.resp, c.timeout)

@@ -9,7 +9,7 @@
 # Environment:
 #   BENCH_SCALE=1      multiply every duration (0.5 for a quicker pass)
 #   BENCH_NOTE=...     what else shared the machine; goes into each report
-#   BENCH_ONLY="ingest e2e"  run only these steps (ingest200k ingest300k e2e read soak direct)
+#   BENCH_ONLY="ingest200k e2e"  run only these steps (ingest200k ingest300k e2e read soak direct)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -134,6 +134,9 @@ want ingest300k && step ingest-300k ingest -rate 6000 -duration "$(dur 30)" -bat
 want e2e        && step e2e-50k e2e -rate 1000 -duration "$(dur 60)" -batch 50 -via api
 want read       && step read-100 read -rate 100 -duration "$(dur 20)"
 want read       && step read-500 read -rate 500 -duration "$(dur 30)"
+# The same at 500 req/s over 100 distinct date windows per endpoint: the read API's page
+# cache no longer serves most requests, so this is the cost of the queries themselves.
+want read       && step read-500-uncached read -rate 500 -duration "$(dur 20)" -variants 100
 want soak       && step soak-50k soak -rate 1000 -duration "$(dur 120)" -batch 50
 # The same batches straight into ClickHouse, at the rates the pipeline was given.
 want direct     && step direct-50k direct -rate 1000 -duration "$(dur 20)" -batch 50 -clickhouse-http "$chhttp"
