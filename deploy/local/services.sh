@@ -69,7 +69,8 @@ stop_pid() {
   [ -f "$f" ] || return 0
   local pid; pid=$(cat "$f")
   kill "$pid" 2>/dev/null || true
-  for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  for _ in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
+  kill -9 "$pid" 2>/dev/null || true # still there after 30 s
   rm -f "$f"
 }
 
