@@ -244,7 +244,11 @@ func Charts(rep *Report) []Chart {
 	var t, p50, p99, mx, ok, errs, ev []float64
 	for _, p := range rep.Timeline {
 		t = append(t, p.T)
-		p50, p99, mx = append(p50, p.P50), append(p99, p.P99), append(mx, p.Max)
+		if p.OK+p.Err == 0 { // nothing completed: no latency to draw (the gap shows the stall)
+			p50, p99, mx = append(p50, math.NaN()), append(p99, math.NaN()), append(mx, math.NaN())
+		} else {
+			p50, p99, mx = append(p50, p.P50), append(p99, p.P99), append(mx, p.Max)
+		}
 		ok, errs, ev = append(ok, float64(p.OK)), append(errs, float64(p.Err)), append(ev, float64(p.Events))
 	}
 	out := []Chart{

@@ -8,6 +8,7 @@
 //	svc bench soak    [flags]   ingest for a long time, sampling heap and goroutines
 //	svc bench direct  [flags]   the same batches straight into ClickHouse over HTTP
 //	svc bench compare A.json B.json
+//	svc bench report A.json   summary again, HTML rewritten
 //
 // Load is open-model: request i is due at start + i/rate whatever the target does, and
 // latency is measured from that due time (see Runner), so a stalled target shows up as
@@ -44,6 +45,8 @@ func Main(ctx context.Context, args []string) error {
 		return readMain(ctx, args[1:])
 	case "compare":
 		return compareMain(args[1:])
+	case "report":
+		return reportMain(args[1:])
 	}
 	usage(os.Stderr)
 	return fmt.Errorf("unknown scenario %q", args[0])
@@ -59,6 +62,7 @@ scenarios:
   soak      ingest for a long time, sampling the target's heap and goroutines
   direct    the same batches inserted straight into ClickHouse over HTTP (one INSERT per batch)
   compare   A.json B.json: the figures of two reports and their ratios
+  report    A.json: print the summary again and rewrite A.html (a soak is judged again)
 `)
 }
 
@@ -303,4 +307,20 @@ func compareMain(args []string) error {
 	}
 	PrintCompare(os.Stdout, a, b, args[0], args[1])
 	return nil
+}
+
+// reportMain re-renders a JSON report: summary table and HTML next to it.
+func reportMain(args []string) error {
+	if len(args) != 1 || !strings.HasSuffix(args[0], ".json") {
+		return errors.New("usage: svc bench report A.json")
+	}
+	rep, err := ReadReport(args[0])
+	if err != nil {
+		return err
+	}
+	if rep.Soak != nil {
+		rep.Soak = SoakVerdict(rep.Samples, 20, 20)
+	}
+	PrintSummary(os.Stdout, rep)
+	return rep.Write(strings.TrimSuffix(args[0], ".json"))
 }

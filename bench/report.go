@@ -100,7 +100,7 @@ type Sample struct {
 
 // Soak is the verdict on memory and goroutines over a long run.
 type Soak struct {
-	HeapFirstMB, HeapLastMB float64 // floor (smallest) of heap in use over the first and last fifth
+	HeapFirstMB, HeapLastMB float64 // floor (smallest) of heap in use over the second and last fifth
 	HeapGrowthPct           float64
 	GoroutinesFirst         float64
 	GoroutinesLast          float64

@@ -312,9 +312,9 @@ func ParseMetrics(body []byte) Sample {
 }
 
 // SoakVerdict judges samples: memory is flat when the heap's floor (smallest heap in
-// use) over the last fifth of the run is within tolerance of its floor over the first
-// fifth, and goroutines are flat when their mean grew by at most goroutineTol (the first
-// fifth starts at the second sample, after warm-up).
+// use) over the last fifth of the run is within tolerance of its floor over the second
+// fifth, and goroutines are flat when their mean grew by at most goroutineTol between
+// the same fifths (the first fifth is warm-up).
 func SoakVerdict(samples []Sample, heapTolPct, goroutineTol float64) *Soak {
 	if len(samples) < 10 {
 		return &Soak{Verdict: "too few samples to judge (need 10)"}
@@ -336,7 +336,9 @@ func SoakVerdict(samples []Sample, heapTolPct, goroutineTol float64) *Soak {
 		}
 		return m
 	}
-	first, last := samples[1:1+n], samples[len(samples)-n:]
+	// The first fifth is warm-up (pools, caches and the heap grow to their working
+	// size): the second fifth is compared with the last.
+	first, last := samples[n:2*n], samples[len(samples)-n:]
 	gor := func(s Sample) float64 { return s.Goroutines }
 	v := &Soak{HeapFirstMB: round(floor(first), 1), HeapLastMB: round(floor(last), 1),
 		GoroutinesFirst: round(mean(first, gor), 1), GoroutinesLast: round(mean(last, gor), 1)}
