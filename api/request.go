@@ -30,6 +30,8 @@ type Request struct {
 	params  []param
 	srv     *Server
 	pending func() (idempotency.Stored, bool)
+	idem    *idemState // the Idempotency-Key request's state (nil without one)
+	charged bool       // the gate spent one request of the key's windows
 }
 
 // SetPending tells the server that a failed (5xx) answer is ambiguous: the work may

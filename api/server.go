@@ -174,11 +174,11 @@ func (s *Server) serve(r *Request) {
 		s.writeProblem(r.Ctx, r.ID, nil, problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", c.MaxBody))
 		return
 	}
-	if p := s.limit(r); p != nil {
+	if p := s.gate(r); p != nil {
 		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
 		return
 	}
-	if c.Idempotent && len(r.Ctx.Request.Header.Peek("Idempotency-Key")) > 0 {
+	if r.idem != nil {
 		s.idempotent(r)
 		return
 	}
@@ -287,21 +287,35 @@ func (s *Server) version(r *Request) *problem.Problem {
 	return p
 }
 
-// limit takes one request from the key's windows.
-func (s *Server) limit(r *Request) *problem.Problem {
+// gate takes one request from the key's windows and, for an Idempotency-Key request,
+// reserves the key, in one Redis round trip (gate.go). A conflicting Idempotency-Key
+// (reuse, in use) spends nothing.
+func (s *Server) gate(r *Request) *problem.Problem {
 	if pre, ok := r.Ctx.UserValue(prechargedKey).(precharged); ok && pre.keyID == r.Key.ID.String() {
 		dec := pre.dec
-		r.Limits = &dec
+		r.Limits, r.charged = &dec, true // the outer request's unit: a 4xx here refunds it
 		return nil
 	}
+	var idem *idemState
+	if r.route.Idempotent {
+		if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 {
+			if len(k) > idempotency.MaxKeyLen {
+				return problem.Invalid("The Idempotency-Key header is too long.",
+					problem.FieldError{Field: "Idempotency-Key", Rule: "max_length", Value: idempotency.MaxKeyLen})
+			}
+			idem = &idemState{key: string(k),
+				fp: idempotency.Fingerprint(string(r.Ctx.Method()), stripVersion(string(r.Ctx.Path())), r.Ctx.PostBody())}
+		}
+	}
 	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
-	dec, err := s.Deps.Limits.Take(r.Context(), r.Key.ID.String(), b, d)
+	dec, err := s.take(r, b, d, idem)
 	if err != nil {
 		s.Deps.Log.Error("rate limiter failed", "request_id", r.ID, "err", err.Error())
 		return unavailable("the rate limiter")
 	}
-	r.Limits = &dec
+	r.Limits, r.idem = &dec, idem
 	if dec.Allowed {
+		r.charged = idem == nil || idem.outcome == idempotency.Proceed || idem.outcome == idempotency.Replay
 		return nil
 	}
 	var p *problem.Problem
@@ -336,7 +350,7 @@ type precharged struct {
 // refundIfRejected gives back the quota of a request answered with a 4xx.
 func (s *Server) refundIfRejected(r *Request) {
 	st := r.Ctx.Response.StatusCode()
-	if r.Limits == nil || !r.Limits.Allowed || st < 400 || st >= 500 {
+	if r.Limits == nil || !r.charged || st < 400 || st >= 500 {
 		return
 	}
 	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
@@ -350,58 +364,50 @@ func (s *Server) refundIfRejected(r *Request) {
 	s.rateHeaders(r.Ctx, r.Limits)
 }
 
-// idempotent runs an Idempotency-Key request: replay, conflict, or run and store.
+// idempotent runs an Idempotency-Key request whose key the gate looked up: replay,
+// conflict, or run and store.
 func (s *Server) idempotent(r *Request) {
-	key := string(r.Ctx.Request.Header.Peek("Idempotency-Key"))
-	if len(key) > idempotency.MaxKeyLen {
-		s.writeProblem(r.Ctx, r.ID, r.Limits, problem.Invalid("The Idempotency-Key header is too long.",
-			problem.FieldError{Field: "Idempotency-Key", Rule: "max_length", Value: idempotency.MaxKeyLen}))
-		s.refundIfRejected(r)
-		return
-	}
-	kid := r.Key.ID.String()
-	fp := idempotency.Fingerprint(string(r.Ctx.Method()), stripVersion(string(r.Ctx.Path())), r.Ctx.PostBody())
-	outcome, stored, err := s.Deps.Idem.Reserve(r.Context(), kid, key, fp)
-	switch {
-	case err != nil:
-		s.Deps.Log.Error("idempotency store failed", "request_id", r.ID, "err", err.Error())
-		s.writeProblem(r.Ctx, r.ID, r.Limits, unavailable("the idempotency store"))
-		return
-	case outcome == idempotency.Reuse:
+	kid, in := r.Key.ID.String(), r.idem
+	switch in.outcome {
+	case idempotency.Reuse:
 		s.writeProblem(r.Ctx, r.ID, r.Limits, problem.New(problem.IdempotencyKeyReuse, "This Idempotency-Key was used with a different request."))
-		s.refundIfRejected(r)
 		return
-	case outcome == idempotency.InUse:
+	case idempotency.InUse:
 		p := problem.New(problem.IdempotencyKeyInUse, "A request with this Idempotency-Key is still running.")
 		p.RetryAfter = 1
 		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
-		s.refundIfRejected(r)
 		return
-	case outcome == idempotency.Replay:
-		r.Raw(stored.Status, stored.ContentType, stored.Body)
+	case idempotency.Replay:
+		r.Raw(in.stored.Status, in.stored.ContentType, in.stored.Body)
 		r.Ctx.Response.Header.Set("Idempotent-Replayed", "true")
 		s.finish(r, nil)
+		s.refundIfRejected(r)
 		return
 	}
 	s.finish(r, r.route.Handle(r))
 	st := r.Ctx.Response.StatusCode()
 	if st >= 500 && r.pending != nil {
-		go s.settle(kid, key, fp, r.pending, r.ID)
+		go s.settle(kid, in.key, in.fp, r.pending, r.ID)
 		return
 	}
 	if st >= 500 || st == fasthttp.StatusTooManyRequests {
-		if err := s.Deps.Idem.Release(r.Context(), kid, key, fp); err != nil {
+		if err := s.Deps.Idem.Release(r.Context(), kid, in.key, in.fp); err != nil {
 			s.Deps.Log.Warn("idempotency release failed", "request_id", r.ID, "err", err.Error())
 		}
 		return
 	}
-	err = s.Deps.Idem.Complete(r.Context(), kid, key, fp, idempotency.Stored{Status: st,
-		ContentType: string(r.Ctx.Response.Header.ContentType()), Body: r.Ctx.Response.Body()})
-	if err != nil {
-		// The work is done but could not be recorded: say so rather than promise a
-		// replay that would not happen.
-		s.Deps.Log.Error("idempotency completion failed", "request_id", r.ID, "err", err.Error())
-	}
+	// Recorded after the answer, off the request's path: a retry that arrives first gets
+	// idempotency_key_in_use (retryable); if this process dies first, the reservation
+	// lapses after PendingTTL and a retry runs again (a second copy of an event batch is
+	// then dropped by the consumer, by its batch id).
+	done := idempotency.Stored{Status: st, ContentType: string(r.Ctx.Response.Header.ContentType()),
+		Body: append([]byte(nil), r.Ctx.Response.Body()...)}
+	reqID := r.ID
+	go func() {
+		if err := s.Deps.Idem.Complete(context.Background(), kid, in.key, in.fp, done); err != nil {
+			s.Deps.Log.Error("idempotency completion failed", "request_id", reqID, "err", err.Error())
+		}
+	}()
 	s.refundIfRejected(r)
 }
 

@@ -39,6 +39,10 @@ type Config struct {
 	// Linger is how long the producer waits to fill a batch per partition
 	// (SVC_INGEST_LINGER, default 2ms): higher means fewer, larger produce requests.
 	Linger time.Duration
+	// Compression of produced batches (SVC_INGEST_COMPRESSION: auto, none, lz4, zstd,
+	// snappy; default auto = none with the embedded broker, whose "network" is loopback,
+	// and lz4 with real brokers).
+	Compression string
 }
 
 // ConfigFromEnv reads the SVC_INGEST_* variables.
@@ -47,6 +51,7 @@ func ConfigFromEnv(r *env.Reader) Config {
 		DeliveryTimeout:    r.Duration("SVC_INGEST_DELIVERY_TIMEOUT", 5*time.Second),
 		MaxBufferedRecords: r.Int("SVC_INGEST_MAX_BUFFERED", 20000),
 		Linger:             r.Duration("SVC_INGEST_LINGER", 2*time.Millisecond),
+		Compression:        r.String("SVC_INGEST_COMPRESSION", "auto"),
 	}
 }
 
@@ -61,7 +66,24 @@ func (c Config) Validate() error {
 	if c.Linger < 0 || c.Linger > time.Second {
 		return fmt.Errorf("SVC_INGEST_LINGER %s: want 0..1s", c.Linger)
 	}
+	if _, ok := codecs[c.Compression]; !ok && c.Compression != "auto" && c.Compression != "" {
+		return fmt.Errorf("SVC_INGEST_COMPRESSION %q: want auto, none, lz4, zstd or snappy", c.Compression)
+	}
 	return nil
+}
+
+var codecs = map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "lz4": kgo.Lz4Compression(),
+	"zstd": kgo.ZstdCompression(), "snappy": kgo.SnappyCompression()}
+
+// codec resolves "auto" against the broker configuration.
+func (c Config) codec(bc broker.Config) kgo.CompressionCodec {
+	if cc, ok := codecs[c.Compression]; ok {
+		return cc
+	}
+	if len(bc.Brokers) == 0 {
+		return kgo.NoCompression()
+	}
+	return kgo.Lz4Compression()
 }
 
 // NewProducer returns a Kafka client for the edge: acks from all in-sync replicas,
@@ -74,7 +96,7 @@ func NewProducer(bc broker.Config, seeds []string, c Config) (*kgo.Client, error
 		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),
 		kgo.MaxBufferedRecords(c.MaxBufferedRecords),
 		kgo.ProducerLinger(c.Linger),
-		kgo.ProducerBatchCompression(kgo.Lz4Compression(), kgo.NoCompression()),
+		kgo.ProducerBatchCompression(c.codec(bc), kgo.NoCompression()),
 		kgo.AllowAutoTopicCreation(),
 	)
 }

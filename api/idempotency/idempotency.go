@@ -64,16 +64,25 @@ func Fingerprint(method, path string, body []byte) string {
 
 func recordKey(keyID, idemKey string) string { return "svc:idem:" + keyID + ":" + idemKey }
 
-var reserveScript = redis.NewScript(`
-local v = redis.call('HMGET', KEYS[1], 'fp', 'state', 'status', 'ctype', 'body')
-if not v[1] then
-  redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'pending')
-  redis.call('PEXPIRE', KEYS[1], ARGV[2])
-  return {0}
+// LuaReserve defines the Lua function reserve(k, fp, pending_ms) over the record key
+// k: {0} reserved (proceed), {1, status, ctype, body} replay, {2} reuse, {3} in use.
+// Other scripts (the server's one-trip gate) include it.
+const LuaReserve = `
+local function reserve(k, fp, pending)
+  local v = redis.call('HMGET', k, 'fp', 'state', 'status', 'ctype', 'body')
+  if not v[1] then
+    redis.call('HSET', k, 'fp', fp, 'state', 'pending')
+    redis.call('PEXPIRE', k, pending)
+    return {0}
+  end
+  if v[1] ~= fp then return {2} end
+  if v[2] == 'pending' then return {3} end
+  return {1, v[3], v[4], v[5]}
 end
-if v[1] ~= ARGV[1] then return {2} end
-if v[2] == 'pending' then return {3} end
-return {1, v[3], v[4], v[5]}
+`
+
+var reserveScript = redis.NewScript(LuaReserve + `
+return reserve(KEYS[1], ARGV[1], ARGV[2])
 `)
 
 // Reserve claims idemKey for the request fp, or says why it cannot run.
@@ -82,9 +91,18 @@ func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string) (Outcome
 	if err != nil {
 		return 0, nil, err
 	}
+	o, st := OutcomeOf(res)
+	return o, st, nil
+}
+
+// RecordKey is the Redis key of key id's record for idemKey.
+func RecordKey(keyID, idemKey string) string { return recordKey(keyID, idemKey) }
+
+// OutcomeOf reads reserve's result (see LuaReserve).
+func OutcomeOf(res []any) (Outcome, *Stored) {
 	o := Outcome(res[0].(int64))
 	if o != Replay {
-		return o, nil, nil
+		return o, nil
 	}
 	st := &Stored{}
 	if v, ok := res[1].(string); ok {
@@ -95,7 +113,7 @@ func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string) (Outcome
 	st.ContentType, _ = res[2].(string)
 	b, _ := res[3].(string)
 	st.Body = []byte(b)
-	return Replay, st, nil
+	return Replay, st
 }
 
 var completeScript = redis.NewScript(`

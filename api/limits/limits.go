@@ -59,40 +59,54 @@ type Limiter struct {
 	Now func() time.Time
 }
 
+// Redis returns the client the limiter uses.
+func (l *Limiter) Redis() *redis.Client { return l.rdb }
+
 // New returns a Limiter over rdb.
 func New(rdb *redis.Client) *Limiter { return &Limiter{rdb: rdb, Now: time.Now} }
 
-// takeScript: KEYS = daily TAT, burst TAT. ARGV = now ms, daily q, daily w ms,
-// burst q, burst w ms, cost (1 to take, -1 to refund).
-// Returns {allowed(0/1), denied(0 none,1 daily,2 burst), retry_ms, daily_tat_rel_ms, burst_tat_rel_ms}
-// where *_tat_rel_ms is TAT-now after the decision (how full the window is).
-var takeScript = redis.NewScript(`
-local now = tonumber(ARGV[1])
-local function tat(key, emission)
-  local t = tonumber(redis.call('GET', key) or '0')
-  if t < now then t = now end
-  return t
+// LuaTake defines the Lua function take(kd, kb, now, dq, dw, bq, bw, cost): the two
+// windows' GCRA over the daily TAT key kd and the burst TAT key kb (windows in ms), cost
+// 1 to take and -1 to refund. It returns {allowed(0/1), denied(0 none, 1 daily, 2 burst),
+// retry_ms, daily TAT-now ms, burst TAT-now ms}. Other scripts (the server's one-trip
+// gate) include it, so the algorithm is written once.
+const LuaTake = `
+local function take(kd, kb, now, dq, dw, bq, bw, cost)
+  local function tat(key)
+    local t = tonumber(redis.call('GET', key) or '0')
+    if t < now then t = now end
+    return t
+  end
+  local de, be = dw / dq, bw / bq
+  local dt, bt = tat(kd), tat(kb)
+  if cost < 0 then
+    dt = math.max(now, dt - de); bt = math.max(now, bt - be)
+    redis.call('SET', kd, tostring(dt), 'PX', dw + 1000)
+    redis.call('SET', kb, tostring(bt), 'PX', bw + 1000)
+    return {1, 0, 0, math.floor(dt - now), math.floor(bt - now)}
+  end
+  local ndt, nbt = dt + de, bt + be
+  if ndt - now > dw then
+    return {0, 1, math.ceil(ndt - now - dw), math.floor(dt - now), math.floor(bt - now)}
+  end
+  if nbt - now > bw then
+    return {0, 2, math.ceil(nbt - now - bw), math.floor(dt - now), math.floor(bt - now)}
+  end
+  redis.call('SET', kd, tostring(ndt), 'PX', dw + 1000)
+  redis.call('SET', kb, tostring(nbt), 'PX', bw + 1000)
+  return {1, 0, 0, math.floor(ndt - now), math.floor(nbt - now)}
 end
-local dq, dw, bq, bw, cost = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
-local de, be = dw / dq, bw / bq
-local dt, bt = tat(KEYS[1]), tat(KEYS[2])
-if cost < 0 then
-  dt = math.max(now, dt - de); bt = math.max(now, bt - be)
-  redis.call('SET', KEYS[1], tostring(dt), 'PX', dw + 1000)
-  redis.call('SET', KEYS[2], tostring(bt), 'PX', bw + 1000)
-  return {1, 0, 0, math.floor(dt - now), math.floor(bt - now)}
-end
-local ndt, nbt = dt + de, bt + be
-if ndt - now > dw then
-  return {0, 1, math.ceil(ndt - now - dw), math.floor(dt - now), math.floor(bt - now)}
-end
-if nbt - now > bw then
-  return {0, 2, math.ceil(nbt - now - bw), math.floor(dt - now), math.floor(bt - now)}
-end
-redis.call('SET', KEYS[1], tostring(ndt), 'PX', dw + 1000)
-redis.call('SET', KEYS[2], tostring(nbt), 'PX', bw + 1000)
-return {1, 0, 0, math.floor(ndt - now), math.floor(nbt - now)}
+`
+
+// takeScript: KEYS = daily TAT, burst TAT. ARGV = now ms, daily q, daily w ms, burst q,
+// burst w ms, cost.
+var takeScript = redis.NewScript(LuaTake + `
+return take(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
+  tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
 `)
+
+// Keys returns the daily and burst TAT keys of key id.
+func Keys(id string) []string { return keysFor(id) }
 
 func keysFor(id string) []string {
 	return []string{"svc:rl:" + id + ":daily", "svc:rl:" + id + ":burst"}
@@ -128,6 +142,11 @@ func (l *Limiter) run(ctx context.Context, id string, burst, daily Window, cost 
 	if err != nil {
 		return Decision{}, err
 	}
+	return DecisionOf(res, burst, daily), nil
+}
+
+// DecisionOf reads take's five results (see LuaTake) as a Decision.
+func DecisionOf(res []int64, burst, daily Window) Decision {
 	d := Decision{Allowed: res[0] == 1, RetryAfter: int((res[2] + 999) / 1000)}
 	switch res[1] {
 	case 1:
@@ -137,7 +156,7 @@ func (l *Limiter) run(ctx context.Context, id string, burst, daily Window, cost 
 	}
 	d.Daily = state(daily, res[3])
 	d.Burst = state(burst, res[4])
-	return d, nil
+	return d
 }
 
 func (l *Limiter) peek(ctx context.Context, id string, now int64, burst, daily Window) ([]int64, error) {

@@ -1,0 +1,70 @@
+package api
+
+import (
+	"github.com/redis/go-redis/v9"
+
+	"svc/api/idempotency"
+	"svc/api/limits"
+)
+
+// idemState is an Idempotency-Key request's key, fingerprint and what the gate found.
+type idemState struct {
+	key, fp string
+	outcome idempotency.Outcome
+	stored  *idempotency.Stored
+}
+
+// gateScript is the hot path's one Redis round trip: reserve the Idempotency-Key (when
+// KEYS[3] is given), then take one request from both windows; a conflicting key spends
+// nothing, and a denied request drops the reservation it just made.
+// KEYS = daily TAT, burst TAT[, idempotency record]. ARGV = now ms, daily q, daily w ms,
+// burst q, burst w ms[, fingerprint, pending ms]. Returns take's five values
+// (limits.LuaTake), then reserve's (idempotency.LuaReserve) when KEYS[3] is given.
+var gateScript = redis.NewScript(limits.LuaTake + idempotency.LuaReserve + `
+local now = tonumber(ARGV[1])
+local r = {0}
+if #KEYS == 3 then
+  r = reserve(KEYS[3], ARGV[6], ARGV[7])
+  if r[1] == 2 or r[1] == 3 then
+    local function rel(k)
+      local t = tonumber(redis.call('GET', k) or '0')
+      if t < now then return 0 end
+      return math.floor(t - now)
+    end
+    return {1, 0, 0, rel(KEYS[1]), rel(KEYS[2]), r[1]}
+  end
+end
+local t = take(KEYS[1], KEYS[2], now, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 1)
+if t[1] == 0 then
+  if #KEYS == 3 and r[1] == 0 then redis.call('DEL', KEYS[3]) end
+  return t
+end
+if #KEYS == 3 then
+  for i, v in ipairs(r) do t[5 + i] = v end
+end
+return t
+`)
+
+// take runs the gate for r: its decision, and idem's outcome when idem is not nil.
+func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (limits.Decision, error) {
+	kid := r.Key.ID.String()
+	keys := limits.Keys(kid)
+	args := []any{s.now().UnixMilli(), daily.Quota, daily.Seconds * 1000, burst.Quota, burst.Seconds * 1000}
+	if idem != nil {
+		keys = append(keys, idempotency.RecordKey(kid, idem.key))
+		args = append(args, idem.fp, s.Deps.Idem.PendingTTL.Milliseconds())
+	}
+	res, err := gateScript.Run(r.Context(), s.Deps.Limits.Redis(), keys, args...).Slice()
+	if err != nil {
+		return limits.Decision{}, err
+	}
+	ints := make([]int64, 5)
+	for i := range ints {
+		ints[i], _ = res[i].(int64)
+	}
+	dec := limits.DecisionOf(ints, burst, daily)
+	if idem != nil && len(res) > 5 {
+		idem.outcome, idem.stored = idempotency.OutcomeOf(res[5:])
+	}
+	return dec, nil
+}
