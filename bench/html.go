@@ -29,7 +29,7 @@ type Chart struct {
 }
 
 const (
-	padL, padR, padT, padB = 70, 20, 34, 46
+	padL, padR, padT, padB = 70, 36, 34, 46
 )
 
 // pxX maps a percentile to its log-scale position: log10(1/(1-p/100)).
