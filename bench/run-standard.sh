@@ -131,7 +131,7 @@ step() { # step NAME ARGS...: one scenario, its summary appended to summary.txt
 
 want ingest200k && step ingest-200k ingest -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
 want ingest300k && step ingest-300k ingest -rate 6000 -duration "$(dur 30)" -batch 50
-want e2e        && step e2e-50k e2e -rate 1000 -duration "$(dur 60)" -batch 50 -via api
+want e2e        && step e2e-50k e2e -rate 1000 -duration "$(dur 60)" -batch 50 -via auto
 want read       && step read-100 read -rate 100 -duration "$(dur 20)"
 want read       && step read-500 read -rate 500 -duration "$(dur 30)"
 # The same at 500 req/s over 100 distinct date windows per endpoint: the read API's page
