@@ -116,17 +116,18 @@ func OutcomeOf(res []any) (Outcome, *Stored) {
 	return Replay, st
 }
 
-var completeScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], 'fp') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'state', 'done', 'status', ARGV[2], 'ctype', ARGV[3], 'body', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[5])
-return 1
-`)
-
-// Complete stores the response of the reserved request.
+// Complete stores the response of the reserved request. It is two plain commands in
+// one MULTI (no script: this runs for every idempotent write), and trusts that the
+// reservation is the caller's: a reservation lapses only after PendingTTL, far longer
+// than a request runs.
 func (s *Store) Complete(ctx context.Context, keyID, idemKey, fp string, st Stored) error {
-	return completeScript.Run(ctx, s.rdb, []string{recordKey(keyID, idemKey)},
-		fp, st.Status, st.ContentType, st.Body, s.TTL.Milliseconds()).Err()
+	k := recordKey(keyID, idemKey)
+	_, err := s.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
+		tx.HSet(ctx, k, "fp", fp, "state", "done", "status", st.Status, "ctype", st.ContentType, "body", st.Body)
+		tx.PExpire(ctx, k, s.TTL)
+		return nil
+	})
+	return err
 }
 
 var releaseScript = redis.NewScript(`
