@@ -24,13 +24,15 @@ mkdir -p "$out"
 dur() { awk -v s="$1" -v k="$scale" 'BEGIN { printf "%ds", (s*k < 5 ? 5 : s*k) }'; }
 want() { case " $only " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# Free TCP ports on 127.0.0.1 (the kernel picks them).
-ports=$(python3 -c '
-import socket
-ss = [socket.socket() for _ in range(4)]
-for s in ss: s.bind(("127.0.0.1", 0))
-print(" ".join(str(s.getsockname()[1]) for s in ss))
-for s in ss: s.close()')
+# Free TCP ports on 127.0.0.1: random ones in 20000..59999 that nothing answers on.
+free_port() {
+  local p
+  while :; do
+    p=$((20000 + RANDOM % 40000))
+    (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
+  done
+}
+ports="$(free_port) $(free_port) $(free_port) $(free_port)"
 read -r http_port metrics_port kafka_port rollup_port <<<"$ports"
 
 data=$(mktemp -d /tmp/svc-bench.XXXXXX)
