@@ -396,18 +396,15 @@ func (s *Server) idempotent(r *Request) {
 		}
 		return
 	}
-	// Recorded after the answer, off the request's path: a retry that arrives first gets
-	// idempotency_key_in_use (retryable); if this process dies first, the reservation
-	// lapses after PendingTTL and a retry runs again (a second copy of an event batch is
-	// then dropped by the consumer, by its batch id).
-	done := idempotency.Stored{Status: st, ContentType: string(r.Ctx.Response.Header.ContentType()),
-		Body: append([]byte(nil), r.Ctx.Response.Body()...)}
-	reqID := r.ID
-	go func() {
-		if err := s.Deps.Idem.Complete(context.Background(), kid, in.key, in.fp, done); err != nil {
-			s.Deps.Log.Error("idempotency completion failed", "request_id", reqID, "err", err.Error())
-		}
-	}()
+	// Recorded before the answer, so that a repeat sent after it always replays. If this
+	// process dies between Kafka's acknowledgement and here, the reservation lapses after
+	// PendingTTL and a retry runs again: the consumer drops that second copy of an event
+	// batch by its batch id.
+	err := s.Deps.Idem.Complete(r.Context(), kid, in.key, in.fp, idempotency.Stored{Status: st,
+		ContentType: string(r.Ctx.Response.Header.ContentType()), Body: r.Ctx.Response.Body()})
+	if err != nil {
+		s.Deps.Log.Error("idempotency completion failed", "request_id", r.ID, "err", err.Error())
+	}
 	s.refundIfRejected(r)
 }
 
