@@ -86,45 +86,36 @@ func brokerMain(ctx context.Context, _ []string) error {
 // devMain runs every role in one process behind SVC_HTTP_ADDR, routing by path as a
 // production load balancer would, with an embedded broker unless SVC_KAFKA_BROKERS is set.
 func devMain(ctx context.Context, _ []string) error {
+	return api.Main(ctx, devRoles)
+}
+
+// devRoles builds every role on p: the broker first (it closes last), then the edge,
+// webhooks, the read API with docs and MCP, and the rollup consumer.
+func devRoles(ctx context.Context, p *api.Process) ([]api.Role, error) {
 	r := env.New()
-	acfg, bcfg, icfg := api.ConfigFromEnv(r), broker.FromEnv(r), ingest.ConfigFromEnv(r)
+	bcfg, icfg, rcfg := broker.FromEnv(r), ingest.ConfigFromEnv(r), rollup.FromEnv(r)
 	if err := r.Err(); err != nil {
-		return err
+		return nil, err
 	}
-	p, err := api.OpenProcess(ctx, acfg)
+	seeds, brk, err := broker.Role(bcfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer p.Redis.Close()
-	seeds, stopBroker, err := broker.Seeds(bcfg)
-	if err != nil {
-		return err
-	}
-	defer stopBroker()
-	var roles []api.Role
+	roles := []api.Role{brk}
 	edge, err := ingest.Start(p, bcfg, seeds, icfg)
 	if err != nil {
-		return err
+		return roles, err
 	}
 	roles = append(roles, edge.Role())
 	wh, err := webhooks.FromEnv(ctx, p)
 	if err != nil {
-		return err
+		return roles, err
 	}
-	roles = append(roles, wh)
 	rd, err := read.FromEnv(ctx, p)
 	if err != nil {
-		return err
+		return roles, err
 	}
-	roles = append(roles, rd)
-	roles = append(roles, docs.Role(), mcp.Role())
-	rcfg := rollup.FromEnv(r)
-	if err := r.Err(); err != nil {
-		return err
-	}
-	roles = append(roles, rollup.NewRole(rcfg, seeds, p.Registry, p.Redis))
-	// Each further role appends itself here: roles = append(roles, <role>).
-	return p.RunRoles(ctx, roles...)
+	return append(roles, wh, rd, docs.Role(), mcp.Role(), rollup.NewRole(rcfg, seeds, p.Registry, p.Redis)), nil
 }
 
 func main() {

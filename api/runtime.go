@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
+	"svc/api/env"
 	"svc/api/idempotency"
 	"svc/api/keys"
 	"svc/api/limits"
@@ -247,21 +248,47 @@ func (p *Process) RunRoles(ctx context.Context, roles ...Role) error {
 			firstErr = err
 		}
 	}
-	cctx, ccancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer ccancel()
+	p.CloseRoles(roles)
+	if serveErr != nil {
+		return serveErr
+	}
+	return firstErr
+}
+
+// CloseRoles closes roles in reverse order (bounded by 30 s in all), logging failures.
+func (p *Process) CloseRoles(roles []Role) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	for i := len(roles) - 1; i >= 0; i-- {
 		if roles[i].Close == nil {
 			continue
 		}
-		if err := roles[i].Close(cctx); err != nil {
+		if err := roles[i].Close(ctx); err != nil {
 			p.Log.Error("role close incomplete", "role", roles[i].Name, "err", err.Error())
 		}
 	}
-	if serveErr != nil {
-		return serveErr
+}
+
+// Main runs one process of roles: the HTTP configuration from SVC_*, Redis and the
+// shared stores, then the roles build returns, until ctx is done (`svc ingest`, `svc
+// api`, `svc webhooks`, `svc dev`). Roles close in reverse order, so a role listed first
+// (an embedded broker) outlives those after it. When build fails it returns the roles it
+// built so far, and Main closes them.
+func Main(ctx context.Context, build func(ctx context.Context, p *Process) ([]Role, error)) error {
+	r := env.New()
+	cfg := ConfigFromEnv(r)
+	if err := r.Err(); err != nil {
+		return err
 	}
-	if ctx.Err() == nil && firstErr != nil {
-		return firstErr
+	p, err := OpenProcess(ctx, cfg)
+	if err != nil {
+		return err
 	}
-	return firstErr
+	defer p.Redis.Close()
+	roles, err := build(ctx, p)
+	if err != nil {
+		p.CloseRoles(roles) // what was built before the failure
+		return err
+	}
+	return p.RunRoles(ctx, roles...)
 }

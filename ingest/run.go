@@ -24,26 +24,22 @@ func Start(p *api.Process, bc broker.Config, seeds []string, cfg Config) (*Edge,
 // SVC_KAFKA_BROKERS is empty). On SIGTERM it stops accepting, drains in-flight
 // requests, then flushes the producer so every 202 it gave is in Kafka.
 func Main(ctx context.Context, _ []string) error {
-	r := env.New()
-	acfg, bcfg, icfg := api.ConfigFromEnv(r), broker.FromEnv(r), ConfigFromEnv(r)
-	if err := r.Err(); err != nil {
-		return err
-	}
-	p, err := api.OpenProcess(ctx, acfg)
-	if err != nil {
-		return err
-	}
-	defer p.Redis.Close()
-	seeds, stopBroker, err := broker.Seeds(bcfg)
-	if err != nil {
-		return err
-	}
-	defer stopBroker()
-	edge, err := Start(p, bcfg, seeds, icfg)
-	if err != nil {
-		return err
-	}
-	return p.RunRoles(ctx, edge.Role())
+	return api.Main(ctx, func(ctx context.Context, p *api.Process) ([]api.Role, error) {
+		r := env.New()
+		bcfg, icfg := broker.FromEnv(r), ConfigFromEnv(r)
+		if err := r.Err(); err != nil {
+			return nil, err
+		}
+		seeds, brk, err := broker.Role(bcfg)
+		if err != nil {
+			return nil, err
+		}
+		edge, err := Start(p, bcfg, seeds, icfg)
+		if err != nil {
+			return []api.Role{brk}, err
+		}
+		return []api.Role{brk, edge.Role()}, nil
+	})
 }
 
 // Role returns the edge as a process role: POST /events, the producer check, and a

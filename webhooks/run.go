@@ -18,21 +18,10 @@ import (
 
 // Main runs `svc webhooks`: the receiver on SVC_HTTP_ADDR and the worker.
 func Main(ctx context.Context, _ []string) error {
-	r := env.New()
-	acfg := api.ConfigFromEnv(r)
-	if err := r.Err(); err != nil {
-		return err
-	}
-	p, err := api.OpenProcess(ctx, acfg)
-	if err != nil {
-		return err
-	}
-	defer p.Redis.Close()
-	role, err := FromEnv(ctx, p)
-	if err != nil {
-		return err
-	}
-	return p.RunRoles(ctx, role)
+	return api.Main(ctx, func(ctx context.Context, p *api.Process) ([]api.Role, error) {
+		role, err := FromEnv(ctx, p)
+		return []api.Role{role}, err
+	})
 }
 
 // FromEnv builds the role from SVC_WEBHOOKS_* and SVC_CLICKHOUSE_* for process p

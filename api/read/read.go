@@ -153,22 +153,11 @@ func FromEnv(ctx context.Context, p *api.Process) (api.Role, error) {
 	return a.Role(), nil
 }
 
-// Main runs `svc api`: the read API alone.
+// Main runs `svc api`: the read API alone, with the self-description and the MCP
+// endpoint (api/docs, api/mcp).
 func Main(ctx context.Context, _ []string) error {
-	r := env.New()
-	acfg := api.ConfigFromEnv(r)
-	if err := r.Err(); err != nil {
-		return err
-	}
-	p, err := api.OpenProcess(ctx, acfg)
-	if err != nil {
-		return err
-	}
-	defer p.Redis.Close()
-	role, err := FromEnv(ctx, p)
-	if err != nil {
-		return err
-	}
-	// The self-description and the MCP endpoint are served with the read API (api/docs, api/mcp).
-	return p.RunRoles(ctx, role, docs.Role(), mcp.Role())
+	return api.Main(ctx, func(ctx context.Context, p *api.Process) ([]api.Role, error) {
+		role, err := FromEnv(ctx, p)
+		return []api.Role{role, docs.Role(), mcp.Role()}, err
+	})
 }

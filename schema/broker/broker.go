@@ -5,6 +5,7 @@
 package broker
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
+	"svc/api"
 	"svc/api/env"
 	"svc/schema"
 )
@@ -124,4 +126,14 @@ func Seeds(c Config) ([]string, func(), error) {
 		return nil, nil, err
 	}
 	return e.Addrs(), e.Close, nil
+}
+
+// Role starts the brokers' side of a process: it returns the seeds and a role whose
+// Close stops an embedded broker (list it first, so it closes after every client).
+func Role(c Config) ([]string, api.Role, error) {
+	seeds, stop, err := Seeds(c)
+	if err != nil {
+		return nil, api.Role{}, err
+	}
+	return seeds, api.Role{Name: "broker", Close: func(context.Context) error { stop(); return nil }}, nil
 }
