@@ -36,6 +36,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"svc/api/problem"
 )
 
 // Client calls the API at BaseURL with one API key.
@@ -96,23 +98,10 @@ func orDefault[T int | float64 | time.Duration](v, d T) T {
 	return v
 }
 
-// Problem is an API failure: the RFC 9457 problem document, its HTTP status and
-// Retry-After.
+// Problem is an API failure: the RFC 9457 problem document (the service's own type,
+// svc/api/problem), its HTTP status and Retry-After.
 type Problem struct {
-	Type            string       `json:"type"`
-	Title           string       `json:"title"`
-	Status          int          `json:"status"`
-	Code            string       `json:"code"`
-	Detail          string       `json:"detail"`
-	RequestID       string       `json:"request_id"`
-	DocURL          string       `json:"doc_url"`
-	Retryable       bool         `json:"retryable"`
-	SuggestedAction string       `json:"suggested_action"`
-	RequiredScope   string       `json:"required_scope,omitempty"`
-	GrantedScopes   []string     `json:"granted_scopes,omitempty"`
-	Errors          []FieldError `json:"errors,omitempty"`
-	ExpiredAt       string       `json:"expired_at,omitempty"`
-	ClientIP        string       `json:"client_ip,omitempty"`
+	problem.Problem
 	// RetryAfter is the response's Retry-After (0 when absent).
 	RetryAfter time.Duration `json:"-"`
 	// Raw is the document as received.
@@ -120,12 +109,7 @@ type Problem struct {
 }
 
 // FieldError is one entry of a problem's errors[].
-type FieldError struct {
-	Field   string `json:"field"`
-	Rule    string `json:"rule"`
-	Value   any    `json:"value"`
-	Pointer string `json:"pointer,omitempty"`
-}
+type FieldError = problem.FieldError
 
 func (p *Problem) Error() string {
 	s := fmt.Sprintf("svc: %d %s: %s", p.Status, p.Code, p.Detail)
@@ -314,8 +298,8 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 	p := &Problem{Raw: b}
 	if err := json.Unmarshal(b, p); err != nil || p.Code == "" {
 		// Not a problem document (a proxy in between): retry 5xx, not 4xx.
-		p = &Problem{Status: resp.StatusCode, Code: "http_" + strconv.Itoa(resp.StatusCode),
-			Detail: strings.TrimSpace(string(b)), Retryable: resp.StatusCode >= 500 || resp.StatusCode == 429, Raw: b}
+		p = &Problem{Problem: problem.Problem{Status: resp.StatusCode, Code: problem.Code("http_" + strconv.Itoa(resp.StatusCode)),
+			Detail: strings.TrimSpace(string(b)), Retryable: resp.StatusCode >= 500 || resp.StatusCode == 429}, Raw: b}
 	}
 	if p.Status == 0 {
 		p.Status = resp.StatusCode
