@@ -54,7 +54,7 @@ var commands = map[string]command{
 	"dev":      {"every role and an embedded Kafka broker behind one address", devMain},
 	"ingest":   {"the fasthttp edge: POST /events onto Kafka", ingest.Main},
 	"broker":   {"the embedded Kafka broker alone (SVC_EMBEDDED_KAFKA_ADDR)", brokerMain},
-	"admin":    {"workspaces, pixels, keys (run without arguments for the list)", admin.Main},
+	"admin":    {"workspaces, pixels, keys, webhooks, imports, seeds (run without arguments for the list)", admin.Main},
 	"migrate":  {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", schema.MigrateMain},
 	"rollup":   {"the Kafka consumer group writing events into ClickHouse", rollup.Main},
 	"webhooks": {"inbound receiver and outbound delivery worker", webhooks.Main},
