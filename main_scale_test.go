@@ -26,7 +26,7 @@ func (in *instance) spawn(t *testing.T, name string, extra ...string) *proc {
 	p := &proc{name: name, http: freePort(t)}
 	args := strings.Fields(name)
 	p.cmd = exec.Command(svcBin, args[0])
-	p.cmd.Env = append(append(append([]string{}, in.env...), "SVC_HTTP_ADDR="+p.http, "SVC_METRICS_ADDR="+freePort(t)), extra...)
+	p.cmd.Env = append(append(append([]string{}, in.env...), "SVC_HTTP_ADDR="+p.http, "SVC_METRICS_ADDR=off"), extra...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -68,13 +68,16 @@ type instance struct {
 	http string
 	dev  *exec.Cmd
 	log  *bytes.Buffer
+	// exited is closed when dev has exited; waitErr is then its exit error.
+	exited  chan struct{}
+	waitErr error
 }
 
 func newInstance(t *testing.T) *instance {
 	in := &instance{t: t, http: freePort(t)}
 	db := fmt.Sprintf("svc_e2e_%d", time.Now().UnixNano())
 	in.env = append(os.Environ(),
-		"SVC_HTTP_ADDR="+in.http, "SVC_METRICS_ADDR="+freePort(t), "SVC_EMBEDDED_KAFKA_ADDR="+freePort(t),
+		"SVC_HTTP_ADDR="+in.http, "SVC_METRICS_ADDR=off", "SVC_EMBEDDED_KAFKA_ADDR="+freePort(t),
 		"SVC_DATA_DIR="+t.TempDir(), "SVC_CLICKHOUSE_DB="+db, "SVC_KAFKA_PARTITIONS=2",
 		"SVC_INGEST_DELIVERY_TIMEOUT=2s")
 	t.Cleanup(func() {
@@ -84,9 +87,10 @@ func newInstance(t *testing.T) *instance {
 	return in
 }
 
+// getenv returns the value the processes see: the last one set.
 func (in *instance) getenv(name string) string {
-	for _, kv := range in.env {
-		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+	for i := len(in.env) - 1; i >= 0; i-- {
+		if v, ok := strings.CutPrefix(in.env[i], name+"="); ok {
 			return v
 		}
 	}
@@ -109,6 +113,32 @@ func (in *instance) run(args ...string) []byte {
 
 func (in *instance) start() {
 	in.t.Helper()
+	for attempt := 0; ; attempt++ {
+		if in.tryStart() {
+			return
+		}
+		// A port picked free may be taken by another test's process before svc binds
+		// it: pick new ones and try again.
+		if attempt < 3 && strings.Contains(in.log.String(), "address already in use") {
+			in.http = freePort(in.t)
+			in.env = append(in.env, "SVC_HTTP_ADDR="+in.http, "SVC_EMBEDDED_KAFKA_ADDR="+in.embeddedAddr())
+			continue
+		}
+		in.t.Fatalf("svc dev not ready:\n%s", in.log.String())
+	}
+}
+
+// embeddedAddr keeps the broker's address unless the failed start was its bind.
+func (in *instance) embeddedAddr() string {
+	addr := in.getenv("SVC_EMBEDDED_KAFKA_ADDR")
+	if strings.Contains(in.log.String(), addr+": bind") || strings.Contains(in.log.String(), "embedded kafka on "+addr) {
+		return freePort(in.t)
+	}
+	return addr
+}
+
+// tryStart starts svc dev and waits until it is ready (true) or has exited or timed out.
+func (in *instance) tryStart() bool {
 	in.log = &bytes.Buffer{}
 	in.dev = exec.Command(svcBin, "dev")
 	in.dev.Env = in.env
@@ -116,18 +146,29 @@ func (in *instance) start() {
 	if err := in.dev.Start(); err != nil {
 		in.t.Fatal(err)
 	}
+	in.exited = make(chan struct{})
+	go func(cmd *exec.Cmd, exited chan struct{}) { in.waitErr = cmd.Wait(); close(exited) }(in.dev, in.exited)
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
+		select {
+		case <-in.exited:
+			in.dev, in.exited = nil, nil
+			return false
+		default:
+		}
 		resp, err := http.Get("http://" + in.http + "/readyz")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return
+				return true
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	in.t.Fatalf("svc dev not ready:\n%s", in.log.String())
+	in.dev.Process.Kill()
+	<-in.exited
+	in.dev, in.exited = nil, nil
+	return false
 }
 
 // stop sends SIGTERM and waits; it returns the exit error.
@@ -135,16 +176,19 @@ func (in *instance) stop() error {
 	if in.dev == nil || in.dev.Process == nil {
 		return nil
 	}
+	if in.exited == nil { // started by hand (exec.Cmd.Start) rather than by start()
+		in.exited = make(chan struct{})
+		go func(cmd *exec.Cmd, exited chan struct{}) { in.waitErr = cmd.Wait(); close(exited) }(in.dev, in.exited)
+	}
 	in.dev.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- in.dev.Wait() }()
 	select {
-	case err := <-done:
-		in.dev = nil
-		return err
+	case <-in.exited:
+		in.dev, in.exited = nil, nil
+		return in.waitErr
 	case <-time.After(40 * time.Second):
 		in.dev.Process.Kill()
-		in.dev = nil
+		<-in.exited
+		in.dev, in.exited = nil, nil
 		return fmt.Errorf("svc dev did not stop within 40s")
 	}
 }
