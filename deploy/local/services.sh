@@ -51,8 +51,8 @@ start_clickhouse() {
     "$root/deploy/local/clickhouse.xml" >"$d/config.xml"
   cp "$root/deploy/local/clickhouse-users.xml" "$d/users.xml"
   local bin; bin=$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)
-  nohup "$bin" --config-file="$d/config.xml" --pid-file="$d/clickhouse.pid" \
-    >"$d/log/stdout.log" 2>&1 &
+  nohup "$bin" --config-file="$d/config.xml" >"$d/log/stdout.log" 2>&1 &
+  echo $! >"$d/clickhouse.pid" # 18.16 writes no pid file of its own when not daemonised
 }
 
 wait_for() {
