@@ -392,17 +392,32 @@ func parseUTC(v []byte) (time.Time, bool) {
 	return t, true
 }
 
+// optional reads the kind of an optional member's value: true when it is want (the
+// caller reads it); false after skipping a null (as if absent) or a value of another
+// kind, rejected with rule type_<want> and the raw value (or withheld when echo is false).
+func (p *Parser) optional(b *Batch, st *eventState, idx int, field string, want kind, echo bool) bool {
+	s := &p.sc
+	from := s.i
+	switch k := s.kind(); k {
+	case want:
+		return true
+	case kNull:
+		s.skip(0)
+		return false
+	}
+	s.skip(0)
+	value := "(withheld: contact details are never echoed)"
+	if echo {
+		value = s.raw(from)
+	}
+	p.reject(b, st, idx, field, "type_"+want.String(), value)
+	return false
+}
+
 func (p *Parser) value(b *Batch, st *eventState, idx int, e *schema.Event) {
 	s := &p.sc
 	from := s.i
-	switch s.kind() {
-	case kNull:
-		s.skip(0)
-		return
-	case kNumber:
-	default:
-		s.skip(0)
-		p.reject(b, st, idx, "value", "type_number", s.raw(from))
+	if !p.optional(b, st, idx, "value", kNumber, true) {
 		return
 	}
 	v, rule := parseDecimal(s.number())
@@ -476,15 +491,7 @@ func parseDecimal(t []byte) (int64, string) {
 
 func (p *Parser) currency(b *Batch, st *eventState, idx int, e *schema.Event) {
 	s := &p.sc
-	from := s.i
-	switch s.kind() {
-	case kNull:
-		s.skip(0)
-		return
-	case kString:
-	default:
-		s.skip(0)
-		p.reject(b, st, idx, "currency", "type_string", s.raw(from))
+	if !p.optional(b, st, idx, "currency", kString, true) {
 		return
 	}
 	v := s.str()
@@ -531,18 +538,7 @@ func (p *Parser) consent(b *Batch, st *eventState, idx int, e *schema.Event) {
 
 func (p *Parser) identity(b *Batch, st *eventState, idx int, e *schema.Event) {
 	s := &p.sc
-	from := s.i
-	switch s.kind() {
-	case kNull:
-		s.skip(0)
-		return
-	case kObject:
-	default:
-		s.skip(0)
-		p.reject(b, st, idx, "identity", "type_object", s.raw(from))
-		return
-	}
-	if !s.objectStart() {
+	if !p.optional(b, st, idx, "identity", kObject, false) || !s.objectStart() {
 		return
 	}
 	for {
@@ -562,14 +558,7 @@ func (p *Parser) identity(b *Batch, st *eventState, idx int, e *schema.Event) {
 // the address: errors[].value says what is wrong with it instead.
 func (p *Parser) email(b *Batch, st *eventState, idx int, e *schema.Event) {
 	s := &p.sc
-	switch s.kind() {
-	case kNull:
-		s.skip(0)
-		return
-	case kString:
-	default:
-		s.skip(0)
-		p.reject(b, st, idx, "identity.email", "type_string", "(not a string)")
+	if !p.optional(b, st, idx, "identity.email", kString, false) {
 		return
 	}
 	v := s.str()
