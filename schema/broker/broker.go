@@ -7,6 +7,7 @@ package broker
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strconv"
@@ -38,6 +39,14 @@ type Config struct {
 	// keeps every acknowledged batch (the OS holds the pages); only a machine crash can
 	// lose the last moments, as with Kafka's own defaults.
 	SyncWrites bool
+	// Retain is how long the embedded broker keeps records after every consumer group
+	// of their topic has committed past them (SVC_EMBEDDED_KAFKA_RETAIN, default 10m;
+	// 0 keeps them for Kafka's default 7 days). It bounds the broker's memory and disk
+	// under steady load; records no group has finished with are never deleted.
+	Retain time.Duration
+	// TrimInterval is how often that is checked (SVC_EMBEDDED_KAFKA_TRIM_INTERVAL,
+	// default 30s).
+	TrimInterval time.Duration
 }
 
 // FromEnv reads the SVC_* variables named on each field.
@@ -48,6 +57,8 @@ func FromEnv(r *env.Reader) Config {
 		DataDir:      r.String("SVC_DATA_DIR", ".data"),
 		Partitions:   r.Int("SVC_KAFKA_PARTITIONS", 8),
 		SyncWrites:   r.Bool("SVC_EMBEDDED_KAFKA_FSYNC", false),
+		Retain:       r.Duration("SVC_EMBEDDED_KAFKA_RETAIN", 10*time.Minute),
+		TrimInterval: r.Duration("SVC_EMBEDDED_KAFKA_TRIM_INTERVAL", 30*time.Second),
 	}
 }
 
@@ -61,19 +72,31 @@ func (c Config) Validate() error {
 	if c.Partitions < 1 || c.Partitions > 1024 {
 		return fmt.Errorf("SVC_KAFKA_PARTITIONS %d: want 1..1024", c.Partitions)
 	}
+	if c.Retain < 0 {
+		return fmt.Errorf("SVC_EMBEDDED_KAFKA_RETAIN %s: want 0 (off) or more", c.Retain)
+	}
+	if c.Retain > 0 && c.TrimInterval < 10*time.Millisecond {
+		return fmt.Errorf("SVC_EMBEDDED_KAFKA_TRIM_INTERVAL %s: want at least 10ms", c.TrimInterval)
+	}
 	return nil
 }
 
 // Embedded is a running in-process broker.
 type Embedded struct {
-	cluster *kfake.Cluster
+	cluster  *kfake.Cluster
+	stopTrim func()
 }
 
 // Addrs returns the addresses the broker listens on.
 func (e *Embedded) Addrs() []string { return e.cluster.ListenAddrs() }
 
 // Close stops the broker and writes its state to disk.
-func (e *Embedded) Close() { e.cluster.Close() }
+func (e *Embedded) Close() {
+	if e.stopTrim != nil {
+		e.stopTrim()
+	}
+	e.cluster.Close()
+}
 
 // Cluster exposes the kfake cluster for fault injection in tests.
 func (e *Embedded) Cluster() *kfake.Cluster { return e.cluster }
@@ -108,7 +131,14 @@ func StartEmbedded(c Config) (*Embedded, error) {
 	if err != nil {
 		return nil, fmt.Errorf("start embedded kafka on %s: %w", c.EmbeddedAddr, err)
 	}
-	return &Embedded{cluster: cl}, nil
+	e := &Embedded{cluster: cl}
+	if c.Retain > 0 {
+		if e.stopTrim, err = startTrimmer(cl.ListenAddrs(), c.Retain, c.TrimInterval, slog.Default()); err != nil {
+			cl.Close()
+			return nil, fmt.Errorf("embedded kafka trimmer: %w", err)
+		}
+	}
+	return e, nil
 }
 
 // Seeds returns the brokers to connect to: Config.Brokers, or the address of an embedded
