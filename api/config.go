@@ -46,6 +46,11 @@ type Config struct {
 	// process that took it died before answering (SVC_IDEMPOTENCY_PENDING_TTL, 60s):
 	// retries meanwhile get idempotency_key_in_use.
 	IdempotencyPendingTTL time.Duration
+	// RedisAutoPipeline batches the hot path's Redis commands (the rate-limit and
+	// idempotency script of each request, and the stored answer) from concurrent requests
+	// into shared pipelined round trips (SVC_REDIS_AUTOPIPELINE, default true): fewer
+	// system calls on both sides, at the cost of waiting for the batch in flight.
+	RedisAutoPipeline bool
 }
 
 // ConfigFromEnv reads the SVC_* variables named on each field.
@@ -61,6 +66,7 @@ func ConfigFromEnv(r *env.Reader) Config {
 		ShutdownTimeout:       r.Duration("SVC_SHUTDOWN_TIMEOUT", 20*time.Second),
 		KeyCacheTTL:           r.Duration("SVC_KEY_CACHE_TTL", 500*time.Millisecond),
 		IdempotencyPendingTTL: r.Duration("SVC_IDEMPOTENCY_PENDING_TTL", time.Minute),
+		RedisAutoPipeline:     r.Bool("SVC_REDIS_AUTOPIPELINE", true),
 	}
 	c.PublicURL = strings.TrimRight(r.String("SVC_PUBLIC_URL", "http://"+c.HTTPAddr), "/")
 	for _, s := range r.List("SVC_TRUSTED_PROXIES", nil) {

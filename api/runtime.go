@@ -55,9 +55,24 @@ func OpenRedis(ctx context.Context, url string) (*redis.Client, error) {
 func NewDeps(cfg Config, rdb *redis.Client, reg prometheus.Registerer, log *slog.Logger) Deps {
 	ks := keys.NewStore(rdb)
 	ks.CacheTTL = cfg.KeyCacheTTL
-	idem := idempotency.New(rdb)
+	hot := hotPath(cfg, rdb, log)
+	idem := idempotency.New(hot)
 	idem.PendingTTL = cfg.IdempotencyPendingTTL
-	return Deps{Keys: ks, Limits: limits.New(rdb), Idem: idem, Metrics: NewMetrics(reg), Log: log}
+	return Deps{Keys: ks, Limits: limits.New(hot), Idem: idem, Metrics: NewMetrics(reg), Log: log}
+}
+
+// hotPath is the client for the commands every request runs: rdb's auto-pipeliner
+// (shared, closed with rdb) when cfg.RedisAutoPipeline is on, else rdb itself.
+func hotPath(cfg Config, rdb *redis.Client, log *slog.Logger) redis.Cmdable {
+	if !cfg.RedisAutoPipeline {
+		return rdb
+	}
+	ap, err := rdb.AutoPipeline()
+	if err != nil {
+		log.Warn("redis auto-pipelining unavailable; one round trip per command", "err", err.Error())
+		return rdb
+	}
+	return ap
 }
 
 // NewRegistry returns a registry with the Go and process collectors.

@@ -35,7 +35,7 @@ type Stored struct {
 
 // Store keeps idempotency records.
 type Store struct {
-	rdb *redis.Client
+	rdb redis.Cmdable
 	// TTL is how long a finished response is kept (24 h).
 	TTL time.Duration
 	// PendingTTL bounds a reservation whose process died before finishing (60 s): after
@@ -44,7 +44,7 @@ type Store struct {
 }
 
 // New returns a Store with the default TTLs.
-func New(rdb *redis.Client) *Store {
+func New(rdb redis.Cmdable) *Store {
 	return &Store{rdb: rdb, TTL: 24 * time.Hour, PendingTTL: time.Minute}
 }
 
@@ -116,18 +116,19 @@ func OutcomeOf(res []any) (Outcome, *Stored) {
 	return Replay, st
 }
 
-// Complete stores the response of the reserved request. It is two plain commands in
-// one MULTI (no script: this runs for every idempotent write), and trusts that the
+var completeScript = redis.NewScript(`
+redis.call('HSET', KEYS[1], 'fp', ARGV[1], 'state', 'done', 'status', ARGV[2], 'ctype', ARGV[3], 'body', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
+return 1
+`)
+
+// Complete stores the response of the reserved request, and trusts that the
 // reservation is the caller's: a reservation lapses only after PendingTTL, far longer
-// than a request runs.
+// than a request runs. It is one command (a script, so that the record and its 24-hour
+// expiry land together), which an auto-pipelining client batches with other requests'.
 func (s *Store) Complete(ctx context.Context, keyID, idemKey, fp string, st Stored) error {
-	k := recordKey(keyID, idemKey)
-	_, err := s.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
-		tx.HSet(ctx, k, "fp", fp, "state", "done", "status", st.Status, "ctype", st.ContentType, "body", st.Body)
-		tx.PExpire(ctx, k, s.TTL)
-		return nil
-	})
-	return err
+	return completeScript.Run(ctx, s.rdb, []string{recordKey(keyID, idemKey)},
+		fp, st.Status, st.ContentType, st.Body, s.TTL.Milliseconds()).Err()
 }
 
 var releaseScript = redis.NewScript(`

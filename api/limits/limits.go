@@ -55,15 +55,15 @@ func (d *Decision) Closest() State {
 
 // Limiter takes and refunds requests against Redis.
 type Limiter struct {
-	rdb *redis.Client
+	rdb redis.Cmdable
 	Now func() time.Time
 }
 
 // Redis returns the client the limiter uses.
-func (l *Limiter) Redis() *redis.Client { return l.rdb }
+func (l *Limiter) Redis() redis.Cmdable { return l.rdb }
 
 // New returns a Limiter over rdb.
-func New(rdb *redis.Client) *Limiter { return &Limiter{rdb: rdb, Now: time.Now} }
+func New(rdb redis.Cmdable) *Limiter { return &Limiter{rdb: rdb, Now: time.Now} }
 
 // LuaTake defines the Lua function take(kd, kb, now, dq, dw, bq, bw, cost): the two
 // windows' GCRA over the daily TAT key kd and the burst TAT key kb (windows in ms), cost
