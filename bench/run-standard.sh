@@ -132,6 +132,28 @@ step() { # step NAME ARGS...: one scenario, its summary appended to summary.txt
 }
 
 want ingest200k && step ingest-200k ingest -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
+# The same load against the edge alone: `svc ingest` with its own embedded broker and no
+# consumer, so neither the rollup consumer nor ClickHouse's inserts share the two cores.
+# The difference to ingest-200k is what the pipeline's back half costs the edge's tail.
+edge_step() { # edge_step NAME ARGS...: one ingest scenario against a lone svc ingest
+  local name=$1; shift
+  local eh em ek edata epid
+  read -r eh em ek <<<"$(free_port) $(free_port) $(free_port)"
+  edata=$(mktemp -d /tmp/svc-bench-edge.XXXXXX)
+  SVC_HTTP_ADDR=127.0.0.1:$eh SVC_METRICS_ADDR=127.0.0.1:$em SVC_EMBEDDED_KAFKA_ADDR=127.0.0.1:$ek \
+    SVC_DATA_DIR=$edata "$svc" ingest >>"$data/svc-ingest.log" 2>&1 &
+  epid=$!
+  for _ in $(seq 1 150); do curl -fsS "http://127.0.0.1:$eh/readyz" >/dev/null 2>&1 && break; sleep 0.2; done
+  echo "== $name: svc bench $* (against svc ingest alone)" | tee -a "$out/summary.txt"
+  SVC_HTTP_ADDR=127.0.0.1:$eh SVC_METRICS_ADDR=127.0.0.1:$em BENCH_TARGET_PIDS=$epid \
+    "$svc" bench "$@" -out "$out/$name" -note "svc ingest alone: no consumer, no ClickHouse inserts" \
+    2>"$out/$name.progress" | tee -a "$out/summary.txt" || echo "   ($name failed: see $out/$name.progress)" | tee -a "$out/summary.txt"
+  echo >>"$out/summary.txt"
+  kill "$epid" 2>/dev/null
+  for _ in $(seq 1 100); do kill -0 "$epid" 2>/dev/null || break; sleep 0.2; done
+  rm -rf "$edata"
+}
+want ingest200k && edge_step ingest-200k-edge ingest -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
 want ingest300k && step ingest-300k ingest -rate 6000 -duration "$(dur 30)" -batch 50
 want e2e        && step e2e-50k e2e -rate 1000 -duration "$(dur 60)" -batch 50 -via auto
 want read       && step read-100 read -rate 100 -duration "$(dur 20)"
