@@ -1,6 +1,8 @@
 package api
 
 import (
+	"time"
+
 	"github.com/redis/go-redis/v9"
 
 	"svc/api/idempotency"
@@ -54,7 +56,9 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 		keys = append(keys, idempotency.RecordKey(kid, idem.key))
 		args = append(args, idem.fp, s.Deps.Idem.PendingTTL.Milliseconds())
 	}
+	start := time.Now()
 	res, err := gateScript.Run(r.Context(), s.Deps.Limits.Redis(), keys, args...).Slice()
+	s.Deps.Metrics.Redis.WithLabelValues("gate").Observe(time.Since(start).Seconds())
 	if err != nil {
 		return limits.Decision{}, err
 	}

@@ -8,6 +8,9 @@ import (
 type Metrics struct {
 	Requests *prometheus.CounterVec   // svc_http_requests_total{route,code}
 	Duration *prometheus.HistogramVec // svc_http_request_duration_seconds{route}
+	// Redis times the hot path's Redis round trips (svc_http_redis_duration_seconds{op}):
+	// "gate" (rate limit and Idempotency-Key reservation) and "store" (the idempotent answer).
+	Redis *prometheus.HistogramVec
 }
 
 // NewMetrics registers the HTTP metrics on reg.
@@ -22,7 +25,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time from reading a request to writing its response, by route.",
 			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
 		}, []string{"route"}),
+		Redis: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "svc_http_redis_duration_seconds",
+			Help:    "Time of the Redis round trips a request waits for: gate (rate limit and Idempotency-Key reservation) and store (the idempotent answer).",
+			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+		}, []string{"op"}),
 	}
-	reg.MustRegister(m.Requests, m.Duration)
+	reg.MustRegister(m.Requests, m.Duration, m.Redis)
 	return m
 }

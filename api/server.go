@@ -400,8 +400,10 @@ func (s *Server) idempotent(r *Request) {
 	// process dies between Kafka's acknowledgement and here, the reservation lapses after
 	// PendingTTL and a retry runs again: the consumer drops that second copy of an event
 	// batch by its batch id.
+	start := time.Now()
 	err := s.Deps.Idem.Complete(r.Context(), kid, in.key, in.fp, idempotency.Stored{Status: st,
 		ContentType: string(r.Ctx.Response.Header.ContentType()), Body: r.Ctx.Response.Body()})
+	s.Deps.Metrics.Redis.WithLabelValues("store").Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.Deps.Log.Error("idempotency completion failed", "request_id", r.ID, "err", err.Error())
 	}
