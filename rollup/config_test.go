@@ -18,7 +18,7 @@ func TestConfigFromEnvAndValidate(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	if cfg.Group != "svc-rollup" || cfg.BatchRows != 50000 || cfg.BatchInterval != time.Second {
+	if cfg.Group != "svc-rollup" || cfg.BatchRows != 200000 || cfg.BatchInterval != time.Second {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	for name, c := range map[string]struct{ k, v, want string }{
