@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"syscall"
 
@@ -128,6 +129,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "svc: unknown command %q\n", os.Args[1])
 		usage()
 		os.Exit(2)
+	}
+	// The roles allocate mostly short-lived request and batch buffers over a small live
+	// heap: collecting at 200% heap growth instead of Go's 100% cut svc's CPU per event
+	// by about 6% at 300,000 events/s (bench/README.md). A GOGC in the environment wins.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(200)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
