@@ -9,7 +9,8 @@
 //	  "D" <fingerprint> <status, 3 digits> <content type> "\n" <body>   done
 //
 // One string rather than a hash: reserving is one SET NX GET, completing one plain SET
-// with its expiry (no script), and a record takes about 40% less memory. (The earlier
+// with its expiry (no script), and a record takes about half the memory (MEMORY USAGE of
+// a 202 with one rejection: 720 B as a hash, 376 B as a string). (The earlier
 // hash records lived under svc:idem:; they expire within 24 hours, and a retry that
 // misses one is caught by the consumer's batch-id claim.)
 package idempotency
