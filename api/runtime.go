@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,7 +50,36 @@ func OpenRedis(ctx context.Context, url string) (*redis.Client, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("redis at %s does not answer: %w", opt.Addr, err)
 	}
+	if err := requireRedis7(pctx, rdb); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("redis at %s: %w", opt.Addr, err)
+	}
 	return rdb, nil
+}
+
+// requireRedis7 refuses a Redis older than 7.0: the idempotency records need SET with
+// both NX and GET. A server that hides INFO is given the benefit of the doubt.
+func requireRedis7(ctx context.Context, rdb *redis.Client) error {
+	info, err := rdb.Info(ctx, "server").Result()
+	if err != nil {
+		return nil
+	}
+	return checkRedisVersion(info)
+}
+
+// checkRedisVersion reads redis_version from an INFO server reply.
+func checkRedisVersion(info string) error {
+	for _, line := range strings.Split(info, "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
+		if !ok {
+			continue
+		}
+		major, _, _ := strings.Cut(v, ".")
+		if n, err := strconv.Atoi(major); err == nil && n < 7 {
+			return fmt.Errorf("version %s; svc needs Redis 7.0 or newer", v)
+		}
+	}
+	return nil
 }
 
 // NewDeps builds the shared stores over rdb and registers HTTP metrics on reg.
