@@ -83,6 +83,13 @@ func (p *prober) note() string {
 	return fmt.Sprintf("freshness: a probe every %s, visibility polled every %s in ClickHouse (%s.pixel_rollups_daily), not through GET /pixel-rollups", p.f.probeEvery, p.f.poll, p.f.chDB)
 }
 
+// count is how many probes were numbered (sent or not).
+func (p *prober) count() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.n
+}
+
 func (p *prober) marker(n int) string { return "bp_" + p.runID + "_" + strconv.Itoa(n) }
 
 // run sends probes for d and polls until ctx ends or d passed.

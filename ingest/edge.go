@@ -286,14 +286,20 @@ var schemaV1 = []byte(schema.SchemaEventsV1)
 // random otherwise. idem reports which.
 func (e *Edge) idBase(r *api.Request) (base [16]byte, idem bool) {
 	if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 && r.Idempotent() {
-		h := sha256.New()
-		h.Write(r.Key.ID[:])
-		h.Write(k)
-		copy(base[:], h.Sum(nil))
-		return base, true
+		return BatchID(r.Key.ID, k), true
 	}
 	_, _ = rand.Read(base[:])
 	return base, false
+}
+
+// BatchID is the id of a batch sent by key keyID with Idempotency-Key idemKey: the same
+// for every retry, so the consumer recognises a second copy (rollup.ClaimKey).
+func BatchID(keyID [16]byte, idemKey []byte) (id [16]byte) {
+	h := sha256.New()
+	h.Write(keyID[:])
+	h.Write(idemKey)
+	copy(id[:], h.Sum(nil))
+	return id
 }
 
 func (e *Edge) countRejections(b *Batch) {

@@ -254,8 +254,21 @@ func TestIdempotentRetryProducesOnce(t *testing.T) {
 		t.Fatalf("a=%d %s b=%d %s", a.Status, a.Body, b.Status, b.Body)
 	}
 	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), eventJSON("other", "", true)), "Idempotency-Key", "batch-1"), 409, "idempotency_key_reuse")
-	if n := len(rg.records(t)); n != 1 {
+	recs := rg.records(t)
+	if n := len(recs); n != 1 {
 		t.Fatalf("%d records, want 1", n)
+	}
+	// The batch id the consumer deduplicates by (and svc bench forgets by) is
+	// BatchID(key, Idempotency-Key).
+	want := BatchID(tn.Key.ID, []byte("batch-1"))
+	var got []byte
+	for _, h := range recs[0].Headers {
+		if h.Key == schema.HeaderBatchID {
+			got = h.Value
+		}
+	}
+	if string(got) != string(want[:]) {
+		t.Fatalf("batch id header %x, want %x", got, want)
 	}
 }
 

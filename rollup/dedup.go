@@ -23,6 +23,11 @@ import (
 // batchClaimTTL outlives the 24 h an Idempotency-Key can be retried.
 const batchClaimTTL = 25 * time.Hour
 
+// ClaimKey is the Redis key of the claim on batch id (schema.HeaderBatchID) in topic.
+func ClaimKey(topic string, id []byte) string {
+	return "svc:batch:" + topic + ":" + hex.EncodeToString(id)
+}
+
 type recordPos struct {
 	p int32
 	o int64
@@ -57,7 +62,7 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 			c.claims[at] = false
 			continue
 		}
-		keys = append(keys, "svc:batch:"+c.cfg.Topic+":"+hex.EncodeToString(id))
+		keys = append(keys, ClaimKey(c.cfg.Topic, id))
 		args = append(args, strconv.Itoa(int(r.Partition))+":"+strconv.FormatInt(r.Offset, 10))
 		pos = append(pos, at)
 	}
