@@ -11,6 +11,9 @@ type Metrics struct {
 	// Redis times the hot path's Redis round trips (svc_http_redis_duration_seconds{op}):
 	// "gate" (rate limit and Idempotency-Key reservation) and "store" (the idempotent answer).
 	Redis *prometheus.HistogramVec
+	// Conns counts open client connections (svc_http_open_connections). fasthttp serves
+	// each connection on a goroutine of its own, so go_goroutines follows it.
+	Conns prometheus.Gauge
 }
 
 // NewMetrics registers the HTTP metrics on reg.
@@ -30,7 +33,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time of the Redis round trips a request waits for: gate (rate limit and Idempotency-Key reservation) and store (the idempotent answer).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}, []string{"op"}),
+		Conns: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "svc_http_open_connections",
+			Help: "Open client connections; each holds one serving goroutine.",
+		}),
 	}
-	reg.MustRegister(m.Requests, m.Duration, m.Redis)
+	reg.MustRegister(m.Requests, m.Duration, m.Redis, m.Conns)
 	return m
 }

@@ -74,6 +74,20 @@ func (s *Server) HTTPServer() *fasthttp.Server {
 		DisableHeaderNamesNormalizing: false,
 		ReduceMemoryUsage:             false,
 		CloseOnShutdown:               true,
+		ConnState:                     s.countConn,
+	}
+}
+
+// countConn keeps svc_http_open_connections.
+func (s *Server) countConn(_ net.Conn, st fasthttp.ConnState) {
+	if s.Deps.Metrics == nil {
+		return
+	}
+	switch st {
+	case fasthttp.StateNew:
+		s.Deps.Metrics.Conns.Inc()
+	case fasthttp.StateClosed, fasthttp.StateHijacked:
+		s.Deps.Metrics.Conns.Dec()
 	}
 }
 

@@ -321,8 +321,8 @@ func TestParsers(t *testing.T) {
 	if got := problemCode([]byte(`{"type":"x","code":"rate_limited","status":429}`)); got != "rate_limited" {
 		t.Errorf("problemCode = %q", got)
 	}
-	m := ParseMetrics([]byte("# HELP x\ngo_goroutines 42\ngo_memstats_heap_inuse_bytes 1.5e+07\nprocess_cpu_seconds_total 3.25\nother 1\n"))
-	if m.Goroutines != 42 || m.HeapInuse != 1.5e7 || m.CPUSeconds != 3.25 {
+	m := ParseMetrics([]byte("# HELP x\ngo_goroutines 42\ngo_memstats_heap_inuse_bytes 1.5e+07\nprocess_cpu_seconds_total 3.25\nsvc_http_open_connections 7\nother 1\n"))
+	if m.Goroutines != 42 || m.HeapInuse != 1.5e7 || m.CPUSeconds != 3.25 || m.Conns != 7 {
 		t.Errorf("ParseMetrics = %+v", m)
 	}
 	if got := jsonStrings([]byte(`{"data":[{"event_name":"a"},{"event_name":"b"}],"meta":{"next_cursor":null}}`), "event_name"); len(got) != 2 || got[1] != "b" {
@@ -344,5 +344,18 @@ func TestSoakVerdict(t *testing.T) {
 	}
 	if v := SoakVerdict(growing, 20, 20); v.Flat || !strings.Contains(v.Verdict, "GROWING") {
 		t.Errorf("growing judged %+v", v)
+	}
+	// Goroutines that follow the open connections (one each) are not a leak; the same
+	// growth with the connection count flat is.
+	var withConns, leak []Sample
+	for i := 0; i < 50; i++ {
+		withConns = append(withConns, Sample{T: float64(i), HeapInuse: 100 << 20, Goroutines: float64(60 + 3*i), Conns: float64(1 + 3*i)})
+		leak = append(leak, Sample{T: float64(i), HeapInuse: 100 << 20, Goroutines: float64(60 + 3*i), Conns: 1})
+	}
+	if v := SoakVerdict(withConns, 20, 20); !v.Flat || !strings.Contains(v.Verdict, "besides one per open connection") {
+		t.Errorf("goroutines following connections judged %+v", v)
+	}
+	if v := SoakVerdict(leak, 20, 20); v.Flat {
+		t.Errorf("goroutines growing with flat connections judged %+v", v)
 	}
 }

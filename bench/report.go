@@ -96,6 +96,9 @@ type Sample struct {
 	Goroutines float64 `json:"goroutines"`
 	RSS        float64 `json:"rss_bytes"`
 	CPUSeconds float64 `json:"cpu_seconds"`
+	// Conns is the target's open client connections (svc_http_open_connections), 0 when
+	// it does not say.
+	Conns float64 `json:"open_connections,omitempty"`
 }
 
 // Soak is the verdict on memory and goroutines over a long run.

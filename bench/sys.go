@@ -301,6 +301,8 @@ func ParseMetrics(body []byte) Sample {
 			dst = &s.RSS
 		case "process_cpu_seconds_total":
 			dst = &s.CPUSeconds
+		case "svc_http_open_connections":
+			dst = &s.Conns
 		default:
 			continue
 		}
@@ -314,7 +316,10 @@ func ParseMetrics(body []byte) Sample {
 // SoakVerdict judges samples: memory is flat when the heap's floor (smallest heap in
 // use) over the last fifth of the run is within tolerance of its floor over the second
 // fifth, and goroutines are flat when their mean grew by at most goroutineTol between
-// the same fifths (the first fifth is warm-up).
+// the same fifths (the first fifth is warm-up). The server holds one goroutine per open
+// client connection, and the load generator opens connections as latency requires (up
+// to -workers); when the target reports its open connections, those goroutines are
+// left out of the judgement (and the connection counts are shown beside it).
 func SoakVerdict(samples []Sample, heapTolPct, goroutineTol float64) *Soak {
 	if len(samples) < 10 {
 		return &Soak{Verdict: "too few samples to judge (need 10)"}
@@ -339,11 +344,19 @@ func SoakVerdict(samples []Sample, heapTolPct, goroutineTol float64) *Soak {
 	// The first fifth is warm-up (pools, caches and the heap grow to their working
 	// size): the second fifth is compared with the last.
 	first, last := samples[n:2*n], samples[len(samples)-n:]
+	byConn := false
+	for _, s := range samples {
+		byConn = byConn || s.Conns > 0
+	}
 	gor := func(s Sample) float64 { return s.Goroutines }
+	if byConn {
+		gor = func(s Sample) float64 { return s.Goroutines - s.Conns }
+	}
+	conns := func(s Sample) float64 { return s.Conns }
 	v := &Soak{HeapFirstMB: round(floor(first), 1), HeapLastMB: round(floor(last), 1),
 		GoroutinesFirst: round(mean(first, gor), 1), GoroutinesLast: round(mean(last, gor), 1)}
 	for _, s := range samples {
-		v.GoroutinesMax = max(v.GoroutinesMax, s.Goroutines)
+		v.GoroutinesMax = max(v.GoroutinesMax, gor(s))
 	}
 	if v.HeapFirstMB > 0 {
 		v.HeapGrowthPct = round(100*(v.HeapLastMB-v.HeapFirstMB)/v.HeapFirstMB, 1)
@@ -354,6 +367,10 @@ func SoakVerdict(samples []Sample, heapTolPct, goroutineTol float64) *Soak {
 	word := map[bool]string{true: "flat", false: "GROWING"}
 	v.Verdict = "heap in use (floor) " + word[heapFlat] + " (" + ftoa(v.HeapFirstMB) + " MiB → " + ftoa(v.HeapLastMB) + " MiB, " + ftoa(v.HeapGrowthPct) + "%); " +
 		"goroutines " + word[gorFlat] + " (" + ftoa(v.GoroutinesFirst) + " → " + ftoa(v.GoroutinesLast) + ", max " + ftoa(v.GoroutinesMax) + ")"
+	if byConn {
+		v.Verdict += " besides one per open connection (connections " + ftoa(round(mean(first, conns), 1)) +
+			" → " + ftoa(round(mean(last, conns), 1)) + ")"
+	}
 	return v
 }
 
