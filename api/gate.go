@@ -58,7 +58,7 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 	}
 	start := time.Now()
 	res, err := gateScript.Run(r.Context(), s.Deps.Limits.Redis(), keys, args...).Slice()
-	s.Deps.Metrics.Redis.WithLabelValues("gate").Observe(time.Since(start).Seconds())
+	s.Deps.Metrics.RedisGate.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return limits.Decision{}, err
 	}

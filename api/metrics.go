@@ -11,6 +11,8 @@ type Metrics struct {
 	// Redis times the hot path's Redis round trips (svc_http_redis_duration_seconds{op}):
 	// "gate" (rate limit and Idempotency-Key reservation) and "store" (the idempotent answer).
 	Redis *prometheus.HistogramVec
+	// RedisGate and RedisStore are Redis's two children, resolved once (hot path).
+	RedisGate, RedisStore prometheus.Observer
 	// Conns counts open client connections (svc_http_open_connections). fasthttp serves
 	// each connection on a goroutine of its own, so go_goroutines follows it.
 	Conns prometheus.Gauge
@@ -38,6 +40,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help: "Open client connections; each holds one serving goroutine.",
 		}),
 	}
+	m.RedisGate, m.RedisStore = m.Redis.WithLabelValues("gate"), m.Redis.WithLabelValues("store")
 	reg.MustRegister(m.Requests, m.Duration, m.Redis, m.Conns)
 	return m
 }

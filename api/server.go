@@ -417,7 +417,7 @@ func (s *Server) idempotent(r *Request) {
 	start := time.Now()
 	err := s.Deps.Idem.Complete(r.Context(), kid, in.key, in.fp, idempotency.Stored{Status: st,
 		ContentType: string(r.Ctx.Response.Header.ContentType()), Body: r.Ctx.Response.Body()})
-	s.Deps.Metrics.Redis.WithLabelValues("store").Observe(time.Since(start).Seconds())
+	s.Deps.Metrics.RedisStore.Observe(time.Since(start).Seconds())
 	if err != nil {
 		s.Deps.Log.Error("idempotency completion failed", "request_id", r.ID, "err", err.Error())
 	}
