@@ -186,15 +186,16 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d requests were idempotent retries of an earlier request; their replayed 202s count as ok requests, not as accepted events", n))
 	}
 	if !f.noIdem {
-		if err := fx.ForgetRequests(ctx, rep.Requests.Scheduled, func(j int64) (uuid.UUID, string) {
+		err := fx.ForgetRequests(ctx, rep.Requests.Scheduled, func(j int64) (uuid.UUID, string) {
 			return fx.KeyIDs[j%int64(len(fx.KeyIDs))], "bench-" + run + "-" + strconv.FormatInt(j, 10)
-		}); err != nil {
-			rep.Notes = append(rep.Notes, "cleanup: "+err.Error())
-		}
-		if probe != nil {
-			_ = fx.ForgetRequests(ctx, int64(probe.count()), func(j int64) (uuid.UUID, string) {
+		})
+		if err == nil && probe != nil {
+			err = fx.ForgetRequests(ctx, int64(probe.count()), func(j int64) (uuid.UUID, string) {
 				return fx.KeyIDs[0], "bench-probe-" + probe.marker(int(j))
 			})
+		}
+		if err != nil {
+			rep.Notes = append(rep.Notes, "cleanup: "+err.Error())
 		}
 	}
 	if scenario == "soak" {

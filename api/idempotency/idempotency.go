@@ -25,7 +25,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Outcome of Reserve.
+// Outcome of a reservation (LuaReserve, run by the server's gate script).
 type Outcome int
 
 const (
@@ -78,7 +78,7 @@ func KeyPrefix(keyID string) string { return "svc:idem2:" + keyID + ":" }
 
 // LuaReserve defines the Lua function reserve(k, fp, pending_ms) over the record key
 // k: {0} reserved (proceed), {1, record} replay, {2} reuse, {3} in use.
-// Other scripts (the server's one-trip gate) include it.
+// The server's one-trip gate script includes it.
 const LuaReserve = `
 local function reserve(k, fp, pending)
   local v = redis.call('SET', k, 'P' .. fp, 'NX', 'PX', pending, 'GET')
@@ -88,20 +88,6 @@ local function reserve(k, fp, pending)
   return {1, v}
 end
 `
-
-var reserveScript = redis.NewScript(LuaReserve + `
-return reserve(KEYS[1], ARGV[1], ARGV[2])
-`)
-
-// Reserve claims idemKey for the request fp, or says why it cannot run.
-func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string) (Outcome, *Stored, error) {
-	res, err := reserveScript.Run(ctx, s.rdb, []string{recordKey(keyID, idemKey)}, fp, s.PendingTTL.Milliseconds()).Slice()
-	if err != nil {
-		return 0, nil, err
-	}
-	o, st := OutcomeOf(res)
-	return o, st, nil
-}
 
 // RecordKey is the Redis key of key id's record for idemKey.
 func RecordKey(keyID, idemKey string) string { return recordKey(keyID, idemKey) }

@@ -110,7 +110,6 @@ func (t *trimmer) committedFloor(ctx context.Context) (kadm.Offsets, error) {
 		return nil, err
 	}
 	floor := kadm.Offsets{}
-	blocked := map[string]map[int32]bool{} // topic → partitions some reader has not committed
 	var readers []kadm.Offsets
 	for _, g := range groups.Groups() {
 		res, err := t.adm.FetchOffsets(ctx, g)
@@ -141,17 +140,9 @@ func (t *trimmer) committedFloor(ctx context.Context) (kadm.Offsets, error) {
 			}
 			for p := range parts {
 				if o, ok := offs.Lookup(topic, p); !ok || o.At < 0 {
-					if blocked[topic] == nil {
-						blocked[topic] = map[int32]bool{}
-					}
-					blocked[topic][p] = true
+					floor.Delete(topic, p)
 				}
 			}
-		}
-	}
-	for topic, parts := range blocked {
-		for p := range parts {
-			floor.Delete(topic, p)
 		}
 	}
 	return floor, nil
