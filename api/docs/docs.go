@@ -54,6 +54,7 @@ var Pages = []Page{
 	{"changelog", "Changelog"},
 	{"mcp", "MCP endpoint"},
 	{"go-client", "Go client"},
+	{"decisions", "Conventions and decisions"},
 }
 
 var (

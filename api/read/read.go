@@ -26,7 +26,7 @@ import (
 	"svc/schema"
 )
 
-// Scopes of the read API's operations (ARCHITECTURE.md).
+// Scopes of the read API's operations (DESIGN.md, decisions).
 const (
 	ScopePlans     = "plans:read"
 	ScopeCampaigns = "campaigns:read"
