@@ -41,7 +41,7 @@ type Server struct {
 	// noKey is what a response declares before a key is known: the default key's
 	// windows with nothing spent.
 	noKey limits.Decision
-	now    func() time.Time
+	now   func() time.Time
 }
 
 // NewServer returns a Server for routes.
@@ -289,7 +289,6 @@ func (s *Server) peek(r *Request, k *keys.Key) *limits.Decision {
 	}
 	return &dec
 }
-
 
 // clientIP is the peer address, or, when the peer is a trusted proxy, the right-most
 // X-Forwarded-For address that is not itself a trusted proxy.
