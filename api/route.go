@@ -20,7 +20,7 @@ type Route struct {
 	Path string
 	// Scope the key must hold; "" means any valid key.
 	Scope string
-	// Public routes need no key and spend no quota (health, discovery, docs, signed
+	// Public routes need no key and spend no quota (health, documentation, signed
 	// webhooks that authenticate themselves).
 	Public bool
 	// Idempotent routes honour the Idempotency-Key header.

@@ -80,12 +80,14 @@ func changelog() []byte {
 }
 
 // Routes returns the routes of this package: /openapi.json, the discovery documents and
-// the developer pages. All are Public: they need no key and spend no quota. (The MCP
-// endpoint is in package mcp.)
+// the developer pages. All but the discovery document are Public documentation: they need
+// no key and spend no quota. The discovery document needs a valid key (no scope), spends
+// one request like GET /limits, and carries the calling key's own limits and scopes.
+// (The MCP endpoint is in package mcp.)
 func Routes() []api.Route {
 	return []api.Route{
 		{Method: "GET", Path: "/openapi.json", Public: true, Summary: "The OpenAPI 3.1 document.", Handle: serveOpenAPI},
-		{Method: "GET", Path: "/.well-known/svc", Public: true, Summary: "The discovery document.", Handle: serveDiscovery},
+		{Method: "GET", Path: "/.well-known/svc", Summary: "The discovery document, with the calling key's limits and scopes.", Handle: serveDiscovery},
 		{Method: "GET", Path: "/.well-known/api-catalog", Public: true, Summary: "The RFC 9727 API catalog.", Handle: serveCatalog},
 		{Method: "GET", Path: "/developers", Public: true, Summary: "Developer pages: index.", Handle: servePage},
 		{Method: "GET", Path: "/developers/{page}", Public: true, Summary: "A developer page.", Handle: servePage},
@@ -98,7 +100,7 @@ func Routes() []api.Route {
 // site is everything rendered for one server (its routes and public URL), built once.
 type site struct {
 	openapi   []byte
-	discovery []byte
+	discovery map[string]any // the service-wide part; ForKey completes it per request
 	catalog   []byte
 	html      map[string][]byte // page name or "errors/<code>" → HTML
 	md        map[string][]byte // same keys → Markdown
@@ -126,9 +128,7 @@ func Build(routes []api.Route, publicURL string) (*site, error) {
 	if s.openapi, err = json.MarshalIndent(OpenAPI(routes, publicURL), "", "  "); err != nil {
 		return nil, err
 	}
-	if s.discovery, err = json.MarshalIndent(Discovery(routes, publicURL), "", "  "); err != nil {
-		return nil, err
-	}
+	s.discovery = Discovery(routes, publicURL)
 	if s.catalog, err = json.MarshalIndent(APICatalog(publicURL), "", "  "); err != nil {
 		return nil, err
 	}
@@ -357,7 +357,11 @@ func serveDiscovery(r *api.Request) error {
 	if err != nil {
 		return err
 	}
-	r.Raw(200, "application/json", s.discovery)
+	b, err := json.MarshalIndent(ForKey(s.discovery, r), "", "  ")
+	if err != nil {
+		return err
+	}
+	r.Raw(200, "application/json", b)
 	return nil
 }
 

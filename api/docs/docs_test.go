@@ -1,6 +1,7 @@
 package docs_test
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"svc/api"
 	"svc/api/apitest"
 	"svc/api/docs"
+	"svc/api/keys"
 	"svc/api/mcp"
 	"svc/api/problem"
 	"svc/api/read"
@@ -316,9 +318,44 @@ func TestChangelogPage(t *testing.T) {
 	}
 }
 
+// TestDiscoveryNeedsAKeyAndDescribesIt: the discovery document answers 401 without a
+// key, and with one carries that key's own windows (after this request, which spent
+// one), policy and granted scopes besides the service-wide facts.
+func TestDiscoveryNeedsAKeyAndDescribesIt(t *testing.T) {
+	s := startDocs(t)
+	apitest.Problem(t, s.Do(t, "GET", "/.well-known/svc", "", ""), 401, "unauthorized")
+	tn := s.Tenant(t, false)
+	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 77, Daily: 7777,
+		Scopes: []string{"pixels:read"}})
+	r := s.Do(t, "GET", "/v1/.well-known/svc", sec, "")
+	if r.Status != 200 {
+		t.Fatalf("discovery with a key: %d %s", r.Status, r.Body)
+	}
+	d := r.JSON(t)
+	lim := d["limits"].(map[string]any)
+	if lim["policy"] != `"burst";q=77;w=60, "daily";q=7777;w=86400` || lim["policy"] != r.Header.Get("RateLimit-Policy") {
+		t.Errorf("limits.policy %v (header %q)", lim["policy"], r.Header.Get("RateLimit-Policy"))
+	}
+	w := lim["windows"].([]any)
+	if b := w[0].(map[string]any); b["name"] != "burst" || b["quota"] != float64(77) || b["remaining"] != float64(76) {
+		t.Errorf("burst window %v, want quota 77 with 76 left", b)
+	}
+	if lim["default_policy"] != `"burst";q=120;w=60, "daily";q=10000;w=86400` {
+		t.Errorf("default_policy %v", lim["default_policy"])
+	}
+	key := d["key"].(map[string]any)
+	if key["id"] != "key_"+k.ID.String() || key["environment"] != "live" || fmt.Sprint(key["granted_scopes"]) != "[pixels:read]" {
+		t.Errorf("key %v", key)
+	}
+	if d["base_url"] != s.URL+"/v1" || len(d["scopes"].([]any)) != 7 {
+		t.Errorf("service-wide facts: base_url %v, scopes %v", d["base_url"], d["scopes"])
+	}
+}
+
 func TestDiscoveryLinksResolve(t *testing.T) {
 	s := startDocs(t)
-	r := s.Do(t, "GET", "/.well-known/svc", "", "")
+	tn := s.Tenant(t, false)
+	r := s.Do(t, "GET", "/.well-known/svc", tn.Secret, "")
 	if r.Status != 200 || r.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("discovery: %d %s", r.Status, r.Header.Get("Content-Type"))
 	}

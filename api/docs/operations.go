@@ -216,7 +216,9 @@ var Operations = map[string]Op{
 	// Self-description (this package).
 	"GET /openapi.json": {Tag: "Discovery", Description: "This OpenAPI 3.1 document: every served operation with its scope and x-rateLimit. No key.",
 		Response: Schema{"type": "object", "required": []string{"openapi", "paths"}}, Example: map[string]any{"openapi": "3.1.0", "paths": map[string]any{}}},
-	"GET /.well-known/svc": {Tag: "Discovery", Description: "The discovery document: base URL, auth methods, scopes, limits, versions, the OpenAPI location, the docs and the MCP endpoint, in one fetch. No key.",
+	"GET /.well-known/svc": {Tag: "Discovery", Description: "The discovery document: base URL, auth methods, scopes, limits, versions, the OpenAPI location, the docs and the MCP endpoint, in one fetch, " +
+		"with the calling key's own windows (and what is left of them), RateLimit-Policy and granted scopes. Needs a valid key (no scope) and spends one request, like GET /limits. " +
+		"The API catalog, this OpenAPI document and the developer pages need no key.",
 		Response: ref("Discovery")},
 	"GET /.well-known/api-catalog": {Tag: "Discovery", Description: "RFC 9727 API catalog (application/linkset+json) linking the OpenAPI document, the docs and the discovery document. No key.",
 		ContentType: "application/linkset+json", Response: ref("Linkset")},
