@@ -160,6 +160,12 @@ func TestExamplesMatchTheirSchemas(t *testing.T) {
 	if errs := docs.Validate(docs.Schema{"$ref": "#/components/schemas/Batch"}, roundTrip(t, bad), comps); len(errs) < 2 {
 		t.Errorf("a bad batch passed the schema: %v", errs)
 	}
+	// An inbound message with the other type's shape does not pass.
+	swapped := map[string]any{"type": "campaign.actuals", "data": map[string]any{"campaign_id": "cmp_9e3f4a5b-6c7d-4e8f-a01b-2c3d4e5f6071",
+		"currency": "EUR", "days": []any{map[string]any{"date": "2026-09-14"}}}}
+	if errs := docs.Validate(docs.Schema{"$ref": "#/components/schemas/InboundMessage"}, roundTrip(t, swapped), comps); len(errs) == 0 {
+		t.Error("a campaign.actuals message with actuals.reported's shape passed the schema")
+	}
 }
 
 func TestDocumentIsJSONAndStable(t *testing.T) {

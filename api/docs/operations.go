@@ -23,6 +23,9 @@ type Op struct {
 	// Body names a component schema of the JSON request body ("" when none).
 	Body        string
 	BodyExample any
+	// BodyExamples are named examples of the body, for a body with several shapes
+	// (emitted as OpenAPI "examples" instead of BodyExample).
+	BodyExamples []NamedExample
 	// Status is the success status (200 when zero).
 	Status int
 	// Response is the success body's schema.
@@ -34,6 +37,12 @@ type Op struct {
 	// Codes are the problem codes particular to the operation; the conventions a
 	// route declares (authentication, scope, limits, idempotency, body) add theirs.
 	Codes []problem.Code
+}
+
+// NamedExample is one of an operation's named body examples.
+type NamedExample struct {
+	Name, Summary string
+	Value         any
 }
 
 // Example ids (stable so the document is reproducible).
@@ -147,8 +156,14 @@ var Operations = map[string]Op{
 			{Name: "SVC-Signature", In: "header", Required: true, Desc: "t=<unix>,v1=<hex> (several v1 while a secret rotates).", Schema: Schema{"type": "string"}},
 			{Name: "SVC-Webhook-Id", In: "header", Required: true, Desc: "The message id; deduplicates redeliveries.", Schema: Schema{"type": "string", "maxLength": 200}},
 		},
-		Body: "InboundMessage", BodyExample: map[string]any{"type": "campaign.actuals", "data": map[string]any{"campaign_id": exCampaign, "currency": "EUR",
-			"days": []any{map[string]any{"date": "2026-09-14", "impressions": 120400, "clicks": 2210, "spend": "1520.00", "conversions": 64}}}},
+		Body: "InboundMessage", BodyExamples: []NamedExample{
+			{"actuals.reported", "One campaign, one or more days.", map[string]any{"type": "actuals.reported", "data": map[string]any{
+				"campaign_id": exCampaign, "currency": "EUR",
+				"days": []any{map[string]any{"date": "2026-09-14", "impressions": 120400, "clicks": 2210, "spend": "1520.00", "conversions": 64}}}}},
+			{"campaign.actuals", "Rows of one or several campaigns.", map[string]any{"type": "campaign.actuals", "data": map[string]any{
+				"rows": []any{map[string]any{"campaign_id": exCampaign, "date": "2026-09-14", "currency": "EUR",
+					"impressions": 120400, "clicks": 2210, "spend": "1520.00", "conversions": 64}}}}},
+		},
 		Response: ref("InboundResult"), Example: map[string]any{"outcome": "processed", "message_id": "msg_20260914_0001", "type": "campaign.actuals", "rows_written": 1},
 		Codes: []problem.Code{problem.InvalidSignature, problem.TimestampOutOfRange, problem.NotFound, problem.InvalidRequest,
 			problem.PayloadTooLarge, problem.IdempotencyKeyInUse, problem.ServiceUnavailable}},
