@@ -79,10 +79,16 @@ func stripVersion(path string) string {
 }
 
 // match returns the route for method and path, its parameters, and the methods the
-// path serves (for 405) when only the method is wrong.
+// path serves (for 405) when only the method is wrong. A trailing slash is ignored, for
+// static paths as for parameterised ones ("/developers/md/" is "/developers/md").
 func (rt *router) match(method, path string, params *[]param) (*compiled, []string) {
 	if cands, ok := rt.static[path]; ok {
 		return pick(cands, method)
+	}
+	if trimmed := strings.TrimRight(path, "/"); trimmed != path && trimmed != "" {
+		if cands, ok := rt.static[trimmed]; ok {
+			return pick(cands, method)
+		}
 	}
 	segs := strings.Split(strings.Trim(path, "/"), "/")
 	var cands []*compiled

@@ -188,6 +188,12 @@ func TestRoutingProblems(t *testing.T) {
 	if r := s.Do(t, "GET", "/v1/things", tn.Secret, ""); r.Status != 200 {
 		t.Fatalf("/v1 prefix: %d", r.Status)
 	}
+	// A trailing slash is ignored on static paths, as on parameterised ones.
+	for _, p := range []string{"/things/", "/v1/things/", "/things/abc/"} {
+		if r := s.Do(t, "GET", p, tn.Secret, ""); r.Status != 200 {
+			t.Fatalf("%s: %d", p, r.Status)
+		}
+	}
 	for _, rid := range []string{s.Do(t, "GET", "/things", tn.Secret, "").Header.Get("Request-Id"), s.Do(t, "GET", "/healthz", "", "").Header.Get("Request-Id")} {
 		if !strings.HasPrefix(rid, "req_") {
 			t.Fatalf("Request-Id %q", rid)

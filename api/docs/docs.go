@@ -2,7 +2,7 @@
 // (/openapi.json) with x-rateLimit per operation, the discovery documents
 // (/.well-known/svc, /.well-known/api-catalog), the developer pages (/developers, HTML
 // rendered from embedded Markdown with goldmark, and their Markdown mirror under
-// /developers/md/), one page per problem code (/developers/errors/<code>, the URL every
+// /developers/md/, which lists them), one page per problem code (/developers/errors/<code>, the URL every
 // problem document names), and the changelog page.
 //
 // Operations is the one table of per-operation documentation, keyed by "METHOD /path".
@@ -92,6 +92,7 @@ func Routes() []api.Route {
 		{Method: "GET", Path: "/developers", Public: true, Summary: "Developer pages: index.", Handle: servePage},
 		{Method: "GET", Path: "/developers/{page}", Public: true, Summary: "A developer page.", Handle: servePage},
 		{Method: "GET", Path: "/developers/errors/{code}", Public: true, Summary: "The page of a problem code.", Handle: serveErrorPage},
+		{Method: "GET", Path: "/developers/md", Public: true, Summary: "Index of the Markdown mirror: every page and error page.", Handle: serveMirrorIndex},
 		{Method: "GET", Path: "/developers/md/{file}", Public: true, Summary: "Markdown mirror of a developer page.", Handle: serveMarkdown},
 		{Method: "GET", Path: "/developers/md/errors/{file}", Public: true, Summary: "Markdown mirror of a problem code's page.", Handle: serveErrorMarkdown},
 	}
@@ -142,6 +143,7 @@ func Build(routes []api.Route, publicURL string) (*site, error) {
 			return nil, err
 		}
 	}
+	s.md[mirrorIndexKey] = MirrorIndex(publicURL)
 	for _, c := range problem.Codes() {
 		md := ErrorMarkdown(c, publicURL)
 		k := "errors/" + string(c)
@@ -175,6 +177,26 @@ func PageMarkdown(name string, routes []api.Route, publicURL string) ([]byte, er
 		"<!-- operations -->", operationsTable(routes),
 	)
 	return []byte(rep.Replace(string(src))), nil
+}
+
+// mirrorIndexKey is the Markdown mirror's index among a site's pages.
+const mirrorIndexKey = "md/"
+
+// MirrorIndex is the Markdown of /developers/md/: a listing of every page of the
+// mirror, then every problem code's page.
+func MirrorIndex(publicURL string) []byte {
+	mdURL := publicURL + "/developers/md/"
+	var b strings.Builder
+	b.WriteString("# Developer pages in Markdown\n\n")
+	fmt.Fprintf(&b, "The Markdown mirror of the developer pages at %s/developers (documentation only, not part of the API).\n\n", publicURL)
+	for _, p := range Pages {
+		fmt.Fprintf(&b, "- [%s](%s%s.md)\n", p.Title, mdURL, p.Name)
+	}
+	b.WriteString("\n## Error codes\n\n")
+	for _, c := range problem.Codes() {
+		fmt.Fprintf(&b, "- [`%s`](%serrors/%s.md): %s\n", c, mdURL, c, problem.Table[c].Title)
+	}
+	return []byte(b.String())
 }
 
 // ErrorPageURL is the page of code at publicURL: what a problem's type and doc_url name.
@@ -392,6 +414,8 @@ func serveMarkdown(r *api.Request) error {
 	}
 	return serveFrom(r, strings.TrimSuffix(f, ".md"), true)
 }
+
+func serveMirrorIndex(r *api.Request) error { return serveFrom(r, mirrorIndexKey, true) }
 
 func serveErrorMarkdown(r *api.Request) error {
 	f := r.Param("file")

@@ -286,6 +286,31 @@ func TestPagesAndTheirMarkdownMirror(t *testing.T) {
 	}
 }
 
+// TestMirrorIndex: /developers/md/ (and /developers/md) answers the mirror's index,
+// which links every page and every error page, each of which resolves.
+func TestMirrorIndex(t *testing.T) {
+	s := startDocs(t)
+	for _, path := range []string{"/developers/md/", "/developers/md"} {
+		r := s.Do(t, "GET", path, "", "")
+		if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/markdown") {
+			t.Fatalf("GET %s: %d %s", path, r.Status, r.Header.Get("Content-Type"))
+		}
+	}
+	idx := string(s.Do(t, "GET", "/developers/md/", "", "").Body)
+	links := regexp.MustCompile(`\]\((`+regexp.QuoteMeta(s.URL)+`/developers/md/[^)]+)\)`).FindAllStringSubmatch(idx, -1)
+	if want := len(docs.Pages) + len(problem.Codes()); len(links) != want {
+		t.Fatalf("the index links %d pages, want %d:\n%s", len(links), want, idx)
+	}
+	for _, l := range links {
+		if r := s.Do(t, "GET", strings.TrimPrefix(l[1], s.URL), "", ""); r.Status != 200 {
+			t.Errorf("index link %s: %d", l[1], r.Status)
+		}
+	}
+	if r := s.Do(t, "GET", "/developers/", "", ""); r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("GET /developers/: %d", r.Status)
+	}
+}
+
 // The spec's list of additive changes (Versioning, rule 5), each of which the changelog
 // must carry as added and unversioned.
 var specAdditive = []string{

@@ -244,6 +244,7 @@ var Operations = map[string]Op{
 	"GET /developers/errors/{code}": {Tag: "Discovery", Description: "The page of one problem code: the URL every problem document names in type and doc_url. No key.", ContentType: "text/html",
 		Params: []Param{{Name: "code", In: "path", Required: true, Desc: "A problem code.", Schema: enum("A problem code.", codeValues()...), Example: "rate_limited"}},
 		Codes:  []problem.Code{problem.NotFound}},
+	"GET /developers/md": {Tag: "Discovery", Description: "Index of the Markdown mirror (also at /developers/md/): a link to every developer page and every problem code's page in Markdown. No key.", ContentType: "text/markdown"},
 	"GET /developers/md/{file}": {Tag: "Discovery", Description: "Markdown mirror of a developer page (documentation only, not part of the API). No key.", ContentType: "text/markdown",
 		Params: []Param{{Name: "file", In: "path", Required: true, Desc: "<page>.md, e.g. getting-started.md or index.md.", Schema: Schema{"type": "string", "pattern": `\.md$`}, Example: "getting-started.md"}},
 		Codes:  []problem.Code{problem.NotFound}},
