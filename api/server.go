@@ -77,6 +77,7 @@ func (s *Server) HTTPServer() *fasthttp.Server {
 		ReduceMemoryUsage:             false,
 		CloseOnShutdown:               true,
 		ConnState:                     s.countConn,
+		Logger:                        connLogger{s.Deps.Log},
 	}
 }
 
@@ -109,7 +110,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return hs.ShutdownWithContext(sctx)
 }
 
-// serverError answers failures fasthttp detects before a handler runs.
+// serverError answers failures fasthttp detects before a handler runs. A request it
+// cannot read is 422 invalid_request with an errors[] entry naming the part to fix.
 func (s *Server) serverError(ctx *fasthttp.RequestCtx, err error) {
 	var p *problem.Problem
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
@@ -120,10 +122,8 @@ func (s *Server) serverError(ctx *fasthttp.RequestCtx, err error) {
 		// no request.
 		_ = ctx.Conn().Close()
 		return
-	} else if errors.Is(err, fasthttp.ErrSmallReadBuffer) {
-		p = problem.New(problem.InvalidRequest, "The request line and headers are larger than %d bytes.", readBufferSize)
 	} else {
-		p = problem.New(problem.InvalidRequest, "The request could not be read as HTTP/1.1.")
+		p = malformedProblem(err)
 	}
 	ctx.Response.SetConnectionClose()
 	s.writeProblem(ctx, ids.RequestID(), nil, p)

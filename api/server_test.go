@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -494,4 +496,66 @@ func TestRefusalsDeclareTheKeysOwnWindows(t *testing.T) {
 	if r.Header.Get("RateLimit-Policy") != `"burst";q=120;w=60, "daily";q=10000;w=86400` || r.Header.Get("RateLimit-Remaining") != "120" {
 		t.Fatalf("401 headers: %v", r.Header)
 	}
+}
+
+// TestMalformedRequestsSayWhatToFix: a request fasthttp cannot read is 422
+// invalid_request whose errors[] names the part to fix (its suggested_action points
+// there), without echoing the request.
+func TestMalformedRequestsSayWhatToFix(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	cases := []struct{ raw, field string }{
+		{"GARBAGE\r\n\r\n", "request_line"},
+		{"GET  /things HTTP/1.1\r\nHost: x\r\n\r\n", "request_line"},
+		{"POST /things HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nAuthorization: Bearer svc_live_secret\r\nBad Header\r\n\r\nabc", "headers"},
+		{"POST /things HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", "Content-Length"},
+		{"POST /things HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabc", "Content-Length"},
+		{"GET /things HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", "Host"},
+		{"POST /things HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "body"},
+	}
+	for _, c := range cases {
+		body := rawExchange(t, s.URL, c.raw)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(body), &m); err != nil {
+			t.Fatalf("%q: %v: %s", c.raw, err, body)
+		}
+		if m["status"] != float64(422) || m["code"] != "invalid_request" {
+			t.Fatalf("%q: %s", c.raw, body)
+		}
+		errs, _ := m["errors"].([]any)
+		if len(errs) != 1 {
+			t.Fatalf("%q: errors[] %v, want one entry (suggested_action: %v)", c.raw, m["errors"], m["suggested_action"])
+		}
+		e := errs[0].(map[string]any)
+		if e["field"] != c.field || e["rule"] != "http_syntax" || e["detail"] == "" {
+			t.Errorf("%q: errors[0] %v, want field %s rule http_syntax with a detail", c.raw, e, c.field)
+		}
+		if strings.Contains(body, "svc_live_secret") || strings.Contains(body, "GARBAGE") {
+			t.Errorf("%q: the problem echoes the request: %s", c.raw, body)
+		}
+	}
+	m := apitest.Problem(t, s.Do(t, "GET", "/things?x="+strings.Repeat("a", 20000), "", ""), 422, "invalid_request")
+	if errs, _ := m["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["rule"] != "max_length" || errs[0].(map[string]any)["value"] != float64(16384) {
+		t.Errorf("an over-long request line: errors[] %v", m["errors"])
+	}
+}
+
+// rawExchange writes raw to the server and returns the response body.
+func rawExchange(t *testing.T, url, raw string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write([]byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", raw, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
