@@ -52,7 +52,9 @@ var inboundCampaign = Schema{"type": "string", "pattern": "^(cmp_)?[0-9a-f]{8}-[
 
 // withMetrics adds an inbound message's figures (each optional, absent = 0) to props.
 func withMetrics(props Schema) Schema {
-	count := func(desc string) Schema { return Schema{"type": "integer", "minimum": 0, "description": desc + "; absent = 0."} }
+	count := func(desc string) Schema {
+		return Schema{"type": "integer", "minimum": 0, "description": desc + "; absent = 0."}
+	}
 	props["impressions"], props["clicks"], props["conversions"] = count("Impressions"), count("Clicks"), count("Conversions")
 	props["spend"] = Schema{"type": []string{"string", "number"}, "pattern": `^\d{1,14}(\.\d{1,4})?$`,
 		"description": "Non-negative decimal in the currency, a number or a string, at most four decimal places; absent = 0."}
