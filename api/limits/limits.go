@@ -5,7 +5,7 @@
 // Each window is a leaky bucket that counts spent requests: its state is the count and
 // the time it was written ("<spent>:<unix ms>"), and the count drains continuously at
 // quota/window. A window admits a request while spent+1 <= quota: q requests at once,
-// then one every w/q seconds, which is the GCRA's behaviour with one number of state per
+// then one every w/q seconds, which is the GCRA's behaviour with one Redis value per
 // window, and what makes the window rolling. The state is in requests, not in a time that
 // depends on the quota, so a spent request stays spent when an administrator changes the
 // quota, up or down; a window never holds more than its quota (lowering the quota below
