@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,31 +19,33 @@ type idemState struct {
 
 // gateScript is the hot path's one Redis round trip: reserve the Idempotency-Key (when
 // KEYS[3] is given), then take one request from both windows; a conflicting key spends
-// nothing, and a denied request drops the reservation it just made.
-// KEYS = daily TAT, burst TAT[, idempotency record]. ARGV = now ms, daily q, daily w ms,
-// burst q, burst w ms[, fingerprint, pending ms]. Returns take's five values
-// (limits.LuaTake), then reserve's (idempotency.LuaReserve) when KEYS[3] is given.
+// nothing (its answer declares the windows as they stand), and a denied request drops
+// the reservation it just made.
+// KEYS = daily state, burst state[, idempotency record]. ARGV = now ms, daily q, daily
+// w ms, burst q, burst w ms[, fingerprint, pending ms]. Returns take's limits.Results
+// values (limits.LuaTake), then reserve's (idempotency.LuaReserve) when KEYS[3] is given.
 var gateScript = redis.NewScript(limits.LuaTake + idempotency.LuaReserve + `
 local now = tonumber(ARGV[1])
+local function windows(cost)
+  return take(KEYS[1], KEYS[2], now, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), cost)
+end
 local r = {0}
 if #KEYS == 3 then
   r = reserve(KEYS[3], ARGV[6], ARGV[7])
   if r[1] == 2 or r[1] == 3 then
-    local function rel(k)
-      local t = tonumber(redis.call('GET', k) or '0')
-      if t < now then return 0 end
-      return math.floor(t - now)
-    end
-    return {1, 0, 0, rel(KEYS[1]), rel(KEYS[2]), r[1]}
+    local t = windows(0)
+    t[#t + 1] = r[1]
+    return t
   end
 end
-local t = take(KEYS[1], KEYS[2], now, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), 1)
+local t = windows(1)
 if t[1] == 0 then
   if #KEYS == 3 and r[1] == 0 then redis.call('DEL', KEYS[3]) end
   return t
 end
 if #KEYS == 3 then
-  for i, v in ipairs(r) do t[5 + i] = v end
+  local n = #t
+  for i, v in ipairs(r) do t[n + i] = v end
 end
 return t
 `)
@@ -51,7 +54,7 @@ return t
 func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (limits.Decision, error) {
 	kid := r.Key.ID.String()
 	keys := limits.Keys(kid)
-	args := []any{s.now().UnixMilli(), daily.Quota, daily.Seconds * 1000, burst.Quota, burst.Seconds * 1000}
+	args := limits.Args(s.now(), burst, daily)
 	if idem != nil {
 		keys = append(keys, idempotency.RecordKey(kid, idem.key))
 		args = append(args, idem.fp, s.Deps.Idem.PendingTTL.Milliseconds())
@@ -62,13 +65,16 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 	if err != nil {
 		return limits.Decision{}, err
 	}
-	ints := make([]int64, 5)
+	if len(res) < limits.Results {
+		return limits.Decision{}, fmt.Errorf("gate: %d values, want %d", len(res), limits.Results)
+	}
+	ints := make([]int64, limits.Results)
 	for i := range ints {
 		ints[i], _ = res[i].(int64)
 	}
 	dec := limits.DecisionOf(ints, burst, daily)
-	if idem != nil && len(res) > 5 {
-		idem.outcome, idem.stored = idempotency.OutcomeOf(res[5:])
+	if idem != nil && len(res) > limits.Results {
+		idem.outcome, idem.stored = idempotency.OutcomeOf(res[limits.Results:])
 	}
 	return dec, nil
 }

@@ -20,7 +20,7 @@ type Route struct {
 	Path string
 	// Scope the key must hold; "" means any valid key.
 	Scope string
-	// Public routes need no key and spend no quota (health, discovery, docs, signed
+	// Public routes need no key and spend no quota (health, documentation, signed
 	// webhooks that authenticate themselves).
 	Public bool
 	// Idempotent routes honour the Idempotency-Key header.
@@ -79,10 +79,16 @@ func stripVersion(path string) string {
 }
 
 // match returns the route for method and path, its parameters, and the methods the
-// path serves (for 405) when only the method is wrong.
+// path serves (for 405) when only the method is wrong. A trailing slash is ignored, for
+// static paths as for parameterised ones ("/developers/md/" is "/developers/md").
 func (rt *router) match(method, path string, params *[]param) (*compiled, []string) {
 	if cands, ok := rt.static[path]; ok {
 		return pick(cands, method)
+	}
+	if trimmed := strings.TrimRight(path, "/"); trimmed != path && trimmed != "" {
+		if cands, ok := rt.static[trimmed]; ok {
+			return pick(cands, method)
+		}
 	}
 	segs := strings.Split(strings.Trim(path, "/"), "/")
 	var cands []*compiled

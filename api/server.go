@@ -38,14 +38,16 @@ type Server struct {
 	Config Config
 	Deps   Deps
 	rt     *router
-	policy string // RateLimit-Policy of the default key, for responses without a key
-	now    func() time.Time
+	// noKey is what a response declares before a key is known: the default key's
+	// windows with nothing spent.
+	noKey limits.Decision
+	now   func() time.Time
 }
 
 // NewServer returns a Server for routes.
 func NewServer(cfg Config, deps Deps, routes []Route) *Server {
-	b, d := limits.Windows(keys.DefaultBurst, keys.DefaultDaily)
-	return &Server{Config: cfg, Deps: deps, rt: newRouter(routes), policy: limits.Policy(b, d), now: time.Now}
+	return &Server{Config: cfg, Deps: deps, rt: newRouter(routes),
+		noKey: limits.Full(limits.Windows(keys.DefaultBurst, keys.DefaultDaily)), now: time.Now}
 }
 
 // Routes returns the routes served (OpenAPI and documentation use it).
@@ -75,6 +77,7 @@ func (s *Server) HTTPServer() *fasthttp.Server {
 		ReduceMemoryUsage:             false,
 		CloseOnShutdown:               true,
 		ConnState:                     s.countConn,
+		Logger:                        connLogger{s.Deps.Log},
 	}
 }
 
@@ -107,7 +110,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return hs.ShutdownWithContext(sctx)
 }
 
-// serverError answers failures fasthttp detects before a handler runs.
+// serverError answers failures fasthttp detects before a handler runs. A request it
+// cannot read is 422 invalid_request with an errors[] entry naming the part to fix.
 func (s *Server) serverError(ctx *fasthttp.RequestCtx, err error) {
 	var p *problem.Problem
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
@@ -118,10 +122,8 @@ func (s *Server) serverError(ctx *fasthttp.RequestCtx, err error) {
 		// no request.
 		_ = ctx.Conn().Close()
 		return
-	} else if errors.Is(err, fasthttp.ErrSmallReadBuffer) {
-		p = problem.New(problem.InvalidRequest, "The request line and headers are larger than %d bytes.", readBufferSize)
 	} else {
-		p = problem.New(problem.InvalidRequest, "The request could not be read as HTTP/1.1.")
+		p = malformedProblem(err)
 	}
 	ctx.Response.SetConnectionClose()
 	s.writeProblem(ctx, ids.RequestID(), nil, p)
@@ -170,22 +172,24 @@ func (s *Server) serve(r *Request) {
 		s.finish(r, c.Handle(r))
 		return
 	}
-	if p := s.authenticate(r); p != nil {
-		s.writeProblem(r.Ctx, r.ID, nil, p)
+	k, p := s.authenticate(r)
+	if p != nil {
+		s.refuse(r, k, p)
 		return
 	}
+	r.Key = k
 	if p := s.version(r); p != nil {
-		s.writeProblem(r.Ctx, r.ID, nil, p)
+		s.refuse(r, k, p)
 		return
 	}
 	if c.Scope != "" && !r.Key.HasScope(c.Scope) {
 		p := problem.New(problem.InsufficientScope, "%s %s needs the scope %s.", c.Method, c.Path, c.Scope)
 		p.RequiredScope, p.GrantedScopes = c.Scope, r.Key.Scopes
-		s.writeProblem(r.Ctx, r.ID, nil, p)
+		s.refuse(r, k, p)
 		return
 	}
 	if c.MaxBody > 0 && len(r.Ctx.PostBody()) > c.MaxBody {
-		s.writeProblem(r.Ctx, r.ID, nil, problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", c.MaxBody))
+		s.refuse(r, k, problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", c.MaxBody))
 		return
 	}
 	if p := s.gate(r); p != nil {
@@ -219,47 +223,71 @@ func (s *Server) finish(r *Request, err error) {
 	}
 }
 
-// authenticate applies the spec's authentication rules 2–7.
-func (s *Server) authenticate(r *Request) *problem.Problem {
+// authenticate applies the spec's authentication rules 2–7. It returns the key the
+// bearer token names whenever one does, also with a refusal (revoked, expired, address
+// not allowed), so that the refusal declares that key's windows.
+func (s *Server) authenticate(r *Request) (*keys.Key, *problem.Problem) {
 	h := r.Ctx.Request.Header.Peek("Authorization")
 	const bearer = "Bearer "
 	if len(h) == 0 {
-		return problem.New(problem.Unauthorized, "The Authorization header is missing.")
+		return nil, problem.New(problem.Unauthorized, "The Authorization header is missing.")
 	}
 	if len(h) <= len(bearer) || !strings.EqualFold(string(h[:len(bearer)]), bearer) {
-		return problem.New(problem.Unauthorized, "The Authorization header is not a bearer token.")
+		return nil, problem.New(problem.Unauthorized, "The Authorization header is not a bearer token.")
 	}
 	secret := string(h[len(bearer):])
 	k, sec, err := s.Deps.Keys.Authenticate(r.Context(), secret)
 	if errors.Is(err, keys.ErrUnknownSecret) {
-		return problem.New(problem.InvalidKey, "The bearer token matches no key on record.")
+		return nil, problem.New(problem.InvalidKey, "The bearer token matches no key on record.")
 	}
 	if err != nil {
 		s.Deps.Log.Error("key lookup failed", "request_id", r.ID, "err", err.Error())
-		return unavailable("the key store")
+		return nil, unavailable("the key store")
 	}
 	now := s.now()
 	if k.RevokedAt != nil {
-		return problem.New(problem.KeyRevoked, "This key was revoked at %s.", k.RevokedAt.UTC().Format(time.RFC3339))
+		return k, problem.New(problem.KeyRevoked, "This key was revoked at %s.", k.RevokedAt.UTC().Format(time.RFC3339))
 	}
 	if sec.CutoverAt != nil && !now.Before(*sec.CutoverAt) {
 		p := problem.New(problem.KeyExpired, "This secret was rotated out at %s; use the key's new secret.", sec.CutoverAt.UTC().Format(time.RFC3339))
 		p.ExpiredAt = sec.CutoverAt.UTC().Format(time.RFC3339)
-		return p
+		return k, p
 	}
 	if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
 		p := problem.New(problem.KeyExpired, "This key expired at %s.", k.ExpiresAt.UTC().Format(time.RFC3339))
 		p.ExpiredAt = k.ExpiresAt.UTC().Format(time.RFC3339)
-		return p
+		return k, p
 	}
 	ip := s.clientIP(r.Ctx)
 	if !k.Allows(ip) {
 		p := problem.New(problem.IPNotAllowed, "Calls from %s are not on this key's allow-list.", ip)
 		p.ClientIP = ip.String()
-		return p
+		return k, p
 	}
-	r.Key = k
-	return nil
+	return k, nil
+}
+
+// refuse writes p, a refusal made before the request was counted, declaring the windows
+// of key k as they stand (read, not spent); with no key known (k nil), the default
+// policy with nothing spent.
+func (s *Server) refuse(r *Request, k *keys.Key, p *problem.Problem) {
+	var dec *limits.Decision
+	if k != nil {
+		dec = s.peek(r, k)
+	}
+	s.writeProblem(r.Ctx, r.ID, dec, p)
+}
+
+// peek reads key k's windows without spending. When the limiter cannot be read it
+// declares k's windows as full: the policy is still k's own.
+func (s *Server) peek(r *Request, k *keys.Key) *limits.Decision {
+	b, d := limits.Windows(k.Burst, k.Daily)
+	dec, err := s.Deps.Limits.Peek(r.Context(), k.ID.String(), b, d)
+	if err != nil {
+		s.Deps.Log.Warn("rate limit peek failed", "request_id", r.ID, "err", err.Error())
+		dec = limits.Full(b, d)
+	}
+	return &dec
 }
 
 // clientIP is the peer address, or, when the peer is a trusted proxy, the right-most
@@ -314,6 +342,7 @@ func (s *Server) gate(r *Request) *problem.Problem {
 	if r.route.Idempotent {
 		if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 {
 			if len(k) > idempotency.MaxKeyLen {
+				r.Limits = s.peek(r, r.Key)
 				return problem.Invalid("The Idempotency-Key header is too long.",
 					problem.FieldError{Field: "Idempotency-Key", Rule: "max_length", Value: idempotency.MaxKeyLen})
 			}
@@ -325,6 +354,8 @@ func (s *Server) gate(r *Request) *problem.Problem {
 	dec, err := s.take(r, b, d, idem)
 	if err != nil {
 		s.Deps.Log.Error("rate limiter failed", "request_id", r.ID, "err", err.Error())
+		full := limits.Full(b, d) // the key's own policy; what is left is unknown
+		r.Limits = &full
 		return unavailable("the rate limiter")
 	}
 	r.Limits, r.idem = &dec, idem
@@ -479,12 +510,7 @@ const readBufferSize = 16 << 10
 func (s *Server) commonHeaders(ctx *fasthttp.RequestCtx, reqID string, dec *limits.Decision) {
 	ctx.Response.Header.Set("Request-Id", reqID)
 	if dec == nil {
-		// No key (or not yet counted): the default policy, nothing spent.
-		ctx.Response.Header.Set("RateLimit-Policy", s.policy)
-		b, d := limits.Windows(keys.DefaultBurst, keys.DefaultDaily)
-		full := limits.Decision{Burst: limits.State{Window: b, Remaining: b.Quota}, Daily: limits.State{Window: d, Remaining: d.Quota}}
-		s.rateHeaders(ctx, &full)
-		return
+		dec = &s.noKey
 	}
 	s.rateHeaders(ctx, dec)
 }

@@ -1,11 +1,13 @@
 package api_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"net"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -187,6 +189,12 @@ func TestRoutingProblems(t *testing.T) {
 	}
 	if r := s.Do(t, "GET", "/v1/things", tn.Secret, ""); r.Status != 200 {
 		t.Fatalf("/v1 prefix: %d", r.Status)
+	}
+	// A trailing slash is ignored on static paths, as on parameterised ones.
+	for _, p := range []string{"/things/", "/v1/things/", "/things/abc/"} {
+		if r := s.Do(t, "GET", p, tn.Secret, ""); r.Status != 200 {
+			t.Fatalf("%s: %d", p, r.Status)
+		}
 	}
 	for _, rid := range []string{s.Do(t, "GET", "/things", tn.Secret, "").Header.Get("Request-Id"), s.Do(t, "GET", "/healthz", "", "").Header.Get("Request-Id")} {
 		if !strings.HasPrefix(rid, "req_") {
@@ -410,4 +418,144 @@ func TestLongURLGetsAProblem(t *testing.T) {
 		t.Fatalf("8 KB query: %d", r.Status)
 	}
 	apitest.Problem(t, s.Do(t, "GET", "/things?x="+strings.Repeat("a", 20000), tn.Secret, ""), 422, "invalid_request")
+}
+
+// TestChangingLimitsKeepsWhatWasSpent: an administrator raising a key's quotas after it
+// spent some keeps those requests spent, no more: 3 of 3 daily spent and raised to
+// 10000 is admitted with 9996 left (it was locked out for a day). (limits_test.go covers
+// the burst window and lowering, on a clock the test moves.)
+func TestChangingLimitsKeepsWhatWasSpent(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 4, Daily: 3})
+	for i := 0; i < 3; i++ {
+		if r := s.Do(t, "GET", "/things", sec, ""); r.Status != 200 {
+			t.Fatalf("request %d: %d", i, r.Status)
+		}
+	}
+	apitest.Problem(t, s.Do(t, "GET", "/things", sec, ""), 429, "quota_exceeded")
+	if _, err := s.Keys.SetLimits(context.Background(), k.ID, 600, 10000); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(600 * time.Millisecond) // the key cache
+	r := s.Do(t, "GET", "/things", sec, "")
+	if r.Status != 200 {
+		t.Fatalf("after raising the limits: %d %s", r.Status, r.Body)
+	}
+	if got := r.Header.Get("RateLimit"); !strings.Contains(got, `"daily";r=9996;`) {
+		t.Fatalf("RateLimit %q, want 9996 daily left", got)
+	}
+}
+
+// TestRefusalsDeclareTheKeysOwnWindows: once the key is known, a refusal before the
+// request is counted (scope, version, allow-list, revocation) declares that key's
+// windows and what is really left, and spends nothing.
+func TestRefusalsDeclareTheKeysOwnWindows(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	_, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 77, Daily: 7777,
+		Scopes: []string{"account:read"}})
+	_, ipSec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 77, Daily: 7777,
+		Allow: []string{"203.0.113.0/24"}})
+	const policy = `"burst";q=77;w=60, "daily";q=7777;w=86400`
+	check := func(r apitest.Response, status int, code, remaining string) {
+		t.Helper()
+		apitest.Problem(t, r, status, code)
+		if got := r.Header.Get("RateLimit-Policy"); got != policy {
+			t.Fatalf("%s: RateLimit-Policy %q, want %q", code, got, policy)
+		}
+		if got := r.Header.Get("RateLimit-Remaining"); got != remaining {
+			t.Fatalf("%s: RateLimit-Remaining %q, want %s", code, got, remaining)
+		}
+	}
+	check(s.Do(t, "GET", "/things", ipSec, ""), 403, "ip_not_allowed", "77")
+	check(s.Do(t, "GET", "/things", sec, ""), 403, "insufficient_scope", "77")
+	check(s.Do(t, "GET", "/things?version=1999-01-01", sec, ""), 400, "unsupported_version", "77")
+	for i := 0; i < 5; i++ {
+		if r := s.Do(t, "GET", "/fail", sec, ""); r.Status != 500 {
+			t.Fatalf("/fail: %d", r.Status)
+		}
+	}
+	check(s.Do(t, "GET", "/things", sec, ""), 403, "insufficient_scope", "72")
+	if got := s.Do(t, "GET", "/things", sec, "").Header.Get("RateLimit"); !strings.HasPrefix(got, `"burst";r=72;`) {
+		t.Fatalf("RateLimit %q: a refusal spent quota", got)
+	}
+	// A default key that spent 5 declares r=115 on its 403.
+	_, def := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Scopes: []string{"account:read"}})
+	for i := 0; i < 5; i++ {
+		s.Do(t, "GET", "/fail", def, "")
+	}
+	r := s.Do(t, "GET", "/things", def, "")
+	apitest.Problem(t, r, 403, "insufficient_scope")
+	if got := r.Header.Get("RateLimit"); !strings.HasPrefix(got, `"burst";r=115;`) || !strings.Contains(got, `"daily";r=9995;`) {
+		t.Fatalf("default key's 403: RateLimit %q, want r=115 and r=9995", got)
+	}
+	// Before a key is known: the default policy, nothing spent.
+	r = s.Do(t, "GET", "/things", "svc_live_nosuchkey", "")
+	apitest.Problem(t, r, 401, "invalid_key")
+	if r.Header.Get("RateLimit-Policy") != `"burst";q=120;w=60, "daily";q=10000;w=86400` || r.Header.Get("RateLimit-Remaining") != "120" {
+		t.Fatalf("401 headers: %v", r.Header)
+	}
+}
+
+// TestMalformedRequestsSayWhatToFix: a request fasthttp cannot read is 422
+// invalid_request whose errors[] names the part to fix (its suggested_action points
+// there), without echoing the request.
+func TestMalformedRequestsSayWhatToFix(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	cases := []struct{ raw, field string }{
+		{"GARBAGE\r\n\r\n", "request_line"},
+		{"GET  /things HTTP/1.1\r\nHost: x\r\n\r\n", "request_line"},
+		{"POST /things HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nAuthorization: Bearer svc_live_secret\r\nBad Header\r\n\r\nabc", "headers"},
+		{"POST /things HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", "Content-Length"},
+		{"POST /things HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabc", "Content-Length"},
+		{"GET /things HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", "Host"},
+		{"POST /things HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "body"},
+	}
+	for _, c := range cases {
+		body := rawExchange(t, s.URL, c.raw)
+		var m map[string]any
+		if err := json.Unmarshal([]byte(body), &m); err != nil {
+			t.Fatalf("%q: %v: %s", c.raw, err, body)
+		}
+		if m["status"] != float64(422) || m["code"] != "invalid_request" {
+			t.Fatalf("%q: %s", c.raw, body)
+		}
+		errs, _ := m["errors"].([]any)
+		if len(errs) != 1 {
+			t.Fatalf("%q: errors[] %v, want one entry (suggested_action: %v)", c.raw, m["errors"], m["suggested_action"])
+		}
+		e := errs[0].(map[string]any)
+		if e["field"] != c.field || e["rule"] != "http_syntax" || e["detail"] == "" {
+			t.Errorf("%q: errors[0] %v, want field %s rule http_syntax with a detail", c.raw, e, c.field)
+		}
+		if strings.Contains(body, "svc_live_secret") || strings.Contains(body, "GARBAGE") {
+			t.Errorf("%q: the problem echoes the request: %s", c.raw, body)
+		}
+	}
+	m := apitest.Problem(t, s.Do(t, "GET", "/things?x="+strings.Repeat("a", 20000), "", ""), 422, "invalid_request")
+	if errs, _ := m["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["rule"] != "max_length" || errs[0].(map[string]any)["value"] != float64(16384) {
+		t.Errorf("an over-long request line: errors[] %v", m["errors"])
+	}
+}
+
+// rawExchange writes raw to the server and returns the response body.
+func rawExchange(t *testing.T, url, raw string) string {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(3 * time.Second))
+	if _, err := c.Write([]byte(raw)); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		t.Fatalf("%q: %v", raw, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }

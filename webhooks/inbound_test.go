@@ -39,11 +39,12 @@ func (f *flakyWriter) UpsertActuals(ctx context.Context, ws uuid.UUID, rows []Ac
 	return f.next.UpsertActuals(ctx, ws, rows)
 }
 
-func newInbound(t *testing.T) *inboundEnv {
+// newInbound serves the receiver (and extra routes) on a test server.
+func newInbound(t *testing.T, extra ...api.Route) *inboundEnv {
 	e := newEnv(t)
 	in := &Inbound{Config: e.cfg, Store: e.store(), Logs: e.logs, Actuals: &flakyWriter{next: NewActualsStore(e.conn)},
 		Metrics: NewMetrics(nil), Log: e.log, Now: e.clock.Now}
-	srv := apitest.Start(t, []api.Route{in.Route()}, nil)
+	srv := apitest.Start(t, append([]api.Route{in.Route()}, extra...), nil)
 	in.Keys = srv.Keys
 	ws := srv.Workspace(t, false)
 	return &inboundEnv{testEnv: e, srv: srv, in: in, ws: ws.ID, path: "/v1/webhooks/inbound/" + ids.Format(ids.Org, ws.ID)}

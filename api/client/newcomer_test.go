@@ -17,11 +17,12 @@ import (
 	"svc/webhooks"
 )
 
-// TestNewcomerFromDiscovery follows what a newcomer has: the discovery document and
-// what it links. From /.well-known/svc it finds the base URL and the OpenAPI document;
-// sends the documented POST /events example (with its own pixel and the current time);
-// reads the event back from GET /pixel-rollups once the pipeline has rolled it up; and
-// verifies a webhook signed the way the discovery document says.
+// TestNewcomerFromDiscovery follows what a newcomer has: a key, the discovery document
+// (which needs that key) and what it links. From /.well-known/svc it finds the base URL
+// and the OpenAPI document; sends the documented POST /events example (with its own
+// pixel and the current time); reads the event back from GET /pixel-rollups once the
+// pipeline has rolled it up; and verifies a webhook signed the way the discovery
+// document says.
 func TestNewcomerFromDiscovery(t *testing.T) {
 	rg := newRig(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -37,7 +38,7 @@ func TestNewcomerFromDiscovery(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	tn := rg.Tenant(t, false)
 
-	disc := rg.Do(t, "GET", "/.well-known/svc", "", "").JSON(t)
+	disc := rg.Do(t, "GET", "/.well-known/svc", tn.Secret, "").JSON(t)
 	base := disc["base_url"].(string)
 	oaURL := disc["openapi"].(string)
 	var oa map[string]any

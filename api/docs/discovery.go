@@ -6,6 +6,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"svc/api"
+	"svc/api/ids"
 	"svc/api/keys"
 	"svc/api/limits"
 )
@@ -26,7 +27,8 @@ var scopeText = map[string]string{
 	"account:read":   "Read the account (organisation) of the workspace.",
 }
 
-// Discovery is /.well-known/svc for routes served at publicURL.
+// Discovery is the service-wide part of /.well-known/svc for routes served at
+// publicURL; ForKey adds what belongs to the calling key.
 func Discovery(routes []api.Route, publicURL string) map[string]any {
 	docsURL := publicURL + "/developers"
 	ops := map[string][]string{}
@@ -75,11 +77,11 @@ func Discovery(routes []api.Route, publicURL string) map[string]any {
 		"scopes": scopes,
 		"limits": map[string]any{
 			"scope": "key",
-			"windows": []any{
+			"default_windows": []any{
 				map[string]any{"name": b.Name, "quota": b.Quota, "seconds": b.Seconds},
 				map[string]any{"name": d.Name, "quota": d.Quota, "seconds": d.Seconds},
 			},
-			"policy":           limits.Policy(b, d),
+			"default_policy":   limits.Policy(b, d),
 			"headers":          []string{"RateLimit-Policy", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit", "Retry-After"},
 			"limits_url":       publicURL + "/v1/limits",
 			"per_operation":    "x-rateLimit in the OpenAPI document",
@@ -107,6 +109,44 @@ func Discovery(routes []api.Route, publicURL string) map[string]any {
 		},
 		"health": map[string]any{"live": publicURL + "/healthz", "ready": publicURL + "/readyz"},
 	}
+}
+
+// ForKey returns the discovery document for the calling key of r: the service-wide
+// document (not modified) with, in "key", the key's id, environment, workspace, granted
+// scopes and the version this request used, and, in "limits", its own windows and what
+// is left of them after this request, and its RateLimit-Policy.
+func ForKey(doc map[string]any, r *api.Request) map[string]any {
+	k := r.Key
+	out := make(map[string]any, len(doc)+1)
+	for name, v := range doc {
+		out[name] = v
+	}
+	b, d := limits.Windows(k.Burst, k.Daily)
+	dec := limits.Full(b, d)
+	if r.Limits != nil {
+		dec = *r.Limits
+	}
+	lim := map[string]any{}
+	for name, v := range doc["limits"].(map[string]any) {
+		lim[name] = v
+	}
+	var windows []any
+	for _, st := range []limits.State{dec.Burst, dec.Daily} {
+		windows = append(windows, map[string]any{"name": st.Name, "quota": st.Quota, "seconds": st.Seconds,
+			"remaining": st.Remaining, "reset": st.Reset})
+	}
+	lim["windows"], lim["policy"] = windows, limits.Policy(b, d)
+	out["limits"] = lim
+	key := map[string]any{
+		"id": ids.Format(ids.Key, k.ID), "id_uuid": k.ID.String(), "environment": k.Env,
+		"workspace_id": ids.Format(ids.Org, k.WorkspaceID), "workspace_id_uuid": k.WorkspaceID.String(),
+		"granted_scopes": nonNil(k.Scopes), "pinned_version": nil, "version": r.Version,
+	}
+	if k.Version != "" {
+		key["pinned_version"] = k.Version
+	}
+	out["key"] = key
+	return out
 }
 
 func nonNil(s []string) []string {

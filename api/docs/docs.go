@@ -2,7 +2,7 @@
 // (/openapi.json) with x-rateLimit per operation, the discovery documents
 // (/.well-known/svc, /.well-known/api-catalog), the developer pages (/developers, HTML
 // rendered from embedded Markdown with goldmark, and their Markdown mirror under
-// /developers/md/), one page per problem code (/developers/errors/<code>, the URL every
+// /developers/md/, which lists them), one page per problem code (/developers/errors/<code>, the URL every
 // problem document names), and the changelog page.
 //
 // Operations is the one table of per-operation documentation, keyed by "METHOD /path".
@@ -81,16 +81,19 @@ func changelog() []byte {
 }
 
 // Routes returns the routes of this package: /openapi.json, the discovery documents and
-// the developer pages. All are Public: they need no key and spend no quota. (The MCP
-// endpoint is in package mcp.)
+// the developer pages. All but the discovery document are Public documentation: they need
+// no key and spend no quota. The discovery document needs a valid key (no scope), spends
+// one request like GET /limits, and carries the calling key's own limits and scopes.
+// (The MCP endpoint is in package mcp.)
 func Routes() []api.Route {
 	return []api.Route{
 		{Method: "GET", Path: "/openapi.json", Public: true, Summary: "The OpenAPI 3.1 document.", Handle: serveOpenAPI},
-		{Method: "GET", Path: "/.well-known/svc", Public: true, Summary: "The discovery document.", Handle: serveDiscovery},
+		{Method: "GET", Path: "/.well-known/svc", Summary: "The discovery document, with the calling key's limits and scopes.", Handle: serveDiscovery},
 		{Method: "GET", Path: "/.well-known/api-catalog", Public: true, Summary: "The RFC 9727 API catalog.", Handle: serveCatalog},
 		{Method: "GET", Path: "/developers", Public: true, Summary: "Developer pages: index.", Handle: servePage},
 		{Method: "GET", Path: "/developers/{page}", Public: true, Summary: "A developer page.", Handle: servePage},
 		{Method: "GET", Path: "/developers/errors/{code}", Public: true, Summary: "The page of a problem code.", Handle: serveErrorPage},
+		{Method: "GET", Path: "/developers/md", Public: true, Summary: "Index of the Markdown mirror: every page and error page.", Handle: serveMirrorIndex},
 		{Method: "GET", Path: "/developers/md/{file}", Public: true, Summary: "Markdown mirror of a developer page.", Handle: serveMarkdown},
 		{Method: "GET", Path: "/developers/md/errors/{file}", Public: true, Summary: "Markdown mirror of a problem code's page.", Handle: serveErrorMarkdown},
 	}
@@ -99,7 +102,7 @@ func Routes() []api.Route {
 // site is everything rendered for one server (its routes and public URL), built once.
 type site struct {
 	openapi   []byte
-	discovery []byte
+	discovery map[string]any // the service-wide part; ForKey completes it per request
 	catalog   []byte
 	html      map[string][]byte // page name or "errors/<code>" → HTML
 	md        map[string][]byte // same keys → Markdown
@@ -127,9 +130,7 @@ func Build(routes []api.Route, publicURL string) (*site, error) {
 	if s.openapi, err = json.MarshalIndent(OpenAPI(routes, publicURL), "", "  "); err != nil {
 		return nil, err
 	}
-	if s.discovery, err = json.MarshalIndent(Discovery(routes, publicURL), "", "  "); err != nil {
-		return nil, err
-	}
+	s.discovery = Discovery(routes, publicURL)
 	if s.catalog, err = json.MarshalIndent(APICatalog(publicURL), "", "  "); err != nil {
 		return nil, err
 	}
@@ -143,6 +144,7 @@ func Build(routes []api.Route, publicURL string) (*site, error) {
 			return nil, err
 		}
 	}
+	s.md[mirrorIndexKey] = MirrorIndex(publicURL)
 	for _, c := range problem.Codes() {
 		md := ErrorMarkdown(c, publicURL)
 		k := "errors/" + string(c)
@@ -176,6 +178,26 @@ func PageMarkdown(name string, routes []api.Route, publicURL string) ([]byte, er
 		"<!-- operations -->", operationsTable(routes),
 	)
 	return []byte(rep.Replace(string(src))), nil
+}
+
+// mirrorIndexKey is the Markdown mirror's index among a site's pages.
+const mirrorIndexKey = "md/"
+
+// MirrorIndex is the Markdown of /developers/md/: a listing of every page of the
+// mirror, then every problem code's page.
+func MirrorIndex(publicURL string) []byte {
+	mdURL := publicURL + "/developers/md/"
+	var b strings.Builder
+	b.WriteString("# Developer pages in Markdown\n\n")
+	fmt.Fprintf(&b, "The Markdown mirror of the developer pages at %s/developers (documentation only, not part of the API).\n\n", publicURL)
+	for _, p := range Pages {
+		fmt.Fprintf(&b, "- [%s](%s%s.md)\n", p.Title, mdURL, p.Name)
+	}
+	b.WriteString("\n## Error codes\n\n")
+	for _, c := range problem.Codes() {
+		fmt.Fprintf(&b, "- [`%s`](%serrors/%s.md): %s\n", c, mdURL, c, problem.Table[c].Title)
+	}
+	return []byte(b.String())
 }
 
 // ErrorPageURL is the page of code at publicURL: what a problem's type and doc_url name.
@@ -358,7 +380,11 @@ func serveDiscovery(r *api.Request) error {
 	if err != nil {
 		return err
 	}
-	r.Raw(200, "application/json", s.discovery)
+	b, err := json.MarshalIndent(ForKey(s.discovery, r), "", "  ")
+	if err != nil {
+		return err
+	}
+	r.Raw(200, "application/json", b)
 	return nil
 }
 
@@ -389,6 +415,8 @@ func serveMarkdown(r *api.Request) error {
 	}
 	return serveFrom(r, strings.TrimSuffix(f, ".md"), true)
 }
+
+func serveMirrorIndex(r *api.Request) error { return serveFrom(r, mirrorIndexKey, true) }
 
 func serveErrorMarkdown(r *api.Request) error {
 	f := r.Param("file")

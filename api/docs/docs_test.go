@@ -1,6 +1,7 @@
 package docs_test
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"sort"
@@ -12,6 +13,7 @@ import (
 	"svc/api"
 	"svc/api/apitest"
 	"svc/api/docs"
+	"svc/api/keys"
 	"svc/api/mcp"
 	"svc/api/problem"
 	"svc/api/read"
@@ -158,6 +160,12 @@ func TestExamplesMatchTheirSchemas(t *testing.T) {
 	if errs := docs.Validate(docs.Schema{"$ref": "#/components/schemas/Batch"}, roundTrip(t, bad), comps); len(errs) < 2 {
 		t.Errorf("a bad batch passed the schema: %v", errs)
 	}
+	// An inbound message with the other type's shape does not pass.
+	swapped := map[string]any{"type": "campaign.actuals", "data": map[string]any{"campaign_id": "cmp_9e3f4a5b-6c7d-4e8f-a01b-2c3d4e5f6071",
+		"currency": "EUR", "days": []any{map[string]any{"date": "2026-09-14"}}}}
+	if errs := docs.Validate(docs.Schema{"$ref": "#/components/schemas/InboundMessage"}, roundTrip(t, swapped), comps); len(errs) == 0 {
+		t.Error("a campaign.actuals message with actuals.reported's shape passed the schema")
+	}
 }
 
 func TestDocumentIsJSONAndStable(t *testing.T) {
@@ -278,6 +286,31 @@ func TestPagesAndTheirMarkdownMirror(t *testing.T) {
 	}
 }
 
+// TestMirrorIndex: /developers/md/ (and /developers/md) answers the mirror's index,
+// which links every page and every error page, each of which resolves.
+func TestMirrorIndex(t *testing.T) {
+	s := startDocs(t)
+	for _, path := range []string{"/developers/md/", "/developers/md"} {
+		r := s.Do(t, "GET", path, "", "")
+		if r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/markdown") {
+			t.Fatalf("GET %s: %d %s", path, r.Status, r.Header.Get("Content-Type"))
+		}
+	}
+	idx := string(s.Do(t, "GET", "/developers/md/", "", "").Body)
+	links := regexp.MustCompile(`\]\((`+regexp.QuoteMeta(s.URL)+`/developers/md/[^)]+)\)`).FindAllStringSubmatch(idx, -1)
+	if want := len(docs.Pages) + len(problem.Codes()); len(links) != want {
+		t.Fatalf("the index links %d pages, want %d:\n%s", len(links), want, idx)
+	}
+	for _, l := range links {
+		if r := s.Do(t, "GET", strings.TrimPrefix(l[1], s.URL), "", ""); r.Status != 200 {
+			t.Errorf("index link %s: %d", l[1], r.Status)
+		}
+	}
+	if r := s.Do(t, "GET", "/developers/", "", ""); r.Status != 200 || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
+		t.Errorf("GET /developers/: %d", r.Status)
+	}
+}
+
 // The spec's list of additive changes (Versioning, rule 5), each of which the changelog
 // must carry as added and unversioned.
 var specAdditive = []string{
@@ -316,9 +349,44 @@ func TestChangelogPage(t *testing.T) {
 	}
 }
 
+// TestDiscoveryNeedsAKeyAndDescribesIt: the discovery document answers 401 without a
+// key, and with one carries that key's own windows (after this request, which spent
+// one), policy and granted scopes besides the service-wide facts.
+func TestDiscoveryNeedsAKeyAndDescribesIt(t *testing.T) {
+	s := startDocs(t)
+	apitest.Problem(t, s.Do(t, "GET", "/.well-known/svc", "", ""), 401, "unauthorized")
+	tn := s.Tenant(t, false)
+	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 77, Daily: 7777,
+		Scopes: []string{"pixels:read"}})
+	r := s.Do(t, "GET", "/v1/.well-known/svc", sec, "")
+	if r.Status != 200 {
+		t.Fatalf("discovery with a key: %d %s", r.Status, r.Body)
+	}
+	d := r.JSON(t)
+	lim := d["limits"].(map[string]any)
+	if lim["policy"] != `"burst";q=77;w=60, "daily";q=7777;w=86400` || lim["policy"] != r.Header.Get("RateLimit-Policy") {
+		t.Errorf("limits.policy %v (header %q)", lim["policy"], r.Header.Get("RateLimit-Policy"))
+	}
+	w := lim["windows"].([]any)
+	if b := w[0].(map[string]any); b["name"] != "burst" || b["quota"] != float64(77) || b["remaining"] != float64(76) {
+		t.Errorf("burst window %v, want quota 77 with 76 left", b)
+	}
+	if lim["default_policy"] != `"burst";q=120;w=60, "daily";q=10000;w=86400` {
+		t.Errorf("default_policy %v", lim["default_policy"])
+	}
+	key := d["key"].(map[string]any)
+	if key["id"] != "key_"+k.ID.String() || key["environment"] != "live" || fmt.Sprint(key["granted_scopes"]) != "[pixels:read]" {
+		t.Errorf("key %v", key)
+	}
+	if d["base_url"] != s.URL+"/v1" || len(d["scopes"].([]any)) != 7 {
+		t.Errorf("service-wide facts: base_url %v, scopes %v", d["base_url"], d["scopes"])
+	}
+}
+
 func TestDiscoveryLinksResolve(t *testing.T) {
 	s := startDocs(t)
-	r := s.Do(t, "GET", "/.well-known/svc", "", "")
+	tn := s.Tenant(t, false)
+	r := s.Do(t, "GET", "/.well-known/svc", tn.Secret, "")
 	if r.Status != 200 || r.Header.Get("Content-Type") != "application/json" {
 		t.Fatalf("discovery: %d %s", r.Status, r.Header.Get("Content-Type"))
 	}

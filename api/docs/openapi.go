@@ -223,6 +223,13 @@ func operation(r api.Route, op Op, docsURL string) map[string]any {
 		if op.BodyExample != nil {
 			content["example"] = op.BodyExample
 		}
+		if len(op.BodyExamples) > 0 {
+			exs := map[string]any{}
+			for _, e := range op.BodyExamples {
+				exs[e.Name] = map[string]any{"summary": e.Summary, "value": e.Value}
+			}
+			content["examples"] = exs
+		}
 		o["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/json": content}}
 	}
 	if r.Public {
@@ -364,6 +371,11 @@ func Examples(doc map[string]any) []Example {
 					mm := m.(map[string]any)
 					if ex, ok := mm["example"]; ok {
 						out = append(out, Example{Where: where + " request " + ct, Schema: mm["schema"].(Schema), Value: ex})
+					}
+					if exs, ok := mm["examples"].(map[string]any); ok {
+						for name, e := range exs {
+							out = append(out, Example{Where: where + " request " + ct + " example " + name, Schema: mm["schema"].(Schema), Value: e.(map[string]any)["value"]})
+						}
 					}
 				}
 			}

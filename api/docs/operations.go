@@ -23,6 +23,9 @@ type Op struct {
 	// Body names a component schema of the JSON request body ("" when none).
 	Body        string
 	BodyExample any
+	// BodyExamples are named examples of the body, for a body with several shapes
+	// (emitted as OpenAPI "examples" instead of BodyExample).
+	BodyExamples []NamedExample
 	// Status is the success status (200 when zero).
 	Status int
 	// Response is the success body's schema.
@@ -34,6 +37,12 @@ type Op struct {
 	// Codes are the problem codes particular to the operation; the conventions a
 	// route declares (authentication, scope, limits, idempotency, body) add theirs.
 	Codes []problem.Code
+}
+
+// NamedExample is one of an operation's named body examples.
+type NamedExample struct {
+	Name, Summary string
+	Value         any
 }
 
 // Example ids (stable so the document is reproducible).
@@ -147,8 +156,14 @@ var Operations = map[string]Op{
 			{Name: "SVC-Signature", In: "header", Required: true, Desc: "t=<unix>,v1=<hex> (several v1 while a secret rotates).", Schema: Schema{"type": "string"}},
 			{Name: "SVC-Webhook-Id", In: "header", Required: true, Desc: "The message id; deduplicates redeliveries.", Schema: Schema{"type": "string", "maxLength": 200}},
 		},
-		Body: "InboundMessage", BodyExample: map[string]any{"type": "campaign.actuals", "data": map[string]any{"campaign_id": exCampaign, "currency": "EUR",
-			"days": []any{map[string]any{"date": "2026-09-14", "impressions": 120400, "clicks": 2210, "spend": "1520.00", "conversions": 64}}}},
+		Body: "InboundMessage", BodyExamples: []NamedExample{
+			{"actuals.reported", "One campaign, one or more days.", map[string]any{"type": "actuals.reported", "data": map[string]any{
+				"campaign_id": exCampaign, "currency": "EUR",
+				"days": []any{map[string]any{"date": "2026-09-14", "impressions": 120400, "clicks": 2210, "spend": "1520.00", "conversions": 64}}}}},
+			{"campaign.actuals", "Rows of one or several campaigns.", map[string]any{"type": "campaign.actuals", "data": map[string]any{
+				"rows": []any{map[string]any{"campaign_id": exCampaign, "date": "2026-09-14", "currency": "EUR",
+					"impressions": 120400, "clicks": 2210, "spend": "1520.00", "conversions": 64}}}}},
+		},
 		Response: ref("InboundResult"), Example: map[string]any{"outcome": "processed", "message_id": "msg_20260914_0001", "type": "campaign.actuals", "rows_written": 1},
 		Codes: []problem.Code{problem.InvalidSignature, problem.TimestampOutOfRange, problem.NotFound, problem.InvalidRequest,
 			problem.PayloadTooLarge, problem.IdempotencyKeyInUse, problem.ServiceUnavailable}},
@@ -216,7 +231,9 @@ var Operations = map[string]Op{
 	// Self-description (this package).
 	"GET /openapi.json": {Tag: "Discovery", Description: "This OpenAPI 3.1 document: every served operation with its scope and x-rateLimit. No key.",
 		Response: Schema{"type": "object", "required": []string{"openapi", "paths"}}, Example: map[string]any{"openapi": "3.1.0", "paths": map[string]any{}}},
-	"GET /.well-known/svc": {Tag: "Discovery", Description: "The discovery document: base URL, auth methods, scopes, limits, versions, the OpenAPI location, the docs and the MCP endpoint, in one fetch. No key.",
+	"GET /.well-known/svc": {Tag: "Discovery", Description: "The discovery document: base URL, auth methods, scopes, limits, versions, the OpenAPI location, the docs and the MCP endpoint, in one fetch, " +
+		"with the calling key's own windows (and what is left of them), RateLimit-Policy and granted scopes. Needs a valid key (no scope) and spends one request, like GET /limits. " +
+		"The API catalog, this OpenAPI document and the developer pages need no key.",
 		Response: ref("Discovery")},
 	"GET /.well-known/api-catalog": {Tag: "Discovery", Description: "RFC 9727 API catalog (application/linkset+json) linking the OpenAPI document, the docs and the discovery document. No key.",
 		ContentType: "application/linkset+json", Response: ref("Linkset")},
@@ -227,6 +244,7 @@ var Operations = map[string]Op{
 	"GET /developers/errors/{code}": {Tag: "Discovery", Description: "The page of one problem code: the URL every problem document names in type and doc_url. No key.", ContentType: "text/html",
 		Params: []Param{{Name: "code", In: "path", Required: true, Desc: "A problem code.", Schema: enum("A problem code.", codeValues()...), Example: "rate_limited"}},
 		Codes:  []problem.Code{problem.NotFound}},
+	"GET /developers/md": {Tag: "Discovery", Description: "Index of the Markdown mirror (also at /developers/md/): a link to every developer page and every problem code's page in Markdown. No key.", ContentType: "text/markdown"},
 	"GET /developers/md/{file}": {Tag: "Discovery", Description: "Markdown mirror of a developer page (documentation only, not part of the API). No key.", ContentType: "text/markdown",
 		Params: []Param{{Name: "file", In: "path", Required: true, Desc: "<page>.md, e.g. getting-started.md or index.md.", Schema: Schema{"type": "string", "pattern": `\.md$`}, Example: "getting-started.md"}},
 		Codes:  []problem.Code{problem.NotFound}},

@@ -46,6 +46,21 @@ var timeSchema = Schema{"type": "string", "format": "date-time", "description": 
 var decimalSchema = Schema{"type": "string", "pattern": `^-?\d{1,14}(\.\d{1,4})?$`, "description": "Decimal as a string, at most four decimals."}
 var currencySchema = Schema{"type": "string", "pattern": "^[A-Z]{3}$", "description": "ISO 4217 currency code."}
 
+// inboundCampaign is an inbound message's campaign id: cmp_<uuid> or the raw UUID.
+var inboundCampaign = Schema{"type": "string", "pattern": "^(cmp_)?[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$",
+	"description": "cmp_<uuid> or the raw UUID."}
+
+// withMetrics adds an inbound message's figures (each optional, absent = 0) to props.
+func withMetrics(props Schema) Schema {
+	count := func(desc string) Schema {
+		return Schema{"type": "integer", "minimum": 0, "description": desc + "; absent = 0."}
+	}
+	props["impressions"], props["clicks"], props["conversions"] = count("Impressions"), count("Clicks"), count("Conversions")
+	props["spend"] = Schema{"type": []string{"string", "number"}, "pattern": `^\d{1,14}(\.\d{1,4})?$`,
+		"description": "Non-negative decimal in the currency, a number or a string, at most four decimal places; absent = 0."}
+	return props
+}
+
 // withIDs adds the <field>_uuid twin of every prefixed id field.
 func withIDs(s Schema, fields ...string) Schema {
 	props := s["properties"].(Schema)
@@ -242,9 +257,24 @@ func components() map[string]Schema {
 			"upserted":   integer("Rows written (each replaces its plan, line and day)."),
 			"request_id": str("The request id."),
 		}),
-		"InboundMessage": object("A signed partner message.", []string{"type", "data"}, Schema{
-			"type": enum("Message type.", "actuals.reported", "campaign.actuals"),
-			"data": Schema{"type": "object", "description": "campaign.actuals: {campaign_id, currency, days: [{date, impressions, clicks, spend, conversions}]}; actuals.reported: {rows: [{campaign_id, date, currency, impressions, clicks, spend, conversions}]}."},
+		"InboundMessage": Schema{"description": "A signed partner message: {type, data}. The two types that write campaign actuals have " +
+			"the shapes below; a message of another type is recorded as ignored.",
+			"oneOf": []any{ref("ActualsReported"), ref("CampaignActualsMessage")}},
+		"ActualsReported": object("actuals.reported: one campaign, one or more days.", []string{"type", "data"}, Schema{
+			"type": Schema{"const": "actuals.reported"},
+			"data": object("The campaign and its days.", []string{"campaign_id", "currency", "days"}, Schema{
+				"campaign_id": inboundCampaign, "currency": currencySchema,
+				"days": Schema{"type": "array", "minItems": 1, "maxItems": 500, "description": "One entry per day.",
+					"items": object("One day.", []string{"date"}, withMetrics(Schema{"date": dateSchema}))},
+			}),
+		}),
+		"CampaignActualsMessage": object("campaign.actuals: rows of one or several campaigns.", []string{"type", "data"}, Schema{
+			"type": Schema{"const": "campaign.actuals"},
+			"data": object("The rows.", []string{"rows"}, Schema{
+				"rows": Schema{"type": "array", "minItems": 1, "maxItems": 500, "description": "One entry per campaign and day.",
+					"items": object("One campaign on one day.", []string{"campaign_id", "date", "currency"},
+						withMetrics(Schema{"campaign_id": inboundCampaign, "date": dateSchema, "currency": currencySchema}))},
+			}),
 		}),
 		"InboundResult": object("Outcome of an inbound message.", []string{"outcome", "message_id"}, Schema{
 			"outcome":      enum("Recorded outcome.", "processed", "ignored", "failed"),
@@ -257,14 +287,39 @@ func components() map[string]Schema {
 			"status": enum("State.", "ok", "ready", "unavailable"),
 			"failed": Schema{"type": "object", "additionalProperties": Schema{"type": "string"}, "description": "Failing checks (readyz only)."},
 		}),
-		"Discovery": object("/.well-known/svc: everything a client needs, in one fetch.",
-			[]string{"service", "base_url", "auth", "scopes", "limits", "versions", "openapi", "docs", "mcp"}, Schema{
+		"Discovery": object("/.well-known/svc: everything a client needs, in one fetch, with the calling key's own limits and scopes.",
+			[]string{"service", "base_url", "auth", "scopes", "limits", "versions", "openapi", "docs", "mcp", "key"}, Schema{
 				"service": str("svc"), "base_url": Schema{"type": "string", "format": "uri"},
-				"auth": Schema{"type": "object"}, "scopes": array(Schema{"type": "object"}, "Scopes and the operations that need them."),
-				"limits": Schema{"type": "object"}, "versions": Schema{"type": "object"},
-				"openapi": Schema{"type": "string", "format": "uri"}, "docs": Schema{"type": "object"},
+				"auth": Schema{"type": "object"}, "scopes": array(Schema{"type": "object"}, "Every scope and the operations that need it."),
+				"limits":   ref("DiscoveryLimits"),
+				"versions": Schema{"type": "object"},
+				"openapi":  Schema{"type": "string", "format": "uri"}, "docs": Schema{"type": "object"},
 				"mcp": Schema{"type": "object"},
+				"key": ref("DiscoveryKey"),
 			}),
+		"DiscoveryLimits": object("The calling key's windows, the defaults, headers and ceilings.",
+			[]string{"scope", "windows", "policy", "default_windows", "default_policy"}, Schema{
+				"scope": enum("Windows are counted per API key.", "key"),
+				"windows": array(object("One window of the calling key and its state after this request.",
+					[]string{"name", "quota", "seconds", "remaining", "reset"}, Schema{
+						"name":      enum("burst or daily.", "burst", "daily"),
+						"quota":     integer("Requests per window."),
+						"seconds":   integer("Window length in seconds."),
+						"remaining": integer("Left after this request."),
+						"reset":     integer("Seconds until the window is full again."),
+					}), "The calling key's burst and daily windows."),
+				"policy":          str("The calling key's RateLimit-Policy header value."),
+				"default_windows": array(ref("Window"), "Burst and daily windows of a default key."),
+				"default_policy":  str("The RateLimit-Policy of a default key."),
+			}),
+		"DiscoveryKey": withIDs(object("The calling key.", []string{"id", "environment", "workspace_id", "granted_scopes", "version"}, Schema{
+			"id":             id("key_", "The key"),
+			"environment":    enum("live or sandbox.", keys.Live, keys.Sandbox),
+			"workspace_id":   id("org_", "The key's workspace"),
+			"granted_scopes": array(enum("A scope.", keys.Scopes...), "Scopes granted to the key."),
+			"pinned_version": Schema{"type": []string{"string", "null"}, "description": "The version pinned on the key."},
+			"version":        str("The API version this request used."),
+		}), "id", "workspace_id"),
 		"Linkset": object("RFC 9264 linkset (RFC 9727 API catalog).", []string{"linkset"}, Schema{
 			"linkset": array(Schema{"type": "object", "required": []string{"anchor"}}, "Link contexts."),
 		}),

@@ -2,16 +2,23 @@
 // (default 10,000 per rolling 86,400 s), atomically in Redis in one round trip, and
 // writes the rate-limit headers every response carries.
 //
-// Each window is a GCRA (generic cell rate algorithm) bucket: it holds the theoretical
-// arrival time (TAT) in milliseconds. A window of quota q over w seconds admits q requests
-// at once and refills one every w/q seconds; "rolling" falls out of it with one number of
-// state per window. Refund rules: the daily window is checked first and a request it
-// stops spends no burst; a request stopped by either window spends nothing; Refund
-// gives back what an admitted request spent when it ends up rejected (4xx).
+// Each window is a leaky bucket that counts spent requests: its state is the count and
+// the time it was written ("<spent>:<unix ms>"), and the count drains continuously at
+// quota/window. A window admits a request while spent+1 <= quota: q requests at once,
+// then one every w/q seconds, which is the GCRA's behaviour with one Redis value per
+// window, and what makes the window rolling. The state is in requests, not in a time that
+// depends on the quota, so a spent request stays spent when an administrator changes the
+// quota, up or down; a window never holds more than its quota (lowering the quota below
+// what was spent leaves it empty, and it refills within one window length).
+//
+// Refund rules: the daily window is checked first and a request it stops spends no
+// burst; a request stopped by either window spends nothing; Refund gives back what an
+// admitted request spent when it ends up rejected (4xx).
 package limits
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -65,51 +72,75 @@ func (l *Limiter) Redis() redis.Cmdable { return l.rdb }
 // New returns a Limiter over rdb.
 func New(rdb redis.Cmdable) *Limiter { return &Limiter{rdb: rdb, Now: time.Now} }
 
-// LuaTake defines the Lua function take(kd, kb, now, dq, dw, bq, bw, cost): the two
-// windows' GCRA over the daily TAT key kd and the burst TAT key kb (windows in ms), cost
-// 1 to take and -1 to refund. It returns {allowed(0/1), denied(0 none, 1 daily, 2 burst),
-// retry_ms, daily TAT-now ms, burst TAT-now ms}. Other scripts (the server's one-trip
-// gate) include it, so the algorithm is written once.
+// LuaTake defines the Lua function take(kd, kb, now, dq, dw, bq, bw, cost): both windows
+// over the daily state key kd and the burst state key kb (window lengths in ms), cost 1
+// to take, -1 to refund, 0 to read without writing (no write command runs, so it may be
+// called from a read-only script). It returns Results values: {allowed (0/1), denied
+// (0 none, 1 daily, 2 burst), retry_ms, daily remaining, daily ms until full, burst
+// remaining, burst ms until full}. Other scripts (the server's one-trip gate) include
+// it, so the algorithm is written once.
+//
+// A state value written before this format (a bare GCRA theoretical arrival time in ms)
+// is read under the current quota; such values expire within a day.
 const LuaTake = `
 local function take(kd, kb, now, dq, dw, bq, bw, cost)
-  local function tat(key)
-    local t = tonumber(redis.call('GET', key) or '0')
-    if t < now then t = now end
-    return t
+  local eps = 1e-9
+  local function spent(key, q, w)
+    local v = redis.call('GET', key)
+    if not v then return 0 end
+    local s, at = string.match(v, '^([^:]+):(.+)$')
+    if not s then
+      return math.max(0, math.min(q, ((tonumber(v) or 0) - now) * q / w))
+    end
+    s, at = tonumber(s) or 0, tonumber(at) or now
+    if at > now then at = now end
+    return math.max(0, math.min(q, s) - (now - at) * q / w)
   end
-  local de, be = dw / dq, bw / bq
-  local dt, bt = tat(kd), tat(kb)
+  local ds, bs = spent(kd, dq, dw), spent(kb, bq, bw)
+  local function reply(allowed, denied, retry)
+    return {allowed, denied, retry,
+      math.floor(dq - ds + eps), math.ceil(ds * dw / dq - eps),
+      math.floor(bq - bs + eps), math.ceil(bs * bw / bq - eps)}
+  end
+  local function put(key, s, w)
+    redis.call('SET', key, tostring(s) .. ':' .. tostring(now), 'PX', w + 1000)
+  end
+  if cost == 0 then return reply(1, 0, 0) end
   if cost < 0 then
-    dt = math.max(now, dt - de); bt = math.max(now, bt - be)
-    redis.call('SET', kd, tostring(dt), 'PX', dw + 1000)
-    redis.call('SET', kb, tostring(bt), 'PX', bw + 1000)
-    return {1, 0, 0, math.floor(dt - now), math.floor(bt - now)}
+    ds, bs = math.max(0, ds - 1), math.max(0, bs - 1)
+    put(kd, ds, dw); put(kb, bs, bw)
+    return reply(1, 0, 0)
   end
-  local ndt, nbt = dt + de, bt + be
-  if ndt - now > dw then
-    return {0, 1, math.ceil(ndt - now - dw), math.floor(dt - now), math.floor(bt - now)}
+  if ds + 1 > dq + eps then
+    return reply(0, 1, math.ceil((ds + 1 - dq) * dw / dq))
   end
-  if nbt - now > bw then
-    return {0, 2, math.ceil(nbt - now - bw), math.floor(dt - now), math.floor(bt - now)}
+  if bs + 1 > bq + eps then
+    return reply(0, 2, math.ceil((bs + 1 - bq) * bw / bq))
   end
-  redis.call('SET', kd, tostring(ndt), 'PX', dw + 1000)
-  redis.call('SET', kb, tostring(nbt), 'PX', bw + 1000)
-  return {1, 0, 0, math.floor(ndt - now), math.floor(nbt - now)}
+  ds, bs = ds + 1, bs + 1
+  put(kd, ds, dw); put(kb, bs, bw)
+  return reply(1, 0, 0)
 end
 `
 
-// takeScript: KEYS = daily TAT, burst TAT. ARGV = now ms, daily q, daily w ms, burst q,
-// burst w ms, cost.
+// Results is the number of values take returns.
+const Results = 7
+
+// takeScript: KEYS = daily state, burst state. ARGV = now ms, daily q, daily w ms,
+// burst q, burst w ms, cost.
 var takeScript = redis.NewScript(LuaTake + `
 return take(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
 `)
 
-// Keys returns the daily and burst TAT keys of key id.
-func Keys(id string) []string { return keysFor(id) }
-
-func keysFor(id string) []string {
+// Keys returns the daily and burst state keys of key id.
+func Keys(id string) []string {
 	return []string{"svc:rl:" + id + ":daily", "svc:rl:" + id + ":burst"}
+}
+
+// Args returns take's ARGV for now and the windows, cost excluded.
+func Args(now time.Time, burst, daily Window) []any {
+	return []any{now.UnixMilli(), daily.Quota, daily.Seconds * 1000, burst.Quota, burst.Seconds * 1000}
 }
 
 // Take spends one request of key id's windows, unless either is exhausted.
@@ -123,29 +154,31 @@ func (l *Limiter) Refund(ctx context.Context, id string, burst, daily Window) (D
 	return l.run(ctx, id, burst, daily, -1)
 }
 
-// Peek returns the windows' state without spending (GET /limits uses Take like any
-// request; Peek serves tools and tests).
+// Peek returns the windows' state without spending, in one read-only round trip: what
+// a refusal made before the take (scope, version, allow-list…) declares.
 func (l *Limiter) Peek(ctx context.Context, id string, burst, daily Window) (Decision, error) {
 	return l.run(ctx, id, burst, daily, 0)
 }
 
 func (l *Limiter) run(ctx context.Context, id string, burst, daily Window, cost int) (Decision, error) {
-	now := l.Now().UnixMilli()
-	args := []any{now, daily.Quota, daily.Seconds * 1000, burst.Quota, burst.Seconds * 1000, cost}
+	args := append(Args(l.Now(), burst, daily), cost)
 	var res []int64
 	var err error
 	if cost == 0 {
-		res, err = l.peek(ctx, id, now, burst, daily)
+		res, err = takeScript.RunRO(ctx, l.rdb, Keys(id), args...).Int64Slice()
 	} else {
-		res, err = takeScript.Run(ctx, l.rdb, keysFor(id), args...).Int64Slice()
+		res, err = takeScript.Run(ctx, l.rdb, Keys(id), args...).Int64Slice()
 	}
 	if err != nil {
 		return Decision{}, err
 	}
+	if len(res) < Results {
+		return Decision{}, fmt.Errorf("limits: take returned %d values, want %d", len(res), Results)
+	}
 	return DecisionOf(res, burst, daily), nil
 }
 
-// DecisionOf reads take's five results (see LuaTake) as a Decision.
+// DecisionOf reads take's Results values (see LuaTake) as a Decision.
 func DecisionOf(res []int64, burst, daily Window) Decision {
 	d := Decision{Allowed: res[0] == 1, RetryAfter: int((res[2] + 999) / 1000)}
 	switch res[1] {
@@ -154,33 +187,20 @@ func DecisionOf(res []int64, burst, daily Window) Decision {
 	case 2:
 		d.Denied = "burst"
 	}
-	d.Daily = state(daily, res[3])
-	d.Burst = state(burst, res[4])
+	d.Daily = state(daily, res[3], res[4])
+	d.Burst = state(burst, res[5], res[6])
 	return d
 }
 
-func (l *Limiter) peek(ctx context.Context, id string, now int64, burst, daily Window) ([]int64, error) {
-	vals, err := l.rdb.MGet(ctx, keysFor(id)...).Result()
-	if err != nil {
-		return nil, err
-	}
-	rel := func(v any) int64 {
-		s, _ := v.(string)
-		f, _ := strconv.ParseFloat(s, 64)
-		if int64(f) < now {
-			return 0
-		}
-		return int64(f) - now
-	}
-	return []int64{1, 0, 0, rel(vals[0]), rel(vals[1])}, nil
+// state is a window's state from its remaining requests and ms until it is full.
+func state(w Window, remaining, fullMs int64) State {
+	return State{Window: w, Remaining: int(max(0, min(int64(w.Quota), remaining))), Reset: int((max(0, fullMs) + 999) / 1000)}
 }
 
-// state turns "TAT - now" into remaining requests and seconds to full.
-func state(w Window, used int64) State {
-	emission := float64(w.Seconds*1000) / float64(w.Quota)
-	remaining := int((float64(w.Seconds*1000) - float64(used)) / emission)
-	remaining = max(0, min(w.Quota, remaining))
-	return State{Window: w, Remaining: remaining, Reset: int((used + 999) / 1000)}
+// Full is the state of windows nothing was spent from: what a response declares before
+// a key is known (and when the limiter cannot be read).
+func Full(burst, daily Window) Decision {
+	return Decision{Allowed: true, Burst: State{Window: burst, Remaining: burst.Quota}, Daily: State{Window: daily, Remaining: daily.Quota}}
 }
 
 // Policy returns the RateLimit-Policy value: `"burst";q=120;w=60, "daily";q=10000;w=86400`.

@@ -75,7 +75,7 @@ var Table = map[Code]Entry{
 		"The path does not serve this HTTP method.", false},
 	InvalidRequest: {422, "Invalid request", false,
 		"Fix the fields listed in errors[] and send again.",
-		"The payload or query parameters failed validation; field problems are in errors[].", false},
+		"The payload, the query parameters or the HTTP message itself failed validation; what to fix is in errors[].", false},
 	IdempotencyKeyReuse: {409, "Idempotency key reused", false,
 		"Use a new Idempotency-Key for a different request; reuse a key only to retry the identical request.",
 		"The Idempotency-Key was already used on this key with a different body or path.", false},

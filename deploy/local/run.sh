@@ -64,4 +64,8 @@ Try it:
     -d '{"pixel_id":"$pixel","events":[{"event_name":"purchase","occurred_at":"$now","value":49.90,"currency":"EUR","consent":{"measurement":true},"identity":{"email":"ada@example.com"}}]}'
 
   curl -s 'http://$addr/v1/pixel-rollups?pixel_id=$pixel' -H 'Authorization: Bearer $secret'
+
+The discovery document (your key's limits and scopes, the base URL, the OpenAPI document):
+
+  curl -s http://$addr/.well-known/svc -H 'Authorization: Bearer $secret'
 MSG
