@@ -456,7 +456,7 @@ func TestBrokerHealthTransitions(t *testing.T) {
 			return errors.New("unreachable")
 		}
 		return nil
-	}, func() { recovered <- struct{}{} }, time.Hour, time.Second, slog.Default())
+	}, func() { recovered <- struct{}{} }, nil, time.Hour, time.Second, slog.Default())
 	defer h.Stop()
 	wentDown := h.WentDown()
 	fail.Store(true)

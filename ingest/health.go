@@ -25,6 +25,7 @@ import (
 type brokerHealth struct {
 	ping      func(context.Context) error
 	recovered func()
+	closed    <-chan struct{} // the producer's context: probing ends when it is closed
 	every     time.Duration
 	timeout   time.Duration
 	log       atomic.Pointer[slog.Logger] // transitions are logged here
@@ -46,10 +47,10 @@ const (
 	probeTimeout = time.Second
 )
 
-// startHealth probes with ping until stopped (or until ping reports the client
-// closed); recovered runs on each return from down to up.
-func startHealth(ping func(context.Context) error, recovered func(), every, timeout time.Duration, log *slog.Logger) *brokerHealth {
-	h := &brokerHealth{ping: ping, recovered: recovered, every: every, timeout: timeout, downc: make(chan struct{}),
+// startHealth probes with ping until stopped or closed is; recovered runs on each
+// return from down to up.
+func startHealth(ping func(context.Context) error, recovered func(), closed <-chan struct{}, every, timeout time.Duration, log *slog.Logger) *brokerHealth {
+	h := &brokerHealth{ping: ping, recovered: recovered, closed: closed, every: every, timeout: timeout, downc: make(chan struct{}),
 		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	h.log.Store(log)
 	go h.run()
@@ -92,6 +93,8 @@ func (h *brokerHealth) run() {
 		select {
 		case <-h.stop:
 			return
+		case <-h.closed:
+			return
 		case <-tick.C:
 		case <-h.kick:
 		}
@@ -103,6 +106,11 @@ func (h *brokerHealth) probe() bool {
 	ctx, cancel := context.WithTimeout(context.Background(), h.timeout)
 	err := h.ping(ctx)
 	cancel()
+	select {
+	case <-h.closed:
+		return false
+	default:
+	}
 	if errors.Is(err, kgo.ErrClientClosed) {
 		return false
 	}
