@@ -485,3 +485,23 @@ func TestBrokerHealthTransitions(t *testing.T) {
 	default:
 	}
 }
+
+// TestSlowBodyAttackOnTheEdge is issue 13's measurement: 1,000 connections without
+// credentials announce a 1 MiB batch to POST /events, send one byte and stall. Each is
+// answered 401 on its headers and costs the edge at most 16 KiB of heap (it cost the
+// announced megabyte until the read timeout); a request under way meanwhile is served.
+func TestSlowBodyAttackOnTheEdge(t *testing.T) {
+	rg := newRig(t)
+	tn := rg.Tenant(t, false)
+	const n = 1000
+	base := apitest.HeapInuse()
+	rg.StallBodies(t, "/events", "", n, 1<<20)
+	growth := apitest.PeakHeapGrowth(base)
+	t.Logf("heap growth %d KiB over %d connections: %d B each", growth>>10, n, growth/n)
+	if growth/n > 16<<10 {
+		t.Fatalf("each unauthenticated connection costs the edge %d B of heap, want at most 16 KiB", growth/n)
+	}
+	if r := rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), eventJSON("during", "", true))); r.Status != 202 {
+		t.Fatalf("a batch during the attack: %d %s", r.Status, r.Body)
+	}
+}
