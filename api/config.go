@@ -30,6 +30,17 @@ type Config struct {
 	// MaxBodyBytes caps request bodies; larger ones get 413 before parsing
 	// (SVC_MAX_BODY_BYTES, default 1 MiB).
 	MaxBodyBytes int
+	// MaxInflightBodyBytes bounds the request-body bytes the process holds at once, over
+	// every connection (SVC_MAX_INFLIGHT_BODY_BYTES, default 64 MiB; at least
+	// MaxBodyBytes). Bodies are read only after the key is checked, into buffers that grow
+	// with the bytes received; a request that would pass this bound gets 503
+	// service_unavailable with Retry-After instead.
+	MaxInflightBodyBytes int
+	// MaxConnsPerIP bounds the open connections from one client address (an IPv6 client
+	// by its /64) (SVC_MAX_CONNS_PER_IP, default 1024; 0 disables it). Trusted proxies
+	// (TrustedProxies) are exempt. A connection past it is answered 429 rate_limited and
+	// closed.
+	MaxConnsPerIP int
 	// ReadTimeout bounds reading one request, headers and body (SVC_READ_TIMEOUT, 10s).
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing one response (SVC_WRITE_TIMEOUT, 10s).
@@ -53,6 +64,12 @@ type Config struct {
 	RedisAutoPipeline bool
 }
 
+// Defaults of the connection and body limits.
+const (
+	DefaultMaxInflightBodyBytes = 64 << 20
+	DefaultMaxConnsPerIP        = 1024
+)
+
 // ConfigFromEnv reads the SVC_* variables named on each field.
 func ConfigFromEnv(r *env.Reader) Config {
 	c := Config{
@@ -60,6 +77,8 @@ func ConfigFromEnv(r *env.Reader) Config {
 		MetricsAddr:           r.String("SVC_METRICS_ADDR", "127.0.0.1:9464"),
 		RedisURL:              r.String("SVC_REDIS_URL", "redis://127.0.0.1:6379/0"),
 		MaxBodyBytes:          r.Int("SVC_MAX_BODY_BYTES", 1<<20),
+		MaxInflightBodyBytes:  r.Int("SVC_MAX_INFLIGHT_BODY_BYTES", DefaultMaxInflightBodyBytes),
+		MaxConnsPerIP:         r.Int("SVC_MAX_CONNS_PER_IP", DefaultMaxConnsPerIP),
 		ReadTimeout:           r.Duration("SVC_READ_TIMEOUT", 10*time.Second),
 		WriteTimeout:          r.Duration("SVC_WRITE_TIMEOUT", 10*time.Second),
 		IdleTimeout:           r.Duration("SVC_IDLE_TIMEOUT", 60*time.Second),
@@ -108,6 +127,12 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 1024 {
 		return fmt.Errorf("SVC_MAX_BODY_BYTES %d: want at least 1024", c.MaxBodyBytes)
+	}
+	if c.MaxInflightBodyBytes < c.MaxBodyBytes {
+		return fmt.Errorf("SVC_MAX_INFLIGHT_BODY_BYTES %d: want at least SVC_MAX_BODY_BYTES (%d)", c.MaxInflightBodyBytes, c.MaxBodyBytes)
+	}
+	if c.MaxConnsPerIP < 0 {
+		return fmt.Errorf("SVC_MAX_CONNS_PER_IP %d: want 0 (no limit) or more", c.MaxConnsPerIP)
 	}
 	if c.IdempotencyPendingTTL < time.Second {
 		return fmt.Errorf("SVC_IDEMPOTENCY_PENDING_TTL %s: want at least 1s", c.IdempotencyPendingTTL)

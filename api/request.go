@@ -26,12 +26,14 @@ type Request struct {
 	// Limits is the rate-limit decision of this request (nil on public routes).
 	Limits *limits.Decision
 
-	route   *compiled
-	params  []param
-	srv     *Server
-	pending func() (idempotency.Stored, bool)
-	idem    *idemState // the Idempotency-Key request's state (nil without one)
-	charged bool       // the gate spent one request of the key's windows
+	route    *compiled
+	params   []param
+	srv      *Server
+	pending  func() (idempotency.Stored, bool)
+	idem     *idemState // the Idempotency-Key request's state (nil without one)
+	charged  bool       // the gate spent one request of the key's windows
+	body     *[]byte    // the pooled buffer holding the body read by readBody (nil if none)
+	bodyHeld int        // bytes of the body budget charged for it
 }
 
 // SetPending tells the server that a failed (5xx) answer is ambiguous: the work may

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -40,14 +41,17 @@ type Server struct {
 	rt     *router
 	// noKey is what a response declares before a key is known: the default key's
 	// windows with nothing spent.
-	noKey limits.Decision
-	now   func() time.Time
+	noKey    limits.Decision
+	now      func() time.Time
+	bodies   *bodyBudget
+	bodyBufs sync.Pool // *[]byte of at most maxPooledBody: reused body buffers
 }
 
 // NewServer returns a Server for routes.
 func NewServer(cfg Config, deps Deps, routes []Route) *Server {
 	return &Server{Config: cfg, Deps: deps, rt: newRouter(routes),
-		noKey: limits.Full(limits.Windows(keys.DefaultBurst, keys.DefaultDaily)), now: time.Now}
+		noKey: limits.Full(limits.Windows(keys.DefaultBurst, keys.DefaultDaily)), now: time.Now,
+		bodies: &bodyBudget{limit: int64(cfg.MaxInflightBodyBytes)}}
 }
 
 // Routes returns the routes served (OpenAPI and documentation use it).
@@ -59,14 +63,20 @@ func (s *Server) Routes() []Route {
 	return out
 }
 
-// HTTPServer returns a fasthttp server with the configured limits and timeouts. A body
-// over MaxBodyBytes is answered 413 payload_too_large by ErrorHandler before parsing.
+// HTTPServer returns a fasthttp server with the configured limits and timeouts.
+// Request bodies are streamed (body.go): fasthttp reads the headers and at most one body
+// byte (MaxRequestBodySize 1 is the size of that pre-read, not a cap), and Handle reads
+// the body only once the route and the key allow it. A body announced over MaxBodyBytes
+// is answered 413 payload_too_large without reading any of it.
 func (s *Server) HTTPServer() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:                       s.Handle,
 		ErrorHandler:                  s.serverError,
+		HeaderReceived:                s.headerReceived,
+		StreamRequestBody:             true,
+		MaxRequestBodySize:            1,
+		DisablePreParseMultipartForm:  true,
 		Name:                          "svc",
-		MaxRequestBodySize:            s.Config.MaxBodyBytes,
 		ReadBufferSize:                readBufferSize,
 		ReadTimeout:                   s.Config.ReadTimeout,
 		WriteTimeout:                  s.Config.WriteTimeout,
@@ -94,11 +104,13 @@ func (s *Server) countConn(_ net.Conn, st fasthttp.ConnState) {
 	}
 }
 
-// Serve listens on Config.HTTPAddr until ctx is done, then stops accepting, drains
-// in-flight requests (up to ShutdownTimeout) and returns.
+// Serve serves ln (at most Config.MaxConnsPerIP connections from one client address)
+// until ctx is done, then stops accepting, drains in-flight requests (up to
+// ShutdownTimeout) and returns.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	hs := s.HTTPServer()
 	errc := make(chan error, 1)
+	ln = s.limitConnsPerIP(ln)
 	go func() { errc <- hs.Serve(ln) }()
 	select {
 	case err := <-errc:
@@ -146,10 +158,22 @@ func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 			ctx.Response.Reset()
 			s.writeProblem(ctx, r.ID, r.Limits, problem.New(problem.InternalError, "An unexpected failure; request_id identifies it."))
 		}
+		s.releaseBody(r)
+		if unreadBody(ctx) {
+			ctx.SetConnectionClose()
+		}
 		s.observe(ctx, routeName, start)
 	}()
 	path := stripVersion(string(ctx.Path()))
 	c, allow := s.rt.match(string(ctx.Method()), path, &r.params)
+	if c != nil {
+		routeName = c.Method + " " + c.Path
+	}
+	if announcedOversize(ctx) {
+		ctx.SetConnectionClose()
+		s.writeProblem(ctx, r.ID, nil, problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", s.Config.MaxBodyBytes))
+		return
+	}
 	if c == nil {
 		if len(allow) > 0 {
 			p := problem.New(problem.MethodNotAllowed, "%s does not serve %s.", path, ctx.Method())
@@ -161,14 +185,19 @@ func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 		return
 	}
 	r.route = c
-	routeName = c.Method + " " + c.Path
 	s.serve(r)
 }
 
-// serve runs the conventions in order, then the handler.
+// serve runs the conventions in order, then the handler. The body is read after the
+// checks that need only the headers (a public route's handler authenticates itself, so
+// its body is read first).
 func (s *Server) serve(r *Request) {
 	c := r.route
 	if c.Public {
+		if p := s.readBody(r, s.Config.MaxBodyBytes); p != nil {
+			s.writeProblem(r.Ctx, r.ID, nil, p)
+			return
+		}
 		s.finish(r, c.Handle(r))
 		return
 	}
@@ -188,8 +217,17 @@ func (s *Server) serve(r *Request) {
 		s.refuse(r, k, p)
 		return
 	}
-	if c.MaxBody > 0 && len(r.Ctx.PostBody()) > c.MaxBody {
-		s.refuse(r, k, problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", c.MaxBody))
+	limit := s.Config.MaxBodyBytes
+	if c.MaxBody > 0 {
+		limit = min(limit, c.MaxBody)
+	}
+	if r.Ctx.Request.Header.ContentLength() > limit {
+		r.Ctx.SetConnectionClose()
+		s.refuse(r, k, problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", limit))
+		return
+	}
+	if p := s.readBody(r, limit); p != nil {
+		s.refuse(r, k, p)
 		return
 	}
 	if p := s.gate(r); p != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -98,7 +99,19 @@ func NewProducer(bc broker.Config, seeds []string, c Config) (*kgo.Client, error
 		kgo.ProducerLinger(c.Linger),
 		kgo.ProducerBatchCompression(c.codec(bc), kgo.NoCompression()),
 		kgo.AllowAutoTopicCreation(),
+		kgo.RetryBackoffFn(retryBackoff),
 	)
+}
+
+// retryBackoff is the producer's wait between retries (of a produce, a metadata
+// request, a dial): 50ms doubling to at most 250ms. franz-go's default grows to 5s, so
+// after a broker outage of a few seconds the producer could sleep that long after the
+// broker was back; capped, it sends within about 250ms of the edge accepting again.
+func retryBackoff(fails int) time.Duration {
+	if fails > 3 {
+		return 250 * time.Millisecond
+	}
+	return min(250*time.Millisecond, 50*time.Millisecond<<max(fails-1, 0))
 }
 
 // Metrics of the edge.
@@ -134,6 +147,7 @@ type Edge struct {
 	metrics  *Metrics
 	work     sync.Pool // *work
 	accepted prometheus.Counter
+	health   *brokerHealth
 }
 
 // work is the per-request scratch a pooled goroutine reuses: parser, batch, record
@@ -153,8 +167,20 @@ func NewEdge(cfg Config, producer *kgo.Client, ks *keys.Store, reg prometheus.Re
 	e := &Edge{cfg: cfg, producer: producer, keys: ks, metrics: newMetrics(reg, producer, cfg.MaxBufferedRecords)}
 	e.work.New = func() any { return &work{acked: make(chan error, 1)} }
 	e.accepted = e.metrics.Events.WithLabelValues("accepted", "")
+	e.health = startHealth(producer.Ping, producer.ForceMetadataRefresh, producer.Context().Done(), probeEvery, probeTimeout, slog.Default())
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ingest_kafka_up",
+		Help: "1 while the producer reaches Kafka (the last probe answered), 0 while POST /events answers 503 at once."},
+		func() float64 {
+			if e.health.Down() {
+				return 0
+			}
+			return 1
+		}))
 	return e
 }
+
+// UseLogger sends the edge's log lines (Kafka going and coming back) to log.
+func (e *Edge) UseLogger(log *slog.Logger) { e.health.log.Store(log) }
 
 // Routes returns the edge's operations.
 func (e *Edge) Routes() []api.Route {
@@ -172,8 +198,10 @@ func (e *Edge) Ready() api.Check {
 	}}
 }
 
-// Close flushes what the producer holds (bounded by ctx) and closes it.
+// Close stops the Kafka probes, flushes what the producer holds (bounded by ctx) and
+// closes it.
 func (e *Edge) Close(ctx context.Context) error {
+	e.health.Stop()
 	err := e.producer.Flush(ctx)
 	e.producer.Close()
 	return err
@@ -220,8 +248,17 @@ func (e *Edge) postEvents(r *api.Request) error {
 		w.rec.Headers = append(w.rec.Headers, kgo.RecordHeader{Key: schema.HeaderBatchID, Value: append(w.batchID[:0], base[:]...)})
 	}
 	w.rec.Key = append(w.rec.Key, px.ID[:]...)
+	wentDown := e.health.WentDown()
+	if e.health.Down() {
+		return api.Unavailable("Kafka (unreachable)", 1)
+	}
 	start := time.Now()
-	e.producer.TryProduce(context.Background(), &w.rec, func(_ *kgo.Record, err error) { w.acked <- err })
+	e.producer.TryProduce(context.Background(), &w.rec, func(_ *kgo.Record, err error) {
+		if err != nil && !errors.Is(err, kgo.ErrMaxBuffered) {
+			e.health.Kick()
+		}
+		w.acked <- err
+	})
 	timer := time.NewTimer(e.cfg.DeliveryTimeout + time.Second)
 	defer timer.Stop()
 	select {
@@ -231,19 +268,29 @@ func (e *Edge) postEvents(r *api.Request) error {
 			return e.produceFailed(err)
 		}
 	case <-timer.C:
-		// Unknown outcome: the record may still land. The producer owns w until its
-		// callback; an idempotent request stays reserved until then.
+		e.health.Kick()
 		keep = false
-		r.SetPending(func() (idempotency.Stored, bool) {
-			err := <-w.acked
-			e.work.Put(w)
-			return idempotency.Stored{Status: fasthttp.StatusAccepted, ContentType: "application/json", Body: body}, err == nil
-		})
-		return api.Unavailable("Kafka (acknowledgement overdue)", 2)
+		return e.pending(r, w, body, "Kafka (acknowledgement overdue)", 2)
+	case <-wentDown:
+		keep = false
+		return e.pending(r, w, body, "Kafka (unreachable)", 1)
 	}
 	e.accepted.Add(float64(len(b.Events)))
 	r.Raw(fasthttp.StatusAccepted, "application/json", body)
 	return nil
+}
+
+// pending answers 503 for a record whose outcome is unknown (its acknowledgement is
+// overdue, or Kafka went down while it waited): it may still land. The producer owns w
+// until its callback; an idempotent request stays reserved until then, and its 202 is
+// stored if the record lands.
+func (e *Edge) pending(r *api.Request, w *work, body []byte, what string, retryAfter int) error {
+	r.SetPending(func() (idempotency.Stored, bool) {
+		err := <-w.acked
+		e.work.Put(w)
+		return idempotency.Stored{Status: fasthttp.StatusAccepted, ContentType: "application/json", Body: body}, err == nil
+	})
+	return api.Unavailable(what, retryAfter)
 }
 
 func nonNil(r []Rejection) []Rejection {

@@ -17,7 +17,9 @@ func Start(p *api.Process, bc broker.Config, seeds []string, cfg Config) (*Edge,
 	if err != nil {
 		return nil, err
 	}
-	return NewEdge(cfg, producer, p.Deps.Keys, p.Registry), nil
+	e := NewEdge(cfg, producer, p.Deps.Keys, p.Registry)
+	e.UseLogger(p.Log)
+	return e, nil
 }
 
 // Main runs `svc ingest`: the edge alone (with an embedded broker when

@@ -69,7 +69,8 @@ func Start(t testing.TB, routes []api.Route, cfg func(*api.Config)) *Server {
 		t.Fatal(err)
 	}
 	c := api.Config{HTTPAddr: ln.Addr().String(), MetricsAddr: "off", RedisURL: RedisURL(),
-		MaxBodyBytes: 1 << 20, ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
+		MaxBodyBytes: 1 << 20, MaxInflightBodyBytes: api.DefaultMaxInflightBodyBytes, MaxConnsPerIP: api.DefaultMaxConnsPerIP,
+		ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 		IdleTimeout: 30 * time.Second, ShutdownTimeout: 5 * time.Second, KeyCacheTTL: 500 * time.Millisecond,
 		IdempotencyPendingTTL: time.Minute}
 	c.PublicURL = "http://" + c.HTTPAddr

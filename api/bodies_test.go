@@ -1,0 +1,188 @@
+package api_test
+
+import (
+	"bufio"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/api"
+	"svc/api/apitest"
+)
+
+// TestUnauthenticatedAnnouncedBodyCostsNothing is issue 13's attack: connections without
+// credentials announce a 1 MiB body, send one byte and stall. The key is checked on the
+// headers, before any body is read, so each gets its 401 at once and holds nothing;
+// before, fasthttp allocated the announced megabyte per connection and held it until the
+// read timeout.
+func TestUnauthenticatedAnnouncedBodyCostsNothing(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	const n = 1000
+	base := apitest.HeapInuse()
+	conns := s.StallBodies(t, "/things", "", n, 1<<20)
+	growth := apitest.PeakHeapGrowth(base)
+	t.Logf("heap growth %d KiB over %d connections: %d B each", growth>>10, n, growth/n)
+	if growth/n > 16<<10 {
+		t.Fatalf("each unauthenticated connection costs %d B of heap, want at most 16 KiB", growth/n)
+	}
+	for i, c := range conns[:50] {
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatalf("connection %d: no answer before the read timeout: %v", i, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != 401 || !resp.Close {
+			t.Fatalf("connection %d: %d (close %v), want 401 and Connection: close", i, resp.StatusCode, resp.Close)
+		}
+	}
+}
+
+// TestSlowBodyHoldsWhatArrived: with a valid key the server waits for the body, but holds
+// memory for the bytes that arrived (a small pooled buffer), not for the length announced.
+// A stalled connection then costs its 16 KiB read buffer (the header limit), its context
+// and that small buffer: about 23 KiB (32 KiB allowed; it cost the announced megabyte).
+func TestSlowBodyHoldsWhatArrived(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	const n = 300
+	// A first round grows what is shared, not per connection (the Redis pool the key
+	// lookups use), so that the second measures the connections alone.
+	for _, c := range s.StallBodies(t, "/things", tn.Secret, n, 1<<20) {
+		c.Close()
+	}
+	time.Sleep(300 * time.Millisecond)
+	base := apitest.HeapInuse()
+	s.StallBodies(t, "/things", tn.Secret, n, 1<<20)
+	growth := apitest.PeakHeapGrowth(base)
+	t.Logf("heap growth %d KiB over %d connections: %d B each", growth>>10, n, growth/n)
+	if growth/n > 32<<10 {
+		t.Fatalf("each stalled authenticated connection costs %d B of heap, want at most 32 KiB", growth/n)
+	}
+}
+
+// rawConn sends raw bytes on a new connection to s and returns it.
+func rawConn(t *testing.T, s *apitest.Server, msg string) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if msg != "" {
+		if _, err := c.Write([]byte(msg)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
+}
+
+// readAnswer reads one response from c.
+func readAnswer(t *testing.T, c net.Conn, br *bufio.Reader) apitest.Response {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("no answer: %v", err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return apitest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
+}
+
+// TestBodiesInFlightAreBounded: the body bytes held at once are bounded per process;
+// past the bound a request gets 503 service_unavailable with Retry-After, and once the
+// held bodies are gone requests are served again.
+func TestBodiesInFlightAreBounded(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), func(c *api.Config) { c.MaxBodyBytes, c.MaxInflightBodyBytes = 8192, 16384 })
+	tn := s.Tenant(t, false)
+	head := "POST /things HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer " + tn.Secret +
+		"\r\nContent-Length: 8000\r\n\r\n" + strings.Repeat(" ", 4000)
+	var held []net.Conn
+	for i := 0; i < 4; i++ { // each holds a 4 KiB buffer: 16 KiB in all
+		held = append(held, rawConn(t, s, head))
+	}
+	time.Sleep(300 * time.Millisecond)
+	r := s.Do(t, "POST", "/things", tn.Secret, `{"name":"x"}`)
+	apitest.Problem(t, r, 503, "service_unavailable")
+	if r.Header.Get("Retry-After") == "" {
+		t.Fatal("503 without Retry-After")
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	deadline := time.Now().Add(3 * time.Second)
+	for r = s.Do(t, "POST", "/things", tn.Secret, `{"name":"x"}`); r.Status != 201; r = s.Do(t, "POST", "/things", tn.Secret, `{"name":"x"}`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the held bodies closed: %d %s", r.Status, r.Body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestStreamedBodies: a chunked body over the cap is 413 (the announced length cannot
+// tell); bodies on one keep-alive connection, pipelined, are each read whole and apart.
+func TestStreamedBodies(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), func(c *api.Config) { c.MaxBodyBytes = 8192 })
+	tn := s.Tenant(t, false)
+	auth := "Authorization: Bearer " + tn.Secret + "\r\n"
+	c := rawConn(t, s, "POST /things HTTP/1.1\r\nHost: x\r\n"+auth+"Transfer-Encoding: chunked\r\n\r\n2001\r\n"+strings.Repeat("x", 0x2001)+"\r\n0\r\n\r\n")
+	r := readAnswer(t, c, bufio.NewReader(c))
+	apitest.Problem(t, r, 413, "payload_too_large")
+
+	one := `{"name":"` + strings.Repeat("a", 6000) + `"}`
+	req := "POST /things HTTP/1.1\r\nHost: x\r\n" + auth + "Content-Length: " + strconv.Itoa(len(one)) + "\r\n\r\n" + one
+	chunked := "POST /things HTTP/1.1\r\nHost: x\r\n" + auth + "Transfer-Encoding: chunked\r\n\r\n5\r\n{\"nam\r\n10\r\ne\":\"invalid\"}   \r\n0\r\n\r\n"
+	c = rawConn(t, s, req+chunked+req)
+	br := bufio.NewReader(c)
+	for i, want := range []int{201, 422, 201} {
+		if r := readAnswer(t, c, br); r.Status != want {
+			t.Fatalf("pipelined request %d: %d, want %d: %s", i, r.Status, want, r.Body)
+		}
+	}
+}
+
+// TestConnectionsPerAddress: past SVC_MAX_CONNS_PER_IP open connections from one address
+// the next is answered 429 rate_limited and closed; closing one frees a place; trusted
+// proxies are exempt.
+func TestConnectionsPerAddress(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), func(c *api.Config) { c.MaxConnsPerIP = 3 })
+	var open []net.Conn
+	for i := 0; i < 3; i++ {
+		open = append(open, rawConn(t, s, ""))
+	}
+	time.Sleep(100 * time.Millisecond)
+	c := rawConn(t, s, "")
+	m := apitest.Problem(t, readAnswer(t, c, bufio.NewReader(c)), 429, "rate_limited")
+	if !strings.Contains(m["detail"].(string), "3 open connections") {
+		t.Fatalf("detail %v", m["detail"])
+	}
+	open[0].Close()
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		c = rawConn(t, s, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		if r := readAnswer(t, c, bufio.NewReader(c)); r.Status == 200 {
+			break
+		} else if time.Now().After(deadline) {
+			t.Fatalf("a freed place is not given back: %d", r.Status)
+		}
+		c.Close()
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	proxied := apitest.Start(t, testRoutes(), func(c *api.Config) {
+		c.MaxConnsPerIP = 3
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	for i := 0; i < 6; i++ {
+		c := rawConn(t, proxied, "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+		if r := readAnswer(t, c, bufio.NewReader(c)); r.Status != 200 {
+			t.Fatalf("connection %d from a trusted proxy: %d %s", i, r.Status, r.Body)
+		}
+	}
+}
