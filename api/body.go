@@ -2,9 +2,12 @@ package api
 
 import (
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -114,8 +117,7 @@ func (s *Server) readBody(r *Request, limit int) *problem.Problem {
 		}
 		if err != nil {
 			*bp = buf
-			return s.bodyFailed(r, problem.New(problem.InvalidRequest,
-				"The body did not arrive in full within %s (or the connection broke).", s.Config.ReadTimeout))
+			return s.bodyFailed(r, bodyReadProblem(err, s.Config.ReadTimeout))
 		}
 	}
 	*bp = buf
@@ -167,4 +169,17 @@ func (s *Server) releaseBody(r *Request) {
 // would be read as the next request.
 func unreadBody(ctx *fasthttp.RequestCtx) bool {
 	return ctx.Request.IsBodyStream() && ctx.Request.Header.ContentLength() != 0
+}
+
+// bodyReadProblem is the 422 for a body that could not be read after the headers were
+// accepted: malformed chunks name the body's syntax, anything else (a stall past the read
+// timeout, a broken connection) says the body did not arrive in full. Either way errors[]
+// names the body, as the problem's suggested_action promises.
+func bodyReadProblem(err error, readTimeout time.Duration) *problem.Problem {
+	if !errors.Is(err, os.ErrDeadlineExceeded) && malformedOf(err).field == "body" {
+		return malformedProblem(err)
+	}
+	return problem.Invalid(fmt.Sprintf("The body did not arrive in full within %s (or the connection broke).", readTimeout),
+		problem.FieldError{Field: "body", Rule: "incomplete", Value: nil,
+			Detail: "Send the whole body promptly: exactly the bytes Content-Length announces, or chunks ending with a last chunk of size 0."})
 }

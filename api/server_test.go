@@ -510,8 +510,12 @@ func TestMalformedRequestsSayWhatToFix(t *testing.T) {
 		{"POST /things HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", "Content-Length"},
 		{"POST /things HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabc", "Content-Length"},
 		{"GET /things HTTP/1.1\r\nHost: x\r\nHost: y\r\n\r\n", "Host"},
-		{"POST /things HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "body"},
 	}
+	// Bodies are read only once the key is checked: a malformed body needs a valid key to
+	// be seen at all (without one the answer is 401 before any body byte is read).
+	_, sec := s.Key(t, keys.KeySpec{WorkspaceID: s.Tenant(t, false).Workspace.ID, Env: keys.Live, Scopes: []string{"plans:read"}})
+	cases = append(cases, struct{ raw, field string }{
+		"POST /things HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + sec + "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "body"})
 	for _, c := range cases {
 		body := rawExchange(t, s.URL, c.raw)
 		var m map[string]any
