@@ -19,6 +19,7 @@ import (
 	"svc/api/ids"
 	"svc/api/keys"
 	"svc/api/limits"
+	"svc/api/logs"
 	"svc/api/problem"
 )
 
@@ -75,7 +76,16 @@ func (s *Server) HTTPServer() *fasthttp.Server {
 		ReduceMemoryUsage:             false,
 		CloseOnShutdown:               true,
 		ConnState:                     s.countConn,
+		Logger:                        logs.Printf(s.log(), slog.LevelWarn),
 	}
+}
+
+// log is the server's logger (Deps.Log, else the process default).
+func (s *Server) log() *slog.Logger {
+	if s.Deps.Log != nil {
+		return s.Deps.Log
+	}
+	return slog.Default()
 }
 
 // countConn keeps svc_http_open_connections.

@@ -1,11 +1,13 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"svc/api/idempotency"
 	"svc/api/ids"
 	"svc/api/keys"
+	"svc/api/logs"
 	"svc/api/problem"
 	"svc/schema"
 	"svc/schema/broker"
@@ -43,6 +46,9 @@ type Config struct {
 	// snappy; default auto = none with the embedded broker, whose "network" is loopback,
 	// and lz4 with real brokers).
 	Compression string
+	// Log receives the Kafka client's warnings (nil: slog.Default()). Not from the
+	// environment: Start sets the process's logger.
+	Log *slog.Logger
 }
 
 // ConfigFromEnv reads the SVC_INGEST_* variables.
@@ -98,6 +104,7 @@ func NewProducer(bc broker.Config, seeds []string, c Config) (*kgo.Client, error
 		kgo.ProducerLinger(c.Linger),
 		kgo.ProducerBatchCompression(c.codec(bc), kgo.NoCompression()),
 		kgo.AllowAutoTopicCreation(),
+		kgo.WithLogger(logs.Kgo(cmp.Or(c.Log, slog.Default()))),
 	)
 }
 
