@@ -18,15 +18,16 @@ type idemState struct {
 
 // gateScript is the hot path's one Redis round trip: reserve the Idempotency-Key (when
 // KEYS[3] is given), then take one request from both windows; a conflicting key spends
-// nothing, and a denied request drops the reservation it just made.
+// nothing, and a denied request drops the reservation it just made (or took over: the
+// next repeat proceeds).
 // KEYS = daily TAT, burst TAT[, idempotency record]. ARGV = now ms, daily q, daily w ms,
-// burst q, burst w ms[, fingerprint, pending ms]. Returns take's five values
-// (limits.LuaTake), then reserve's (idempotency.LuaReserve) when KEYS[3] is given.
+// burst q, burst w ms[, fingerprint, pending ms, takeover ms, owner]. Returns take's five
+// values (limits.LuaTake), then reserve's (idempotency.LuaReserve) when KEYS[3] is given.
 var gateScript = redis.NewScript(limits.LuaTake + idempotency.LuaReserve + `
 local now = tonumber(ARGV[1])
 local r = {0}
 if #KEYS == 3 then
-  r = reserve(KEYS[3], ARGV[6], ARGV[7])
+  r = reserve(KEYS[3], ARGV[6], ARGV[7], now, tonumber(ARGV[8]), ARGV[9])
   if r[1] == 2 or r[1] == 3 then
     local function rel(k)
       local t = tonumber(redis.call('GET', k) or '0')
@@ -54,7 +55,7 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 	args := []any{s.now().UnixMilli(), daily.Quota, daily.Seconds * 1000, burst.Quota, burst.Seconds * 1000}
 	if idem != nil {
 		keys = append(keys, idempotency.RecordKey(kid, idem.key))
-		args = append(args, idem.fp, s.Deps.Idem.PendingTTL.Milliseconds())
+		args = append(args, idem.fp, s.Deps.Idem.PendingTTL.Milliseconds(), r.route.TakeoverAfter.Milliseconds(), r.ID)
 	}
 	start := time.Now()
 	res, err := gateScript.Run(r.Context(), s.Deps.Limits.Redis(), keys, args...).Slice()
