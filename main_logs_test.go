@@ -269,8 +269,8 @@ func waitCount(t *testing.T, db string, n int) {
 }
 
 // TestNoPlainLoggingInRoles: outside the tools (svc admin, migrate, bench, deploy/) and
-// api/logs, no source file imports the standard log package or writes to os.Stderr
-// itself: every line goes through the process's slog logger.
+// api/logs, no source file imports the standard log package or writes to stderr or
+// stdout itself: every line goes through the process's slog logger.
 func TestNoPlainLoggingInRoles(t *testing.T) {
 	tools := []string{"bench/", "deploy/", "api/admin/", "api/logs/", "schema/command.go", "main.go"}
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
@@ -289,7 +289,7 @@ func TestNoPlainLoggingInRoles(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		for _, bad := range []string{"\t\"log\"\n", "os.Stderr", "println("} {
+		for _, bad := range []string{"\t\"log\"\n", "os.Stderr", "os.Stdout", "fmt.Print", "println("} {
 			if bytes.Contains(src, []byte(bad)) {
 				t.Errorf("%s uses %q: log through the role's *slog.Logger (api/logs)", path, strings.TrimSpace(bad))
 			}
