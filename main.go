@@ -27,6 +27,7 @@ import (
 	"svc/api/admin"
 	"svc/api/docs"
 	"svc/api/env"
+	"svc/api/logs"
 	"svc/api/mcp"
 	"svc/api/read"
 	"svc/bench"
@@ -45,32 +46,37 @@ var changelog []byte
 func init() { docs.UseChangelog(changelog) }
 
 // command is one subcommand: it gets its arguments (without its name) and a context that
-// is cancelled on SIGINT or SIGTERM.
+// is cancelled on SIGINT or SIGTERM. A role (a long-running process) writes only JSON
+// log lines on stderr (api/logs), its final error included; the tools (admin, migrate,
+// bench) write for people.
 type command struct {
 	summary string
 	run     func(ctx context.Context, args []string) error
+	role    bool
 }
 
 var commands = map[string]command{
-	"dev":      {"every role and an embedded Kafka broker behind one address", devMain},
-	"ingest":   {"the fasthttp edge: POST /events onto Kafka", ingest.Main},
-	"broker":   {"the embedded Kafka broker alone (SVC_EMBEDDED_KAFKA_ADDR)", brokerMain},
-	"admin":    {"workspaces, pixels, keys, webhooks, imports, seeds (run without arguments for the list)", admin.Main},
-	"migrate":  {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", schema.MigrateMain},
-	"rollup":   {"the Kafka consumer group writing events into ClickHouse", rollup.Main},
-	"webhooks": {"inbound receiver and outbound delivery worker", webhooks.Main},
-	"api":      {"the read API", read.Main},
-	"bench":    {"load generator and reports", bench.Main},
+	"dev":      {"every role and an embedded Kafka broker behind one address", devMain, true},
+	"ingest":   {"the fasthttp edge: POST /events onto Kafka", ingest.Main, true},
+	"broker":   {"the embedded Kafka broker alone (SVC_EMBEDDED_KAFKA_ADDR)", brokerMain, true},
+	"admin":    {"workspaces, pixels, keys, webhooks, imports, seeds (run without arguments for the list)", admin.Main, false},
+	"migrate":  {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", schema.MigrateMain, false},
+	"rollup":   {"the Kafka consumer group writing events into ClickHouse", rollup.Main, true},
+	"webhooks": {"inbound receiver and outbound delivery worker", webhooks.Main, true},
+	"api":      {"the read API", read.Main, true},
+	"bench":    {"load generator and reports", bench.Main, false},
 }
 
 // brokerMain runs the embedded broker alone, for several processes to share.
 func brokerMain(ctx context.Context, _ []string) error {
+	log := api.NewLogger().With(logs.RoleKey, "broker")
+	logs.Install(log)
 	r := env.New()
 	bc := broker.FromEnv(r)
 	if err := r.Err(); err != nil {
 		return err
 	}
-	bc.Brokers = nil
+	bc.Brokers, bc.Log = nil, log
 	if err := bc.Validate(); err != nil {
 		return err
 	}
@@ -78,41 +84,44 @@ func brokerMain(ctx context.Context, _ []string) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "svc broker: listening on %v\n", b.Addrs())
+	log.Info("listening", "addrs", b.Addrs())
 	<-ctx.Done()
 	b.Close()
+	log.Info("stopped")
 	return nil
 }
 
 // devMain runs every role in one process behind SVC_HTTP_ADDR, routing by path as a
 // production load balancer would, with an embedded broker unless SVC_KAFKA_BROKERS is set.
 func devMain(ctx context.Context, _ []string) error {
-	return api.Main(ctx, devRoles)
+	return api.Main(ctx, "dev", devRoles)
 }
 
 // devRoles builds every role on p: the broker first (it closes last), then the edge,
-// webhooks, the read API with docs and MCP, and the rollup consumer.
+// webhooks, the read API with docs and MCP, and the rollup consumer. Each is built on
+// p.As(its name), so its log lines name it; the HTTP server's own lines say dev.
 func devRoles(ctx context.Context, p *api.Process) ([]api.Role, error) {
 	r := env.New()
 	bcfg, icfg, rcfg := broker.FromEnv(r), ingest.ConfigFromEnv(r), rollup.FromEnv(r)
 	if err := r.Err(); err != nil {
 		return nil, err
 	}
+	bcfg.Log, rcfg.Log = p.RoleLog("broker"), p.RoleLog("rollup")
 	seeds, brk, err := broker.Role(bcfg)
 	if err != nil {
 		return nil, err
 	}
 	roles := []api.Role{brk}
-	edge, err := ingest.Start(p, bcfg, seeds, icfg)
+	edge, err := ingest.Start(p.As("ingest"), bcfg, seeds, icfg)
 	if err != nil {
 		return roles, err
 	}
 	roles = append(roles, edge.Role())
-	wh, err := webhooks.FromEnv(ctx, p)
+	wh, err := webhooks.FromEnv(ctx, p.As("webhooks"))
 	if err != nil {
 		return roles, err
 	}
-	rd, err := read.FromEnv(ctx, p)
+	rd, err := read.FromEnv(ctx, p.As("api"))
 	if err != nil {
 		return roles, err
 	}
@@ -139,7 +148,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if err := cmd.run(ctx, os.Args[2:]); err != nil {
-		fmt.Fprintf(os.Stderr, "svc %s: %v\n", os.Args[1], err)
+		if cmd.role {
+			api.NewLogger().With(logs.RoleKey, os.Args[1]).Error("stopped with an error", "err", err.Error())
+		} else {
+			fmt.Fprintf(os.Stderr, "svc %s: %v\n", os.Args[1], err)
+		}
 		os.Exit(1)
 	}
 }

@@ -18,7 +18,48 @@ type proc struct {
 	name string
 	cmd  *exec.Cmd
 	http string
-	log  bytes.Buffer
+	log  syncBuffer // stdout and stderr
+}
+
+// syncBuffer is a bytes.Buffer that the process's output copiers and the test may use
+// at the same time.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (s *syncBuffer) Bytes() []byte { return []byte(s.String()) }
+
+func (p *proc) output() string { return p.log.String() }
+
+// post sends body to p's POST /v1/events with the secret and headers (name, value, ...).
+func (p *proc) post(t *testing.T, secret, body string, headers ...string) (int, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", "http://"+p.http+"/v1/events", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+secret)
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := (&http.Client{Timeout: 15 * time.Second}).Do(req)
+	if err != nil {
+		return 0, []byte(err.Error())
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
 }
 
 func (in *instance) spawn(t *testing.T, name string, extra ...string) *proc {

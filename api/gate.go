@@ -20,9 +20,9 @@ type idemState struct {
 // gateScript is the hot path's one Redis round trip: reserve the Idempotency-Key (when
 // KEYS[3] is given), then take one request from both windows; a conflicting key spends
 // nothing (its answer declares the windows as they stand), and a denied request drops
-// the reservation it just made.
+// the reservation it just made (or took over: the next repeat proceeds).
 // KEYS = daily state, burst state[, idempotency record]. ARGV = now ms, daily q, daily
-// w ms, burst q, burst w ms[, fingerprint, pending ms]. Returns take's limits.Results
+// w ms, burst q, burst w ms[, fingerprint, pending ms, takeover ms, owner]. Returns take's limits.Results
 // values (limits.LuaTake), then reserve's (idempotency.LuaReserve) when KEYS[3] is given.
 var gateScript = redis.NewScript(limits.LuaTake + idempotency.LuaReserve + `
 local now = tonumber(ARGV[1])
@@ -31,7 +31,7 @@ local function windows(cost)
 end
 local r = {0}
 if #KEYS == 3 then
-  r = reserve(KEYS[3], ARGV[6], ARGV[7])
+  r = reserve(KEYS[3], ARGV[6], ARGV[7], now, tonumber(ARGV[8]), ARGV[9])
   if r[1] == 2 or r[1] == 3 then
     local t = windows(0)
     t[#t + 1] = r[1]
@@ -57,7 +57,7 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 	args := limits.Args(s.now(), burst, daily)
 	if idem != nil {
 		keys = append(keys, idempotency.RecordKey(kid, idem.key))
-		args = append(args, idem.fp, s.Deps.Idem.PendingTTL.Milliseconds())
+		args = append(args, idem.fp, s.Deps.Idem.PendingTTL.Milliseconds(), r.route.TakeoverAfter.Milliseconds(), r.ID)
 	}
 	start := time.Now()
 	res, err := gateScript.Run(r.Context(), s.Deps.Limits.Redis(), keys, args...).Slice()

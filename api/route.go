@@ -2,6 +2,7 @@ package api
 
 import (
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 )
@@ -25,6 +26,13 @@ type Route struct {
 	Public bool
 	// Idempotent routes honour the Idempotency-Key header.
 	Idempotent bool
+	// TakeoverAfter, when positive, lets an identical repeat take over a reservation of
+	// an Idempotency-Key that is still pending this long after it was made (its process
+	// died, or its outcome is still unknown), instead of getting idempotency_key_in_use
+	// until the reservation lapses (Config.IdempotencyPendingTTL). A route may set it
+	// only if running the request twice has the effect of running it once, and its
+	// first run answers its client within it (see package idempotency).
+	TakeoverAfter time.Duration
 	// MaxBody overrides Config.MaxBodyBytes downwards for this route (0: the default).
 	MaxBody int
 	// Summary is a one-line description (OpenAPI and developer pages).

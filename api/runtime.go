@@ -23,17 +23,12 @@ import (
 	"svc/api/idempotency"
 	"svc/api/keys"
 	"svc/api/limits"
+	"svc/api/logs"
 )
 
-// NewLogger returns the process logger: JSON lines on stderr. Nothing secret is ever
-// passed to it (keys are logged by id, emails never).
-func NewLogger() *slog.Logger {
-	lvl := slog.LevelInfo
-	if os.Getenv("SVC_LOG_LEVEL") == "debug" {
-		lvl = slog.LevelDebug
-	}
-	return slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: lvl}))
-}
+// NewLogger returns a JSON logger on stderr without a role (logs.New). Nothing secret is
+// ever passed to it (keys are logged by id, emails never).
+func NewLogger() *slog.Logger { return logs.New() }
 
 // OpenRedis connects to url and checks that Redis answers.
 func OpenRedis(ctx context.Context, url string) (*redis.Client, error) {
@@ -130,7 +125,8 @@ func ServeMetrics(ctx context.Context, addr string, reg *prometheus.Registry) er
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second,
+		ErrorLog: logs.StdLog(slog.Default(), slog.LevelWarn)}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -196,32 +192,58 @@ type Process struct {
 	Deps     Deps
 	Redis    *redis.Client
 	Registry *prometheus.Registry
-	Log      *slog.Logger
+	// Log names the process's role (the svc command: ingest, api, webhooks, rollup,
+	// dev). `svc dev` builds each role on As(role), whose Log names that role.
+	Log     *slog.Logger
+	logBase *slog.Logger // Log without the role
 }
 
-// OpenProcess validates cfg, connects to Redis and builds the shared stores.
-func OpenProcess(ctx context.Context, cfg Config) (*Process, error) {
+// OpenProcess validates cfg, installs the process logger for role (logs.Install),
+// connects to Redis and builds the shared stores.
+func OpenProcess(ctx context.Context, role string, cfg Config) (*Process, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	log := NewLogger()
+	base := NewLogger()
+	log := base.With(logs.RoleKey, role)
+	logs.Install(log)
 	rdb, err := OpenRedis(ctx, cfg.RedisURL)
 	if err != nil {
 		return nil, err
 	}
 	reg := NewRegistry()
-	return &Process{Config: cfg, Deps: NewDeps(cfg, rdb, reg, log), Redis: rdb, Registry: reg, Log: log}, nil
+	return &Process{Config: cfg, Deps: NewDeps(cfg, rdb, reg, log), Redis: rdb, Registry: reg, Log: log, logBase: base}, nil
 }
 
 // NewBareProcess is a Process without Redis, for roles that serve only health and
-// metrics (the rollup consumer).
-func NewBareProcess(cfg Config) (*Process, error) {
+// metrics (the rollup consumer). It installs the process logger for role.
+func NewBareProcess(role string, cfg Config) (*Process, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	log := NewLogger()
+	base := NewLogger()
+	log := base.With(logs.RoleKey, role)
+	logs.Install(log)
 	reg := NewRegistry()
-	return &Process{Config: cfg, Deps: Deps{Metrics: NewMetrics(reg), Log: log}, Registry: reg, Log: log}, nil
+	return &Process{Config: cfg, Deps: Deps{Metrics: NewMetrics(reg), Log: log}, Registry: reg, Log: log, logBase: base}, nil
+}
+
+// RoleLog returns the process's logger naming role instead of the process's own.
+func (p *Process) RoleLog(role string) *slog.Logger {
+	if p.logBase == nil {
+		return p.Log.With(logs.RoleKey, role)
+	}
+	return p.logBase.With(logs.RoleKey, role)
+}
+
+// As returns a copy of p whose Log names role: `svc dev` builds each role on its own
+// copy, so that the lines of its background work say which role wrote them. The copy
+// shares everything else (Redis, stores, registry); the HTTP server's own lines keep
+// the process's role.
+func (p *Process) As(role string) *Process {
+	q := *p
+	q.Log = p.RoleLog(role)
+	return &q
 }
 
 // Serve serves routes (plus /healthz and /readyz over checks and Redis) on
@@ -315,18 +337,18 @@ func (p *Process) CloseRoles(roles []Role) {
 	}
 }
 
-// Main runs one process of roles: the HTTP configuration from SVC_*, Redis and the
-// shared stores, then the roles build returns, until ctx is done (`svc ingest`, `svc
-// api`, `svc webhooks`, `svc dev`). Roles close in reverse order, so a role listed first
-// (an embedded broker) outlives those after it. When build fails it returns the roles it
-// built so far, and Main closes them.
-func Main(ctx context.Context, build func(ctx context.Context, p *Process) ([]Role, error)) error {
+// Main runs one process of roles: the HTTP configuration from SVC_*, the process logger
+// naming role, Redis and the shared stores, then the roles build returns, until ctx is
+// done (`svc ingest`, `svc api`, `svc webhooks`, `svc dev`). Roles close in reverse
+// order, so a role listed first (an embedded broker) outlives those after it. When build
+// fails it returns the roles it built so far, and Main closes them.
+func Main(ctx context.Context, role string, build func(ctx context.Context, p *Process) ([]Role, error)) error {
 	r := env.New()
 	cfg := ConfigFromEnv(r)
 	if err := r.Err(); err != nil {
 		return err
 	}
-	p, err := OpenProcess(ctx, cfg)
+	p, err := OpenProcess(ctx, role, cfg)
 	if err != nil {
 		return err
 	}

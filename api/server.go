@@ -87,8 +87,16 @@ func (s *Server) HTTPServer() *fasthttp.Server {
 		ReduceMemoryUsage:             false,
 		CloseOnShutdown:               true,
 		ConnState:                     s.countConn,
-		Logger:                        connLogger{s.Deps.Log},
+		Logger:                        connLogger{s.log()}, // never logs request bytes (they hold secrets)
 	}
+}
+
+// log is the server's logger (Deps.Log, else the process default).
+func (s *Server) log() *slog.Logger {
+	if s.Deps.Log != nil {
+		return s.Deps.Log
+	}
+	return slog.Default()
 }
 
 // countConn keeps svc_http_open_connections.
@@ -474,15 +482,16 @@ func (s *Server) idempotent(r *Request) {
 		return
 	}
 	if st >= 500 || st == fasthttp.StatusTooManyRequests {
-		if err := s.Deps.Idem.Release(r.Context(), kid, in.key, in.fp); err != nil {
+		if err := s.Deps.Idem.Release(r.Context(), kid, in.key, in.fp, r.ID); err != nil {
 			s.Deps.Log.Warn("idempotency release failed", "request_id", r.ID, "err", err.Error())
 		}
 		return
 	}
 	// Recorded before the answer, so that a repeat sent after it always replays. If this
-	// process dies between Kafka's acknowledgement and here, the reservation lapses after
-	// PendingTTL and a retry runs again: the consumer drops that second copy of an event
-	// batch by its batch id.
+	// process dies between Kafka's acknowledgement and here, a repeat takes the
+	// reservation over after the route's TakeoverAfter (else it lapses after PendingTTL)
+	// and runs again: the consumer drops that second copy of an event batch by its batch
+	// id.
 	start := time.Now()
 	err := s.Deps.Idem.Complete(r.Context(), kid, in.key, in.fp, idempotency.Stored{Status: st,
 		ContentType: string(r.Ctx.Response.Header.ContentType()), Body: r.Ctx.Response.Body()})
@@ -493,7 +502,8 @@ func (s *Server) idempotent(r *Request) {
 	s.refundIfRejected(r)
 }
 
-// settle decides an ambiguous idempotent request once its outcome is known.
+// settle decides an ambiguous idempotent request (reqID, the reservation's owner) once its
+// outcome is known.
 func (s *Server) settle(kid, key, fp string, wait func() (idempotency.Stored, bool), reqID string) {
 	st, ok := wait()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -502,7 +512,7 @@ func (s *Server) settle(kid, key, fp string, wait func() (idempotency.Stored, bo
 	if ok {
 		err = s.Deps.Idem.Complete(ctx, kid, key, fp, st)
 	} else {
-		err = s.Deps.Idem.Release(ctx, kid, key, fp)
+		err = s.Deps.Idem.Release(ctx, kid, key, fp, reqID)
 	}
 	if err != nil {
 		s.Deps.Log.Error("idempotency settle failed", "request_id", reqID, "err", err.Error())

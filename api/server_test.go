@@ -346,6 +346,75 @@ func TestIdempotency(t *testing.T) {
 	}
 }
 
+// TestIdempotencyTakeover: on a route with TakeoverAfter, an identical repeat takes over
+// a reservation still pending that long after it was made (its first run stuck, as an
+// edge whose process died); before, and with another body, it is refused as usual. The
+// stuck first run failing later does not release the taker's reservation, and the
+// taker's answer is the key's answer. On a route without it, the repeat waits.
+func TestIdempotencyTakeover(t *testing.T) {
+	const takeover = 400 * time.Millisecond
+	calls := make(chan chan error)
+	stuck := func(r *api.Request) error {
+		reply := make(chan error)
+		calls <- reply
+		if err := <-reply; err != nil {
+			return err
+		}
+		return r.JSON(202, map[string]string{"request_id": r.ID})
+	}
+	s := apitest.Start(t, []api.Route{
+		{Method: "POST", Path: "/jobs", Idempotent: true, TakeoverAfter: takeover, Handle: stuck},
+		{Method: "POST", Path: "/other-jobs", Idempotent: true, Handle: stuck},
+	}, nil)
+	tn := s.Tenant(t, false)
+	key := "k-takeover"
+	send := func(path, body string) <-chan apitest.Response {
+		out := make(chan apitest.Response, 1)
+		go func(key string) { out <- s.Do(t, "POST", path, tn.Secret, body, "Idempotency-Key", key) }(key)
+		return out
+	}
+	start := time.Now()
+	first := send("/jobs", `{"n":1}`)
+	call1 := <-calls
+	apitest.Problem(t, <-send("/jobs", `{"n":1}`), 409, "idempotency_key_in_use")
+	apitest.Problem(t, <-send("/jobs", `{"n":2}`), 409, "idempotency_key_reuse")
+	time.Sleep(takeover - time.Since(start) + 50*time.Millisecond)
+	apitest.Problem(t, <-send("/jobs", `{"n":2}`), 409, "idempotency_key_reuse") // pending or not
+	taker := send("/jobs", `{"n":1}`)
+	call2 := <-calls
+	call1 <- api.Unavailable("the stuck dependency", 1) // the first run fails late: releases only its own
+	if r := <-first; r.Status != 503 {
+		t.Fatalf("first run: %d %s", r.Status, r.Body)
+	}
+	select {
+	case r := <-send("/jobs", `{"n":1}`):
+		apitest.Problem(t, r, 409, "idempotency_key_in_use")
+	case c := <-calls:
+		c <- nil
+		t.Fatal("the first run's late failure released the taker's reservation: a third run started")
+	}
+	call2 <- nil
+	won := <-taker
+	if won.Status != 202 {
+		t.Fatalf("taker: %d %s", won.Status, won.Body)
+	}
+	replay := <-send("/jobs", `{"n":1}`)
+	if replay.Status != 202 || string(replay.Body) != string(won.Body) || replay.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %s, want the taker's %s", replay.Status, replay.Body, won.Body)
+	}
+
+	// Without TakeoverAfter the reservation stays the first run's.
+	key = "k-no-takeover"
+	first = send("/other-jobs", `{"n":1}`)
+	call1 = <-calls
+	time.Sleep(takeover + 50*time.Millisecond)
+	apitest.Problem(t, <-send("/other-jobs", `{"n":1}`), 409, "idempotency_key_in_use")
+	call1 <- nil
+	if r := <-first; r.Status != 202 {
+		t.Fatalf("first run without takeover: %d %s", r.Status, r.Body)
+	}
+}
+
 func TestBodyTooLarge(t *testing.T) {
 	s := apitest.Start(t, testRoutes(), func(c *api.Config) { c.MaxBodyBytes = 4096 })
 	tn := s.Tenant(t, false)

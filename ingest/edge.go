@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -21,6 +22,7 @@ import (
 	"svc/api/idempotency"
 	"svc/api/ids"
 	"svc/api/keys"
+	"svc/api/logs"
 	"svc/api/problem"
 	"svc/schema"
 	"svc/schema/broker"
@@ -32,7 +34,8 @@ type Config struct {
 	// acknowledgement before the request is answered 503 (SVC_INGEST_DELIVERY_TIMEOUT,
 	// default 5s). The producer fails a record only when that is safe (it was never
 	// sent, or the broker answered), so a 503 never hides a record that lands later;
-	// when the outcome is unknown, an Idempotency-Key stays reserved until it is known.
+	// when the outcome is unknown, an Idempotency-Key stays reserved until it is known,
+	// or until a retry takes it over (TakeoverAfter).
 	DeliveryTimeout time.Duration
 	// MaxBufferedRecords bounds records waiting for Kafka (SVC_INGEST_MAX_BUFFERED,
 	// default 20000 batches). When full, requests get 503 at once instead of queuing.
@@ -44,6 +47,9 @@ type Config struct {
 	// snappy; default auto = none with the embedded broker, whose "network" is loopback,
 	// and lz4 with real brokers).
 	Compression string
+	// Log receives the Kafka client's warnings (nil: slog.Default()). Not from the
+	// environment: Start sets the process's logger.
+	Log *slog.Logger
 }
 
 // ConfigFromEnv reads the SVC_INGEST_* variables.
@@ -100,6 +106,7 @@ func NewProducer(bc broker.Config, seeds []string, c Config) (*kgo.Client, error
 		kgo.ProducerBatchCompression(c.codec(bc), kgo.NoCompression()),
 		kgo.AllowAutoTopicCreation(),
 		kgo.RetryBackoffFn(retryBackoff),
+		kgo.WithLogger(logs.Kgo(cmp.Or(c.Log, slog.Default()))),
 	)
 }
 
@@ -182,10 +189,27 @@ func NewEdge(cfg Config, producer *kgo.Client, ks *keys.Store, reg prometheus.Re
 // UseLogger sends the edge's log lines (Kafka going and coming back) to log.
 func (e *Edge) UseLogger(log *slog.Logger) { e.health.log.Store(log) }
 
+// takeoverMargin is how long past the edge's own answer deadline (DeliveryTimeout + 1 s)
+// a reservation of POST /events stays the first request's: slack for clock skew
+// between edges and the Redis round trips.
+const takeoverMargin = time.Second
+
+// TakeoverAfter is how long after an Idempotency-Key was reserved an identical retry of
+// POST /events may take it over (api.Route.TakeoverAfter): the edge that reserved it has
+// answered by then (202, or 503 when Kafka's acknowledgement is overdue) or is dead. The
+// retry produces the same batch under the same batch id (BatchID), and the consumer
+// stores one copy of it (rollup.ClaimKey), so the events count once whichever lands.
+// With the default 5 s delivery timeout it is 7 s: a client that retries every second
+// gets its answer within 8 s of the reservation (README.md, "Exactly once").
+func (c Config) TakeoverAfter() time.Duration {
+	return c.DeliveryTimeout + time.Second + takeoverMargin
+}
+
 // Routes returns the edge's operations.
 func (e *Edge) Routes() []api.Route {
 	return []api.Route{{Method: "POST", Path: "/events", Scope: "events:write", Idempotent: true,
-		Summary: "Send a batch of up to 50 events for one pixel.", Handle: e.postEvents}}
+		TakeoverAfter: e.cfg.TakeoverAfter(),
+		Summary:       "Send a batch of up to 50 events for one pixel.", Handle: e.postEvents}}
 }
 
 // Ready is the edge's readiness check: the producer has room.

@@ -13,6 +13,9 @@ func Start(p *api.Process, bc broker.Config, seeds []string, cfg Config) (*Edge,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Log == nil {
+		cfg.Log = p.Log
+	}
 	producer, err := NewProducer(bc, seeds, cfg)
 	if err != nil {
 		return nil, err
@@ -26,12 +29,13 @@ func Start(p *api.Process, bc broker.Config, seeds []string, cfg Config) (*Edge,
 // SVC_KAFKA_BROKERS is empty). On SIGTERM it stops accepting, drains in-flight
 // requests, then flushes the producer so every 202 it gave is in Kafka.
 func Main(ctx context.Context, _ []string) error {
-	return api.Main(ctx, func(ctx context.Context, p *api.Process) ([]api.Role, error) {
+	return api.Main(ctx, "ingest", func(ctx context.Context, p *api.Process) ([]api.Role, error) {
 		r := env.New()
 		bcfg, icfg := broker.FromEnv(r), ConfigFromEnv(r)
 		if err := r.Err(); err != nil {
 			return nil, err
 		}
+		bcfg.Log = p.RoleLog("broker")
 		seeds, brk, err := broker.Role(bcfg)
 		if err != nil {
 			return nil, err

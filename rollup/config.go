@@ -3,6 +3,7 @@ package rollup
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -65,6 +66,10 @@ type Config struct {
 	// Owned, when set, counts the partitions this member owns (readiness: /readyz
 	// reports a consumer without partitions as not ready).
 	Owned *atomic.Int64
+	// Log receives the consumer's lines and its Kafka client's; nil means
+	// slog.Default() with role rollup. `svc rollup` and `svc dev` set the process's
+	// logger naming role rollup.
+	Log *slog.Logger
 
 	// testAfterInsert, when set, runs after a successful INSERT and before the commit;
 	// returning an error makes the consumer stop at once without committing, as a

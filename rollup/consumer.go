@@ -1,6 +1,7 @@
 package rollup
 
 import (
+	"cmp"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -16,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"svc/api/logs"
 	"svc/schema"
 )
 
@@ -68,12 +70,13 @@ type consumer struct {
 }
 
 func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt) (*consumer, error) {
+	member := cmp.Or(cfg.Log, slog.Default().With(logs.RoleKey, "rollup")).With("consumer", rand.Uint32()%10000)
 	c := &consumer{
 		cfg:     cfg,
 		conn:    conn,
 		sink:    NewSink(conn, cfg.Table, cfg.Topic),
 		m:       newMetrics(cfg.Registerer),
-		log:     slog.Default().With("role", "rollup", "group", cfg.Group, "consumer", rand.Uint32()%10000),
+		log:     member.With("group", cfg.Group),
 		stored:  map[int32]int64{},
 		commit:  map[int32]kgo.EpochOffset{},
 		handled: map[int32]int64{},
@@ -94,6 +97,7 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
 		kgo.HeartbeatInterval(min(cfg.SessionTimeout/10, 3*time.Second)),
 	}
+	opts = append(opts, kgo.WithLogger(logs.Kgo(member))) // franz-go names the group itself
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)
@@ -588,7 +592,7 @@ func (c *consumer) fail(err error) {
 	c.retryAt = time.Now().Add(d)
 	c.m.insertErrors.Inc()
 	if c.failures&(c.failures-1) == 0 { // log attempts 1, 2, 4, 8, ...
-		c.log.Warn("flush failed; retrying", "attempt", c.failures, "in", d, "err", err)
+		c.log.Warn("flush failed; retrying", "attempt", c.failures, "in", d.Round(time.Millisecond).String(), "err", err)
 	}
 }
 
@@ -655,7 +659,9 @@ func (c *consumer) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 	}
 	c.forget(m[c.cfg.Topic])
 	c.own(-len(m[c.cfg.Topic]))
-	c.log.Warn("partitions lost", "partitions", m[c.cfg.Topic])
+	if len(m[c.cfg.Topic]) > 0 { // franz-go calls again with none while it cannot rejoin
+		c.log.Warn("partitions lost", "topic", c.cfg.Topic, "partitions", m[c.cfg.Topic])
+	}
 }
 
 // own adds n to the count of owned partitions, when the role asked for it.

@@ -18,6 +18,7 @@ import (
 
 	"svc/api"
 	"svc/api/env"
+	"svc/api/logs"
 	"svc/schema"
 )
 
@@ -28,6 +29,9 @@ import (
 func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.Default().With(logs.RoleKey, "rollup")
 	}
 	conn, err := openRetry(ctx, cfg)
 	if err != nil {
@@ -53,7 +57,7 @@ func openRetry(ctx context.Context, cfg Config) (driver.Conn, error) {
 		if err == nil {
 			return conn, nil
 		}
-		slog.Warn("rollup: ClickHouse not reachable yet", "err", err, "retry_in", d)
+		cfg.Log.Warn("ClickHouse not reachable yet", "err", err.Error(), "retry_in", d.String())
 		if !sleep(ctx, d) {
 			return nil, errors.Join(ctx.Err(), err)
 		}
@@ -87,6 +91,13 @@ func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb *redis.C
 	}
 }
 
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
 // Main is `svc rollup`: configuration from SVC_* variables, no arguments.
 func Main(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
@@ -105,7 +116,7 @@ func Main(ctx context.Context, args []string) error {
 	if err := r.Err(); err != nil {
 		return err
 	}
-	p, err := api.NewBareProcess(acfg)
+	p, err := api.NewBareProcess("rollup", acfg)
 	if err != nil {
 		return err
 	}
@@ -119,7 +130,8 @@ func Main(ctx context.Context, args []string) error {
 		seeds = []string{cfg.Kafka.EmbeddedAddr}
 	}
 	start := time.Now()
+	cfg.Log = p.Log
 	err = p.RunRoles(ctx, NewRole(cfg, seeds, p.Registry, rdb))
-	slog.Info("rollup stopped", "after", time.Since(start).Round(time.Millisecond), "err", err)
+	p.Log.Info("rollup stopped", "after", time.Since(start).Round(time.Millisecond).String(), "err", errString(err))
 	return err
 }

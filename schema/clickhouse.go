@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"regexp"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"svc/api/env"
+	"svc/api/logs"
 )
 
 // Config says where ClickHouse is. Only the native protocol is used: the HTTP interface
@@ -106,6 +108,9 @@ func open(ctx context.Context, c Config, database string) (driver.Conn, error) {
 		Settings: clickhouse.Settings{
 			"max_insert_block_size": 16 << 20,
 		},
+		// Its failures come back to svc as errors, which svc logs; its own lines (one
+		// warning per connection to an 18.16 server, for one) only under debug.
+		Logger: logs.Quiet(slog.Default(), "clickhouse-go"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse %s: %w", c.Addr, err)

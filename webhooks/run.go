@@ -18,7 +18,7 @@ import (
 
 // Main runs `svc webhooks`: the receiver on SVC_HTTP_ADDR and the worker.
 func Main(ctx context.Context, _ []string) error {
-	return api.Main(ctx, func(ctx context.Context, p *api.Process) ([]api.Role, error) {
+	return api.Main(ctx, "webhooks", func(ctx context.Context, p *api.Process) ([]api.Role, error) {
 		role, err := FromEnv(ctx, p)
 		return []api.Role{role}, err
 	})

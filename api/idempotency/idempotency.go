@@ -5,8 +5,23 @@
 // idempotency_key_in_use. Records are per API key, in Redis:
 //
 //	svc:idem2:<key id>:<idempotency key>  string, one of
-//	  "P" <fingerprint>                                   reserved, running
+//	  "P" <fingerprint> " " <takeover at, Unix ms; 0: never> " " <owner request id>   reserved
 //	  "D" <fingerprint> <status, 3 digits> <content type> "\n" <body>   done
+//
+// A reservation lasts until its request completes (Complete), fails retryably (Release),
+// or its process dies: then it lapses after PendingTTL (60 s). A route that declares a
+// takeover time (api.Route.TakeoverAfter) lets an identical repeat take over a
+// reservation once that time has passed since it was made: the repeat runs as a first
+// request would, under a reservation of its own. The contract a route makes by declaring
+// it: (1) running the request twice has the effect of running it once, and (2) by that
+// time the first run has answered its client (or its process is dead). POST /events
+// keeps it: both runs produce the same batch under the same batch id, and the consumer
+// stores one copy (ingest/README.md argues it); its first run answers within the delivery
+// timeout. A repeat with a different body still gets idempotency_key_reuse, pending or
+// not, because a takeover needs the same fingerprint. The owner (the reserving request's
+// id) keeps a late Release of the first run from dropping the taker's reservation.
+// (Records reserved before takeover existed, "P" <fingerprint> alone, are never taken
+// over.)
 //
 // One string rather than a hash: reserving is one SET NX GET, completing one plain SET
 // with its expiry (no script), and a record takes about half the memory (MEMORY USAGE of
@@ -19,6 +34,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 	"time"
 
@@ -76,15 +92,26 @@ func recordKey(keyID, idemKey string) string { return KeyPrefix(keyID) + idemKey
 // KeyPrefix is the common prefix of key id's records (for tools that drop them).
 func KeyPrefix(keyID string) string { return "svc:idem2:" + keyID + ":" }
 
-// LuaReserve defines the Lua function reserve(k, fp, pending_ms) over the record key
-// k: {0} reserved (proceed), {1, record} replay, {2} reuse, {3} in use.
-// The server's one-trip gate script includes it.
+// LuaReserve defines the Lua function reserve(k, fp, pending_ms, now_ms, takeover_ms,
+// owner) over the record key k: {0} reserved (proceed; also when it took over an expired
+// takeover time), {1, record} replay, {2} reuse, {3} in use. takeover_ms 0 means the
+// reservation is never taken over. The server's one-trip gate script includes it.
 const LuaReserve = `
-local function reserve(k, fp, pending)
-  local v = redis.call('SET', k, 'P' .. fp, 'NX', 'PX', pending, 'GET')
+local function reserve(k, fp, pending, now, takeover, owner)
+  local at = 0
+  if takeover > 0 then at = now + takeover end
+  local mine = 'P' .. fp .. ' ' .. string.format('%d', at) .. ' ' .. owner
+  local v = redis.call('SET', k, mine, 'NX', 'PX', pending, 'GET')
   if not v then return {0} end
   if string.sub(v, 2, 1 + #fp) ~= fp then return {2} end
-  if string.sub(v, 1, 1) == 'P' then return {3} end
+  if string.sub(v, 1, 1) == 'P' then
+    local was = tonumber(string.match(string.sub(v, 2 + #fp), '^ (%d+) '))
+    if was and was > 0 and now >= was then
+      redis.call('SET', k, mine, 'PX', pending)
+      return {0}
+    end
+    return {3}
+  end
   return {1, v}
 end
 `
@@ -145,19 +172,29 @@ func parseDone(rec string) (*Stored, bool) {
 
 // Complete stores the response of the reserved request with its 24-hour expiry, in one
 // plain SET that an auto-pipelining client batches with other requests' commands. It
-// trusts that the reservation is the caller's: a reservation lapses only after
-// PendingTTL, far longer than a request runs.
+// does not check that the reservation is still the caller's: it is, unless it lapsed
+// (PendingTTL, far longer than a request runs) or was taken over, and then the request
+// it stores the answer of had the same effect as the taker's (the takeover contract),
+// so either answer is the key's answer.
 func (s *Store) Complete(ctx context.Context, keyID, idemKey, fp string, st Stored) error {
 	return s.rdb.Set(ctx, recordKey(keyID, idemKey), doneRecord(fp, st), s.TTL).Err()
 }
 
 var releaseScript = redis.NewScript(`
-if redis.call('GET', KEYS[1]) == 'P' .. ARGV[1] then redis.call('DEL', KEYS[1]) end
+local v = redis.call('GET', KEYS[1])
+local head, tail = 'P' .. ARGV[1] .. ' ', ' ' .. ARGV[2]
+if v and string.sub(v, 1, #head) == head and string.sub(v, -#tail) == tail then
+  redis.call('DEL', KEYS[1])
+end
 return 1
 `)
 
-// Release drops a reservation whose request failed in a way a retry may fix (5xx), so
-// that the retry runs.
-func (s *Store) Release(ctx context.Context, keyID, idemKey, fp string) error {
-	return releaseScript.Run(ctx, s.rdb, []string{recordKey(keyID, idemKey)}, fp).Err()
+// Release drops the reservation owner (the reserving request's id) made, when its request
+// failed in a way a retry may fix (5xx), so that the retry runs. A reservation taken over
+// by another request, or completed, stays.
+func (s *Store) Release(ctx context.Context, keyID, idemKey, fp, owner string) error {
+	if owner == "" || strings.ContainsRune(owner, ' ') {
+		return fmt.Errorf("idempotency: release by owner %q: want a request id", owner)
+	}
+	return releaseScript.Run(ctx, s.rdb, []string{recordKey(keyID, idemKey)}, fp, owner).Err()
 }

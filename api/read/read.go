@@ -156,7 +156,7 @@ func FromEnv(ctx context.Context, p *api.Process) (api.Role, error) {
 // Main runs `svc api`: the read API alone, with the self-description and the MCP
 // endpoint (api/docs, api/mcp).
 func Main(ctx context.Context, _ []string) error {
-	return api.Main(ctx, func(ctx context.Context, p *api.Process) ([]api.Role, error) {
+	return api.Main(ctx, "api", func(ctx context.Context, p *api.Process) ([]api.Role, error) {
 		role, err := FromEnv(ctx, p)
 		return []api.Role{role, docs.Role(), mcp.Role()}, err
 	})

@@ -17,6 +17,7 @@ import (
 
 	"svc/api"
 	"svc/api/env"
+	"svc/api/logs"
 	"svc/schema"
 )
 
@@ -47,6 +48,9 @@ type Config struct {
 	// TrimInterval is how often that is checked (SVC_EMBEDDED_KAFKA_TRIM_INTERVAL,
 	// default 30s).
 	TrimInterval time.Duration
+	// Log receives the embedded broker's lines and its trimmer's (nil: slog.Default()).
+	// Not from the environment: the process sets its logger naming role broker.
+	Log *slog.Logger
 }
 
 // FromEnv reads the SVC_* variables named on each field.
@@ -79,6 +83,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("SVC_EMBEDDED_KAFKA_TRIM_INTERVAL %s: want at least 10ms", c.TrimInterval)
 	}
 	return nil
+}
+
+func (c Config) log() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
+	}
+	return slog.Default()
 }
 
 // Embedded is a running in-process broker.
@@ -120,6 +131,7 @@ func StartEmbedded(c Config) (*Embedded, error) {
 		kfake.DefaultNumPartitions(c.Partitions),
 		kfake.SeedTopics(int32(c.Partitions), schema.TopicEvents, schema.TopicDeadEvent),
 		kfake.GroupMinSessionTimeout(time.Second),
+		kfake.WithLogger(logs.Kfake(c.log())),
 	}
 	if c.DataDir != "" {
 		opts = append(opts, kfake.DataDir(filepath.Join(c.DataDir, "kafka")))
@@ -133,7 +145,7 @@ func StartEmbedded(c Config) (*Embedded, error) {
 	}
 	e := &Embedded{cluster: cl}
 	if c.Retain > 0 {
-		if e.stopTrim, err = startTrimmer(cl.ListenAddrs(), c.Retain, c.TrimInterval, slog.Default()); err != nil {
+		if e.stopTrim, err = startTrimmer(cl.ListenAddrs(), c.Retain, c.TrimInterval, c.log()); err != nil {
 			cl.Close()
 			return nil, fmt.Errorf("embedded kafka trimmer: %w", err)
 		}

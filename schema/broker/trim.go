@@ -7,6 +7,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/api/logs"
 )
 
 // trimmer bounds the embedded broker's log by what its consumers have finished with.
@@ -37,7 +39,7 @@ type floorSnapshot struct {
 // startTrimmer runs a trimmer against the broker at addrs until the returned stop is
 // called.
 func startTrimmer(addrs []string, retain, interval time.Duration, log *slog.Logger) (stop func(), err error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.WithLogger(logs.Kgo(log)))
 	if err != nil {
 		return nil, err
 	}

@@ -1,0 +1,102 @@
+package logs
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log"
+	"log/slog"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// lines reads buf as JSON lines, failing on any other line.
+func lines(t *testing.T, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(buf)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("not a JSON line: %s", sc.Bytes())
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// Every library adapter writes JSON lines through the role's logger, naming the library,
+// at the level the library meant (franz-go's and kfake's chatty info lines as debug).
+func TestAdaptersWriteJSONWithRole(t *testing.T) {
+	var buf bytes.Buffer
+	l := NewTo(&buf).With(RoleKey, "rollup")
+	k := Kgo(l)
+	if k.Level() != kgo.LogLevelWarn {
+		t.Fatalf("franz-go level at info: %v, want warn", k.Level())
+	}
+	k.Log(kgo.LogLevelWarn, "unable to open connection to broker", "broker", "0", "err", errors.New("refused"))
+	k.Log(kgo.LogLevelInfo, "chatty") // below the level: dropped
+	Kfake(l).Logf(kfake.LogLevelError, "persist to disk: %v", "disk full")
+	Kfake(l).Logf(kfake.LogLevelInfo, "request %d", 1)
+	Printf(l, slog.LevelWarn).Printf("The incoming connection cannot be served, because %d concurrent connections are served", 5)
+	StdLog(l, slog.LevelWarn).Print("http: TLS handshake error")
+	Quiet(l, "clickhouse-go").Warn("unsupported clickhouse version") // debug only
+	got := lines(t, &buf)
+	want := []struct{ level, msg, lib string }{
+		{"WARN", "unable to open connection to broker", "franz-go"},
+		{"ERROR", "persist to disk: disk full", "kfake"},
+		{"WARN", "The incoming connection cannot be served, because 5 concurrent connections are served", ""},
+		{"WARN", "http: TLS handshake error", ""},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("%d lines, want %d: %v", len(got), len(want), got)
+	}
+	for i, w := range want {
+		g := got[i]
+		lib, _ := g[LibKey].(string)
+		if g["level"] != w.level || g["msg"] != w.msg || g[RoleKey] != "rollup" || lib != w.lib {
+			t.Errorf("line %d: %v, want %+v with role rollup", i, g, w)
+		}
+	}
+	if got[0]["err"] != "refused" || got[0]["broker"] != "0" {
+		t.Errorf("franz-go's key-value pairs: %v", got[0])
+	}
+}
+
+// Under debug, clickhouse-go's lines show, demoted to DEBUG with their own level kept.
+func TestQuietShowsUnderDebug(t *testing.T) {
+	t.Setenv("SVC_LOG_LEVEL", "debug")
+	var buf bytes.Buffer
+	Quiet(NewTo(&buf).With(RoleKey, "api"), "clickhouse-go").Warn("server exception received", "code", 60)
+	got := lines(t, &buf)
+	if len(got) != 1 || got[0]["level"] != "DEBUG" || got[0]["lib_level"] != "WARN" || got[0][LibKey] != "clickhouse-go" || got[0][RoleKey] != "api" {
+		t.Fatalf("got %v", got)
+	}
+}
+
+// Install routes the standard log package and go-redis's internal logger through l.
+func TestInstallRoutesStdLogAndRedis(t *testing.T) {
+	old := slog.Default()
+	t.Cleanup(func() { slog.SetDefault(old); redis.SetLogger(redisLogger{old}) })
+	var buf bytes.Buffer
+	Install(NewTo(&buf).With(RoleKey, "ingest"))
+	log.Printf("plain %s", "line")
+	// go-redis logs a failed dial through its internal logger.
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})
+	defer rdb.Close()
+	if err := rdb.Ping(context.Background()).Err(); err == nil {
+		t.Fatal("ping of a closed port succeeded")
+	}
+	got := lines(t, &buf)
+	if len(got) < 2 || got[0]["msg"] != "plain line" || got[0][RoleKey] != "ingest" {
+		t.Fatalf("standard log line: %v", got)
+	}
+	if got[1][LibKey] != "go-redis" || got[1]["level"] != "WARN" || got[1][RoleKey] != "ingest" {
+		t.Fatalf("go-redis line: %v", got[1])
+	}
+}
