@@ -41,6 +41,8 @@ func TestBinaryKilledAndRestarted(t *testing.T) {
 		"SVC_CLICKHOUSE_ADDR="+w.ch.Addr,
 		"SVC_CLICKHOUSE_DB="+w.ch.Database,
 		"SVC_ROLLUP_GROUP=e2e",
+		"SVC_HTTP_ADDR=127.0.0.1:0", // health only: any free port, never a fixed one another process may hold
+		"SVC_METRICS_ADDR=off",
 		"SVC_ROLLUP_BATCH_ROWS=1000",
 		"SVC_ROLLUP_BATCH_INTERVAL=30ms",
 		"SVC_ROLLUP_SESSION_TIMEOUT=2s",
