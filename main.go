@@ -26,12 +26,12 @@ import (
 	"svc/api"
 	"svc/api/admin"
 	"svc/api/docs"
-	"svc/api/env"
-	"svc/api/logs"
 	"svc/api/mcp"
 	"svc/api/read"
 	"svc/bench"
 	"svc/ingest"
+	"svc/lib/logs"
+	"svc/lib/settings"
 	"svc/rollup"
 	"svc/schema"
 	"svc/schema/broker"
@@ -71,7 +71,7 @@ var commands = map[string]command{
 func brokerMain(ctx context.Context, _ []string) error {
 	log := api.NewLogger().With(logs.RoleKey, "broker")
 	logs.Install(log)
-	r := env.New()
+	r := settings.New()
 	bc := broker.FromEnv(r)
 	if err := r.Err(); err != nil {
 		return err
@@ -101,7 +101,7 @@ func devMain(ctx context.Context, _ []string) error {
 // webhooks, the read API with docs and MCP, and the rollup consumer. Each is built on
 // p.As(its name), so its log lines name it; the HTTP server's own lines say dev.
 func devRoles(ctx context.Context, p *api.Process) ([]api.Role, error) {
-	r := env.New()
+	r := settings.New()
 	bcfg, icfg, rcfg := broker.FromEnv(r), ingest.ConfigFromEnv(r), rollup.FromEnv(r)
 	if err := r.Err(); err != nil {
 		return nil, err

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"svc/api/env"
+	"svc/lib/settings"
 )
 
 // Config is the HTTP side of every role: where it listens, how it names itself, and
@@ -71,7 +71,7 @@ const (
 )
 
 // ConfigFromEnv reads the SVC_* variables named on each field.
-func ConfigFromEnv(r *env.Reader) Config {
+func ConfigFromEnv(r *settings.Reader) Config {
 	c := Config{
 		HTTPAddr:              r.String("SVC_HTTP_ADDR", "127.0.0.1:8080"),
 		MetricsAddr:           r.String("SVC_METRICS_ADDR", "127.0.0.1:9464"),

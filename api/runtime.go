@@ -19,11 +19,11 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
-	"svc/api/env"
 	"svc/api/idempotency"
 	"svc/api/keys"
 	"svc/api/limits"
-	"svc/api/logs"
+	"svc/lib/logs"
+	"svc/lib/settings"
 )
 
 // NewLogger returns a JSON logger on stderr without a role (logs.New). Nothing secret is
@@ -343,7 +343,7 @@ func (p *Process) CloseRoles(roles []Role) {
 // order, so a role listed first (an embedded broker) outlives those after it. When build
 // fails it returns the roles it built so far, and Main closes them.
 func Main(ctx context.Context, role string, build func(ctx context.Context, p *Process) ([]Role, error)) error {
-	r := env.New()
+	r := settings.New()
 	cfg := ConfigFromEnv(r)
 	if err := r.Err(); err != nil {
 		return err

@@ -14,8 +14,8 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"svc/api/catalog"
-	"svc/api/env"
 	"svc/api/ids"
+	"svc/lib/settings"
 	"svc/schema"
 )
 
@@ -46,7 +46,7 @@ func readMain(ctx context.Context, args []string) error {
 	if *pixels < 1 || *lines < 1 || *rollupDays < 1 || *actualDays < 1 || *mix < 0 || *mix > 1 {
 		return errors.New("-pixels, -lines, -rollup-days, -actuals-days must be at least 1 and -rollups-share in 0..1")
 	}
-	r := env.New()
+	r := settings.New()
 	chCfg := schema.FromEnv(r)
 	if err := r.Err(); err != nil {
 		return err

@@ -18,12 +18,12 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"svc/api"
-	"svc/api/env"
 	"svc/api/idempotency"
 	"svc/api/ids"
 	"svc/api/keys"
-	"svc/api/logs"
 	"svc/api/problem"
+	"svc/lib/logs"
+	"svc/lib/settings"
 	"svc/schema"
 	"svc/schema/broker"
 )
@@ -53,7 +53,7 @@ type Config struct {
 }
 
 // ConfigFromEnv reads the SVC_INGEST_* variables.
-func ConfigFromEnv(r *env.Reader) Config {
+func ConfigFromEnv(r *settings.Reader) Config {
 	return Config{
 		DeliveryTimeout:    r.Duration("SVC_INGEST_DELIVERY_TIMEOUT", 5*time.Second),
 		MaxBufferedRecords: r.Int("SVC_INGEST_MAX_BUFFERED", 20000),

@@ -4,7 +4,7 @@ import (
 	"context"
 
 	"svc/api"
-	"svc/api/env"
+	"svc/lib/settings"
 	"svc/schema/broker"
 )
 
@@ -30,7 +30,7 @@ func Start(p *api.Process, bc broker.Config, seeds []string, cfg Config) (*Edge,
 // requests, then flushes the producer so every 202 it gave is in Kafka.
 func Main(ctx context.Context, _ []string) error {
 	return api.Main(ctx, "ingest", func(ctx context.Context, p *api.Process) ([]api.Role, error) {
-		r := env.New()
+		r := settings.New()
 		bcfg, icfg := broker.FromEnv(r), ConfigFromEnv(r)
 		if err := r.Err(); err != nil {
 			return nil, err

@@ -11,7 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/api/env"
+	"svc/lib/settings"
 	"svc/schema"
 	"svc/schema/broker"
 )
@@ -80,7 +80,7 @@ type Config struct {
 }
 
 // FromEnv reads the SVC_* variables named on each field.
-func FromEnv(r *env.Reader) Config {
+func FromEnv(r *settings.Reader) Config {
 	return Config{
 		Group:            r.String("SVC_ROLLUP_GROUP", "svc-rollup"),
 		BatchRows:        r.Int("SVC_ROLLUP_BATCH_ROWS", 200000),

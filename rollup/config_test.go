@@ -5,12 +5,12 @@ import (
 	"testing"
 	"time"
 
-	"svc/api/env"
+	"svc/lib/settings"
 )
 
 func TestConfigFromEnvAndValidate(t *testing.T) {
 	vars := map[string]string{}
-	r := &env.Reader{Lookup: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	r := &settings.Reader{Lookup: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
 	cfg := FromEnv(r)
 	if err := r.Err(); err != nil {
 		t.Fatal(err)

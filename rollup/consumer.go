@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"svc/api/logs"
+	"svc/lib/logs"
 	"svc/schema"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/api/env"
+	"svc/lib/settings"
 	"svc/schema"
 	"svc/schema/broker"
 	"svc/schema/chtest"
@@ -77,8 +77,8 @@ func BenchmarkConsumerEndToEnd(b *testing.B) {
 	}
 }
 
-func emptyEnv() *env.Reader {
-	return &env.Reader{Lookup: func(string) (string, bool) { return "", false }}
+func emptyEnv() *settings.Reader {
+	return &settings.Reader{Lookup: func(string) (string, bool) { return "", false }}
 }
 
 // histSum returns the sum of the named histogram in reg.

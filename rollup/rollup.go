@@ -17,8 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/api"
-	"svc/api/env"
-	"svc/api/logs"
+	"svc/lib/logs"
+	"svc/lib/settings"
 	"svc/schema"
 )
 
@@ -107,7 +107,7 @@ func Main(ctx context.Context, args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	r := env.New()
+	r := settings.New()
 	cfg := FromEnv(r)
 	if err := r.Err(); err != nil {
 		return err

@@ -12,8 +12,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"svc/api/env"
-	"svc/api/logs"
+	"svc/lib/logs"
+	"svc/lib/settings"
 )
 
 // Config says where ClickHouse is. Only the native protocol is used: the HTTP interface
@@ -40,7 +40,7 @@ type Config struct {
 }
 
 // FromEnv reads the SVC_* variables named on each field.
-func FromEnv(r *env.Reader) Config {
+func FromEnv(r *settings.Reader) Config {
 	return Config{
 		Addr:         r.String("SVC_CLICKHOUSE_ADDR", "127.0.0.1:9000"),
 		Database:     r.String("SVC_CLICKHOUSE_DB", "svc"),

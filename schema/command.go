@@ -8,7 +8,7 @@ import (
 	"io"
 	"os"
 
-	"svc/api/env"
+	"svc/lib/settings"
 )
 
 // MigrateMain is `svc migrate [--print] [--clustered] [--cluster NAME]`: it applies the
@@ -27,7 +27,7 @@ func migrateMain(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	r := env.New()
+	r := settings.New()
 	cfg := FromEnv(r)
 	if err := r.Err(); err != nil {
 		return err

@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 
 	"svc/api/admin"
-	"svc/api/env"
 	"svc/api/ids"
+	"svc/lib/settings"
 	"svc/schema"
 )
 
@@ -34,7 +34,7 @@ func init() {
 
 // cmdConfig reads the role's configuration (for the Redis prefix and overlaps).
 func cmdConfig() (Config, error) {
-	r := env.New()
+	r := settings.New()
 	c := ConfigFromEnv(r)
 	if err := r.Err(); err != nil {
 		return c, err
@@ -52,7 +52,7 @@ func cmdStore(e *admin.Env) (*Store, Config, error) {
 
 // openLogs connects to ClickHouse as the role does (SVC_CLICKHOUSE_*).
 func openLogs(ctx context.Context) (*Logs, func(), error) {
-	r := env.New()
+	r := settings.New()
 	cc := schema.FromEnv(r)
 	if err := r.Err(); err != nil {
 		return nil, nil, err

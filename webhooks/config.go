@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"svc/api/env"
+	"svc/lib/settings"
 )
 
 // DefaultSchedule is when each attempt of a delivery is made, counted from the previous
@@ -85,7 +85,7 @@ func DefaultConfig() Config {
 }
 
 // ConfigFromEnv reads the SVC_WEBHOOKS_* variables named on each field.
-func ConfigFromEnv(r *env.Reader) Config {
+func ConfigFromEnv(r *settings.Reader) Config {
 	d := DefaultConfig()
 	c := Config{
 		InboundMaxBody:    r.Int("SVC_WEBHOOKS_INBOUND_MAX_BODY", d.InboundMaxBody),

@@ -12,7 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"svc/api"
-	"svc/api/env"
+	"svc/lib/settings"
 	"svc/schema"
 )
 
@@ -27,7 +27,7 @@ func Main(ctx context.Context, _ []string) error {
 // FromEnv builds the role from SVC_WEBHOOKS_* and SVC_CLICKHOUSE_* for process p
 // (`svc webhooks` and `svc dev`).
 func FromEnv(ctx context.Context, p *api.Process) (api.Role, error) {
-	r := env.New()
+	r := settings.New()
 	cfg, ccfg := ConfigFromEnv(r), schema.FromEnv(r)
 	if err := r.Err(); err != nil {
 		return api.Role{}, err

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"svc/api/env"
+	"svc/lib/settings"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -65,7 +65,7 @@ func TestPtrField(t *testing.T) {
 
 func TestConfigFromEnv(t *testing.T) {
 	vars := map[string]string{"SVC_WEBHOOKS_SCHEDULE": "0s, 1s,1m", "SVC_WEBHOOKS_JITTER_PERMILLE": "0"}
-	r := &env.Reader{Lookup: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	r := &settings.Reader{Lookup: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
 	c := ConfigFromEnv(r)
 	if err := r.Err(); err != nil {
 		t.Fatal(err)

@@ -19,9 +19,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/api"
-	"svc/api/env"
 	"svc/api/ids"
 	"svc/api/keys"
+	"svc/lib/settings"
 )
 
 // Command is one admin command: "<noun> <verb>" → Run.
@@ -64,7 +64,7 @@ func Main(ctx context.Context, args []string) error {
 	if !ok {
 		return usageError(name)
 	}
-	r := env.New()
+	r := settings.New()
 	redisURL := r.String("SVC_REDIS_URL", "redis://127.0.0.1:6379/0")
 	if err := r.Err(); err != nil {
 		return err

@@ -13,10 +13,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"svc/api/admin"
-	"svc/api/env"
 	"svc/api/ids"
 	"svc/api/keys"
 	"svc/api/problem"
+	"svc/lib/settings"
 	"svc/schema"
 )
 
@@ -27,7 +27,7 @@ func init() {
 
 // openClickHouse connects to the service database from SVC_CLICKHOUSE_*.
 func openClickHouse(ctx context.Context) (driver.Conn, error) {
-	r := env.New()
+	r := settings.New()
 	cfg := schema.FromEnv(r)
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
 		return nil, err

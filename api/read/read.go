@@ -19,10 +19,10 @@ import (
 	"svc/api"
 	"svc/api/catalog"
 	"svc/api/docs"
-	"svc/api/env"
 	"svc/api/keys"
 	"svc/api/mcp"
 	"svc/api/problem"
+	"svc/lib/settings"
 	"svc/schema"
 )
 
@@ -125,7 +125,7 @@ func (a *API) Role() api.Role {
 // FromEnv builds the read API role of process p, connecting to ClickHouse from
 // SVC_CLICKHOUSE_* (`svc api` and `svc dev`). The role owns the connection.
 func FromEnv(ctx context.Context, p *api.Process) (api.Role, error) {
-	r := env.New()
+	r := settings.New()
 	cfg := schema.FromEnv(r)
 	timeout := r.Duration("SVC_API_QUERY_TIMEOUT", 10*time.Second)
 	threads := r.Int("SVC_API_QUERY_THREADS", 1)

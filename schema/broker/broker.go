@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"svc/api"
-	"svc/api/env"
-	"svc/api/logs"
+	"svc/lib/logs"
+	"svc/lib/settings"
 	"svc/schema"
 )
 
@@ -54,7 +54,7 @@ type Config struct {
 }
 
 // FromEnv reads the SVC_* variables named on each field.
-func FromEnv(r *env.Reader) Config {
+func FromEnv(r *settings.Reader) Config {
 	return Config{
 		Brokers:      r.List("SVC_KAFKA_BROKERS", nil),
 		EmbeddedAddr: r.String("SVC_EMBEDDED_KAFKA_ADDR", "127.0.0.1:9092"),

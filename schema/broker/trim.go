@@ -8,7 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/api/logs"
+	"svc/lib/logs"
 )
 
 // trimmer bounds the embedded broker's log by what its consumers have finished with.

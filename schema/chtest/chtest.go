@@ -17,7 +17,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"svc/api/env"
+	"svc/lib/settings"
 	"svc/schema"
 )
 
@@ -26,7 +26,7 @@ import (
 // answer (see the package comment).
 func Config(t testing.TB) schema.Config {
 	t.Helper()
-	cfg := schema.FromEnv(env.New())
+	cfg := schema.FromEnv(settings.New())
 	cfg.Cluster = ""
 	cfg.Database = uniqueName(t)
 	probe := cfg

@@ -1,8 +1,8 @@
-// Package env reads SVC_* environment variables into typed configuration fields. Every
+// Package settings reads SVC_* environment variables into typed configuration fields. Every
 // role's Config.FromEnv uses it; every variable it reads is documented in README.md.
 // Parse errors are collected, not fatal one by one, so that a bad deployment reports
 // every wrong variable at once.
-package env
+package settings
 
 import (
 	"errors"
