@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"net/netip"
@@ -64,31 +65,25 @@ type Config struct {
 	RedisAutoPipeline bool
 }
 
-// Defaults of the connection and body limits.
-const (
-	DefaultMaxInflightBodyBytes = 64 << 20
-	DefaultMaxConnsPerIP        = 1024
-)
-
 // ConfigFromEnv reads the SVC_* variables named on each field.
 func ConfigFromEnv(r *settings.Reader) Config {
 	c := Config{
-		HTTPAddr:              r.String("SVC_HTTP_ADDR", "127.0.0.1:8080"),
-		MetricsAddr:           r.String("SVC_METRICS_ADDR", "127.0.0.1:9464"),
-		RedisURL:              r.String("SVC_REDIS_URL", "redis://127.0.0.1:6379/0"),
-		MaxBodyBytes:          r.Int("SVC_MAX_BODY_BYTES", 1<<20),
-		MaxInflightBodyBytes:  r.Int("SVC_MAX_INFLIGHT_BODY_BYTES", DefaultMaxInflightBodyBytes),
-		MaxConnsPerIP:         r.Int("SVC_MAX_CONNS_PER_IP", DefaultMaxConnsPerIP),
-		ReadTimeout:           r.Duration("SVC_READ_TIMEOUT", 10*time.Second),
-		WriteTimeout:          r.Duration("SVC_WRITE_TIMEOUT", 10*time.Second),
-		IdleTimeout:           r.Duration("SVC_IDLE_TIMEOUT", 60*time.Second),
-		ShutdownTimeout:       r.Duration("SVC_SHUTDOWN_TIMEOUT", 20*time.Second),
-		KeyCacheTTL:           r.Duration("SVC_KEY_CACHE_TTL", 500*time.Millisecond),
-		IdempotencyPendingTTL: r.Duration("SVC_IDEMPOTENCY_PENDING_TTL", time.Minute),
-		RedisAutoPipeline:     r.Bool("SVC_REDIS_AUTOPIPELINE", true),
+		HTTPAddr:              r.String("SVC_HTTP_ADDR"),
+		MetricsAddr:           r.String("SVC_METRICS_ADDR"),
+		RedisURL:              r.String("SVC_REDIS_URL"),
+		MaxBodyBytes:          r.Int("SVC_MAX_BODY_BYTES"),
+		MaxInflightBodyBytes:  r.Int("SVC_MAX_INFLIGHT_BODY_BYTES"),
+		MaxConnsPerIP:         r.Int("SVC_MAX_CONNS_PER_IP"),
+		ReadTimeout:           r.Duration("SVC_READ_TIMEOUT"),
+		WriteTimeout:          r.Duration("SVC_WRITE_TIMEOUT"),
+		IdleTimeout:           r.Duration("SVC_IDLE_TIMEOUT"),
+		ShutdownTimeout:       r.Duration("SVC_SHUTDOWN_TIMEOUT"),
+		KeyCacheTTL:           r.Duration("SVC_KEY_CACHE_TTL"),
+		IdempotencyPendingTTL: r.Duration("SVC_IDEMPOTENCY_PENDING_TTL"),
+		RedisAutoPipeline:     r.Bool("SVC_REDIS_AUTOPIPELINE"),
 	}
-	c.PublicURL = strings.TrimRight(r.String("SVC_PUBLIC_URL", "http://"+c.HTTPAddr), "/")
-	for _, s := range r.List("SVC_TRUSTED_PROXIES", nil) {
+	c.PublicURL = strings.TrimRight(cmp.Or(r.String("SVC_PUBLIC_URL"), "http://"+c.HTTPAddr), "/")
+	for _, s := range r.List("SVC_TRUSTED_PROXIES") {
 		p, err := parsePrefix(s)
 		if err != nil {
 			c.TrustedProxies = append(c.TrustedProxies, netip.Prefix{}) // reported by Validate

@@ -55,10 +55,10 @@ type Config struct {
 // ConfigFromEnv reads the SVC_INGEST_* variables.
 func ConfigFromEnv(r *settings.Reader) Config {
 	return Config{
-		DeliveryTimeout:    r.Duration("SVC_INGEST_DELIVERY_TIMEOUT", 5*time.Second),
-		MaxBufferedRecords: r.Int("SVC_INGEST_MAX_BUFFERED", 20000),
-		Linger:             r.Duration("SVC_INGEST_LINGER", 2*time.Millisecond),
-		Compression:        r.String("SVC_INGEST_COMPRESSION", "auto"),
+		DeliveryTimeout:    r.Duration("SVC_INGEST_DELIVERY_TIMEOUT"),
+		MaxBufferedRecords: r.Int("SVC_INGEST_MAX_BUFFERED"),
+		Linger:             r.Duration("SVC_INGEST_LINGER"),
+		Compression:        r.String("SVC_INGEST_COMPRESSION"),
 	}
 }
 

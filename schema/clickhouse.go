@@ -42,13 +42,13 @@ type Config struct {
 // FromEnv reads the SVC_* variables named on each field.
 func FromEnv(r *settings.Reader) Config {
 	return Config{
-		Addr:         r.String("SVC_CLICKHOUSE_ADDR", "127.0.0.1:9000"),
-		Database:     r.String("SVC_CLICKHOUSE_DB", "svc"),
-		User:         r.String("SVC_CLICKHOUSE_USER", "default"),
-		Password:     r.String("SVC_CLICKHOUSE_PASSWORD", ""),
-		Cluster:      r.String("SVC_CLICKHOUSE_CLUSTER", ""),
-		DialTimeout:  r.Duration("SVC_CLICKHOUSE_DIAL_TIMEOUT", 5*time.Second),
-		MaxOpenConns: r.Int("SVC_CLICKHOUSE_MAX_CONNS", 8),
+		Addr:         r.String("SVC_CLICKHOUSE_ADDR"),
+		Database:     r.String("SVC_CLICKHOUSE_DB"),
+		User:         r.String("SVC_CLICKHOUSE_USER"),
+		Password:     r.String("SVC_CLICKHOUSE_PASSWORD"),
+		Cluster:      r.String("SVC_CLICKHOUSE_CLUSTER"),
+		DialTimeout:  r.Duration("SVC_CLICKHOUSE_DIAL_TIMEOUT"),
+		MaxOpenConns: r.Int("SVC_CLICKHOUSE_MAX_CONNS"),
 	}
 }
 

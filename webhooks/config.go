@@ -1,19 +1,13 @@
 package webhooks
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"svc/lib/settings"
 )
-
-// DefaultSchedule is when each attempt of a delivery is made, counted from the previous
-// attempt: at once, then 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 14 h, 20 h, 24 h — ten
-// attempts over about three days (75 h 35 min before jitter).
-var DefaultSchedule = []time.Duration{0, 5 * time.Second, 5 * time.Minute, 30 * time.Minute,
-	2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 14 * time.Hour, 20 * time.Hour, 24 * time.Hour}
 
 // Config is the webhooks role's configuration. ConfigFromEnv reads it; Validate checks it.
 type Config struct {
@@ -32,10 +26,13 @@ type Config struct {
 	SecretOverlap time.Duration
 
 	// Schedule is the delay before each attempt, from the previous one
-	// (SVC_WEBHOOKS_SCHEDULE, comma-separated durations; default DefaultSchedule). Its
-	// length is the number of attempts.
+	// (SVC_WEBHOOKS_SCHEDULE, comma-separated durations). Its length is the number of
+	// attempts. The default makes each attempt at once, then 5 s, 5 min, 30 min, 2 h,
+	// 5 h, 10 h, 14 h, 20 h, 24 h after the previous one: ten attempts over about three
+	// days (75 h 35 min before jitter).
 	Schedule []time.Duration
-	// Jitter spreads each delay by up to ± this fraction (SVC_WEBHOOKS_JITTER, 0.1).
+	// Jitter spreads each delay by up to ± this fraction (SVC_WEBHOOKS_JITTER_PERMILLE,
+	// thousandths: default 100 = 0.1).
 	Jitter float64
 	// Timeout bounds one attempt: connect, send, and the answer's status line
 	// (SVC_WEBHOOKS_TIMEOUT, default 15s).
@@ -73,51 +70,36 @@ type Config struct {
 	Worker string
 }
 
-// DefaultConfig returns the defaults documented on Config.
-func DefaultConfig() Config {
-	return Config{
-		InboundMaxBody: 256 * 1024, Tolerance: Tolerance, ReplayWindow: 30 * 24 * time.Hour,
-		SecretOverlap: 24 * time.Hour, Schedule: append([]time.Duration(nil), DefaultSchedule...),
-		Jitter: 0.1, Timeout: 15 * time.Second, Lease: 60 * time.Second, MaxRetryAfter: 24 * time.Hour,
-		DisableAfter: 72 * time.Hour, Poll: time.Second, Concurrency: 8, ScanInterval: time.Minute,
-		DayGrace: time.Hour, KeyExpiringWithin: 7 * 24 * time.Hour, Prefix: "svc:wh:", Worker: defaultWorker(),
-	}
-}
+// DefaultConfig returns the defaults of lib/settings's table (the worker named after
+// this host and process).
+func DefaultConfig() Config { return ConfigFromEnv(settings.Defaults()) }
 
 // ConfigFromEnv reads the SVC_WEBHOOKS_* variables named on each field.
 func ConfigFromEnv(r *settings.Reader) Config {
-	d := DefaultConfig()
 	c := Config{
-		InboundMaxBody:    r.Int("SVC_WEBHOOKS_INBOUND_MAX_BODY", d.InboundMaxBody),
-		Tolerance:         r.Duration("SVC_WEBHOOKS_TOLERANCE", d.Tolerance),
-		ReplayWindow:      r.Duration("SVC_WEBHOOKS_REPLAY_WINDOW", d.ReplayWindow),
-		SecretOverlap:     r.Duration("SVC_WEBHOOKS_SECRET_OVERLAP", d.SecretOverlap),
-		Jitter:            d.Jitter,
-		Timeout:           r.Duration("SVC_WEBHOOKS_TIMEOUT", d.Timeout),
-		Lease:             r.Duration("SVC_WEBHOOKS_LEASE", d.Lease),
-		MaxRetryAfter:     r.Duration("SVC_WEBHOOKS_MAX_RETRY_AFTER", d.MaxRetryAfter),
-		DisableAfter:      r.Duration("SVC_WEBHOOKS_DISABLE_AFTER", d.DisableAfter),
-		Poll:              r.Duration("SVC_WEBHOOKS_POLL", d.Poll),
-		Concurrency:       r.Int("SVC_WEBHOOKS_CONCURRENCY", d.Concurrency),
-		ScanInterval:      r.Duration("SVC_WEBHOOKS_SCAN_INTERVAL", d.ScanInterval),
-		DayGrace:          r.Duration("SVC_WEBHOOKS_DAY_GRACE", d.DayGrace),
-		KeyExpiringWithin: r.Duration("SVC_WEBHOOKS_KEY_EXPIRING_WITHIN", d.KeyExpiringWithin),
-		Prefix:            r.String("SVC_WEBHOOKS_REDIS_PREFIX", d.Prefix),
-		Worker:            r.String("SVC_WEBHOOKS_WORKER", d.Worker),
+		InboundMaxBody:    r.Int("SVC_WEBHOOKS_INBOUND_MAX_BODY"),
+		Tolerance:         r.Duration("SVC_WEBHOOKS_TOLERANCE"),
+		ReplayWindow:      r.Duration("SVC_WEBHOOKS_REPLAY_WINDOW"),
+		SecretOverlap:     r.Duration("SVC_WEBHOOKS_SECRET_OVERLAP"),
+		Jitter:            float64(r.Int("SVC_WEBHOOKS_JITTER_PERMILLE")) / 1000,
+		Timeout:           r.Duration("SVC_WEBHOOKS_TIMEOUT"),
+		Lease:             r.Duration("SVC_WEBHOOKS_LEASE"),
+		MaxRetryAfter:     r.Duration("SVC_WEBHOOKS_MAX_RETRY_AFTER"),
+		DisableAfter:      r.Duration("SVC_WEBHOOKS_DISABLE_AFTER"),
+		Poll:              r.Duration("SVC_WEBHOOKS_POLL"),
+		Concurrency:       r.Int("SVC_WEBHOOKS_CONCURRENCY"),
+		ScanInterval:      r.Duration("SVC_WEBHOOKS_SCAN_INTERVAL"),
+		DayGrace:          r.Duration("SVC_WEBHOOKS_DAY_GRACE"),
+		KeyExpiringWithin: r.Duration("SVC_WEBHOOKS_KEY_EXPIRING_WITHIN"),
+		Prefix:            r.String("SVC_WEBHOOKS_REDIS_PREFIX"),
+		Worker:            cmp.Or(r.String("SVC_WEBHOOKS_WORKER"), defaultWorker()),
 	}
-	if pm := r.Int("SVC_WEBHOOKS_JITTER_PERMILLE", -1); pm >= 0 {
-		c.Jitter = float64(pm) / 1000
-	}
-	c.Schedule = d.Schedule
-	if items := r.List("SVC_WEBHOOKS_SCHEDULE", nil); len(items) > 0 {
-		c.Schedule = nil
-		for _, s := range items {
-			v, err := time.ParseDuration(strings.TrimSpace(s))
-			if err != nil {
-				v = -1 // reported by Validate
-			}
-			c.Schedule = append(c.Schedule, v)
+	for _, s := range r.List("SVC_WEBHOOKS_SCHEDULE") {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			v = -1 // reported by Validate
 		}
+		c.Schedule = append(c.Schedule, v)
 	}
 	return c
 }

@@ -65,7 +65,7 @@ func Main(ctx context.Context, args []string) error {
 		return usageError(name)
 	}
 	r := settings.New()
-	redisURL := r.String("SVC_REDIS_URL", "redis://127.0.0.1:6379/0")
+	redisURL := r.String("SVC_REDIS_URL")
 	if err := r.Err(); err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"svc/api"
 	"svc/api/ids"
 	"svc/api/keys"
+	"svc/lib/settings"
 )
 
 // RedisURL is where tests find Redis (SVC_REDIS_URL or the default).
@@ -68,11 +69,10 @@ func Start(t testing.TB, routes []api.Route, cfg func(*api.Config)) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := api.Config{HTTPAddr: ln.Addr().String(), MetricsAddr: "off", RedisURL: RedisURL(),
-		MaxBodyBytes: 1 << 20, MaxInflightBodyBytes: api.DefaultMaxInflightBodyBytes, MaxConnsPerIP: api.DefaultMaxConnsPerIP,
-		ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
-		IdleTimeout: 30 * time.Second, ShutdownTimeout: 5 * time.Second, KeyCacheTTL: 500 * time.Millisecond,
-		IdempotencyPendingTTL: time.Minute}
+	c := api.ConfigFromEnv(settings.Defaults())
+	c.HTTPAddr, c.MetricsAddr, c.RedisURL = ln.Addr().String(), "off", RedisURL()
+	c.ReadTimeout, c.WriteTimeout, c.IdleTimeout, c.ShutdownTimeout = 5*time.Second, 5*time.Second, 30*time.Second, 5*time.Second
+	c.RedisAutoPipeline = false // each command its own round trip, as before the option existed
 	c.PublicURL = "http://" + c.HTTPAddr
 	if cfg != nil {
 		cfg(&c)

@@ -127,9 +127,9 @@ func (a *API) Role() api.Role {
 func FromEnv(ctx context.Context, p *api.Process) (api.Role, error) {
 	r := settings.New()
 	cfg := schema.FromEnv(r)
-	timeout := r.Duration("SVC_API_QUERY_TIMEOUT", 10*time.Second)
-	threads := r.Int("SVC_API_QUERY_THREADS", 1)
-	cacheTTL := r.Duration("SVC_API_CACHE_TTL", 250*time.Millisecond)
+	timeout := r.Duration("SVC_API_QUERY_TIMEOUT")
+	threads := r.Int("SVC_API_QUERY_THREADS")
+	cacheTTL := r.Duration("SVC_API_CACHE_TTL")
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
 		return api.Role{}, err
 	}

@@ -56,13 +56,13 @@ type Config struct {
 // FromEnv reads the SVC_* variables named on each field.
 func FromEnv(r *settings.Reader) Config {
 	return Config{
-		Brokers:      r.List("SVC_KAFKA_BROKERS", nil),
-		EmbeddedAddr: r.String("SVC_EMBEDDED_KAFKA_ADDR", "127.0.0.1:9092"),
-		DataDir:      r.String("SVC_DATA_DIR", ".data"),
-		Partitions:   r.Int("SVC_KAFKA_PARTITIONS", 8),
-		SyncWrites:   r.Bool("SVC_EMBEDDED_KAFKA_FSYNC", false),
-		Retain:       r.Duration("SVC_EMBEDDED_KAFKA_RETAIN", 10*time.Minute),
-		TrimInterval: r.Duration("SVC_EMBEDDED_KAFKA_TRIM_INTERVAL", 30*time.Second),
+		Brokers:      r.List("SVC_KAFKA_BROKERS"),
+		EmbeddedAddr: r.String("SVC_EMBEDDED_KAFKA_ADDR"),
+		DataDir:      r.String("SVC_DATA_DIR"),
+		Partitions:   r.Int("SVC_KAFKA_PARTITIONS"),
+		SyncWrites:   r.Bool("SVC_EMBEDDED_KAFKA_FSYNC"),
+		Retain:       r.Duration("SVC_EMBEDDED_KAFKA_RETAIN"),
+		TrimInterval: r.Duration("SVC_EMBEDDED_KAFKA_TRIM_INTERVAL"),
 	}
 }
 

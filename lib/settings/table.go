@@ -1,0 +1,206 @@
+package settings
+
+// Table is every SVC_* setting of svc, its commands and its scripts: the one place a
+// setting is declared. The Reader refuses a name that is not here, its default comes
+// from here, `svc config` prints it, and the README tables are generated from it
+// (readme_test.go checks them). A test scans the sources for SVC_* names missing here.
+var Table = []Setting{
+	// The process: every role command (lib/process).
+	{Name: "SVC_METRICS_ADDR", Group: GroupProcess, Kind: String, Default: "127.0.0.1:9464",
+		ReadBy: with(roles, Bench), Meaning: "Prometheus metrics at `/metrics` (`off` disables)"},
+	{Name: "SVC_REDIS_URL", Group: GroupProcess, Kind: String, Default: "redis://127.0.0.1:6379/0",
+		ReadBy: with(roles, Admin, Bench, Tests), Meaning: "Redis: keys, pixels, rate limits, idempotency, webhook schedule, batch-id claims"},
+	{Name: "SVC_LOG_LEVEL", Group: GroupProcess, Kind: String, Default: "info",
+		ReadBy: with(roles, Broker), Meaning: "`debug`, `info`, `warn` or `error`; `debug` adds franz-go's, kfake's and clickhouse-go's own detail"},
+	{Name: "SVC_PPROF", Group: GroupProcess, Kind: Bool, Default: "false",
+		ReadBy: roles, Meaning: "serve `/debug/pprof/` on the metrics listener too (profiling for `svc bench`; never on by default)"},
+
+	// The HTTP side of every role (api.Config).
+	{Name: "SVC_HTTP_ADDR", Group: GroupHTTP, Kind: String, Default: "127.0.0.1:8080",
+		ReadBy: with(roles, Bench), Meaning: "HTTP listen address of every role (`svc rollup`: `/healthz` and `/readyz` only)"},
+	{Name: "SVC_PUBLIC_URL", Group: GroupHTTP, Kind: String, Shown: "http://$SVC_HTTP_ADDR",
+		ReadBy: roles, Meaning: "base URL clients use; problem `type`/`doc_url` and discovery derive from it"},
+	{Name: "SVC_TRUSTED_PROXIES", Group: GroupHTTP, Kind: List,
+		ReadBy: roles, Meaning: "addresses/CIDRs whose `X-Forwarded-For` is believed for allow-lists"},
+	{Name: "SVC_MAX_BODY_BYTES", Group: GroupHTTP, Kind: Int, Default: "1048576",
+		ReadBy: roles, Meaning: "request body cap; a larger announced body gets 413 before any of it is read"},
+	{Name: "SVC_MAX_INFLIGHT_BODY_BYTES", Group: GroupHTTP, Kind: Int, Default: "67108864",
+		ReadBy: roles, Meaning: "request-body bytes one process holds at once (64 MiB, at least `SVC_MAX_BODY_BYTES`); bodies are read only after the key is checked, into buffers that grow with the bytes received; past this a request gets 503 `service_unavailable` with `Retry-After: 1`"},
+	{Name: "SVC_MAX_CONNS_PER_IP", Group: GroupHTTP, Kind: Int, Default: "1024",
+		ReadBy: roles, Meaning: "open connections from one client address (an IPv6 client by its /64); the next is answered 429 `rate_limited` and closed; `SVC_TRUSTED_PROXIES` are exempt; 0 disables"},
+	{Name: "SVC_READ_TIMEOUT", Group: GroupHTTP, Kind: Duration, Default: "10s",
+		ReadBy: roles, Meaning: "reading one request, headers and body (cuts slow clients)"},
+	{Name: "SVC_WRITE_TIMEOUT", Group: GroupHTTP, Kind: Duration, Default: "10s",
+		ReadBy: roles, Meaning: "writing one response"},
+	{Name: "SVC_IDLE_TIMEOUT", Group: GroupHTTP, Kind: Duration, Default: "60s",
+		ReadBy: roles, Meaning: "keep-alive connections idle this long are closed"},
+	{Name: "SVC_SHUTDOWN_TIMEOUT", Group: GroupHTTP, Kind: Duration, Default: "20s",
+		ReadBy: roles, Meaning: "drain in-flight requests on SIGTERM"},
+	{Name: "SVC_REDIS_AUTOPIPELINE", Group: GroupHTTP, Kind: Bool, Default: "true",
+		ReadBy: roles, Meaning: "batch the per-request Redis commands (rate limit + idempotency script, stored answer) of concurrent requests into shared pipelined round trips (go-redis auto-pipelining)"},
+	{Name: "SVC_KEY_CACHE_TTL", Group: GroupHTTP, Kind: Duration, Default: "500ms",
+		ReadBy: roles, Meaning: "how stale a key record may be in a process (revocations apply within it; at most 1s)"},
+	{Name: "SVC_IDEMPOTENCY_PENDING_TTL", Group: GroupHTTP, Kind: Duration, Default: "60s",
+		ReadBy: roles, Meaning: "how long an Idempotency-Key stays reserved when the process that took it died before answering; on `POST /events` an identical retry takes the reservation over sooner, `SVC_INGEST_DELIVERY_TIMEOUT` + 2s after it was made (`ingest/README.md`)"},
+
+	// Kafka: the brokers, or the embedded one (schema/broker).
+	{Name: "SVC_KAFKA_BROKERS", Group: GroupBroker, Kind: List,
+		ReadBy: kafka, Meaning: "comma-separated seed brokers; empty runs the embedded broker in-process (`svc rollup`: connects to `SVC_EMBEDDED_KAFKA_ADDR`)"},
+	{Name: "SVC_EMBEDDED_KAFKA_ADDR", Group: GroupBroker, Kind: String, Default: "127.0.0.1:9092",
+		ReadBy: kafka, Meaning: "where the embedded broker listens (kcat can read it)"},
+	{Name: "SVC_EMBEDDED_KAFKA_FSYNC", Group: GroupBroker, Kind: Bool, Default: "false",
+		ReadBy: kafka, Meaning: "fsync every produced batch in the embedded broker"},
+	{Name: "SVC_EMBEDDED_KAFKA_RETAIN", Group: GroupBroker, Kind: Duration, Default: "10m",
+		ReadBy: kafka, Meaning: "the embedded broker deletes records every consumer group of their topic committed at least this long ago (0: keep them 7 days, as Kafka does); this bounds its memory, which holds an index entry per retained batch"},
+	{Name: "SVC_EMBEDDED_KAFKA_TRIM_INTERVAL", Group: GroupBroker, Kind: Duration, Default: "30s",
+		ReadBy: kafka, Meaning: "how often the embedded broker checks for such records"},
+	{Name: "SVC_KAFKA_PARTITIONS", Group: GroupBroker, Kind: Int, Default: "8",
+		ReadBy: kafka, Meaning: "partitions of topics the embedded broker creates (1..1024)"},
+	{Name: "SVC_DATA_DIR", Group: GroupBroker, Kind: String, Default: ".data",
+		ReadBy: with(kafka, Scripts), Meaning: "local data: the embedded broker's log under `kafka/`, Redis and ClickHouse under `make run`"},
+
+	// ClickHouse (schema.Config).
+	{Name: "SVC_CLICKHOUSE_ADDR", Group: GroupClickHouse, Kind: String, Default: "127.0.0.1:9000",
+		ReadBy: clickhouse, Meaning: "ClickHouse native protocol, host:port"},
+	{Name: "SVC_CLICKHOUSE_DB", Group: GroupClickHouse, Kind: String, Default: "svc",
+		ReadBy: clickhouse, Meaning: "ClickHouse database (a plain identifier)"},
+	{Name: "SVC_CLICKHOUSE_USER", Group: GroupClickHouse, Kind: String, Default: "default",
+		ReadBy: clickhouse, Meaning: "ClickHouse user"},
+	{Name: "SVC_CLICKHOUSE_PASSWORD", Group: GroupClickHouse, Kind: String, Secret: true,
+		ReadBy: clickhouse, Meaning: "ClickHouse password (never printed)"},
+	{Name: "SVC_CLICKHOUSE_CLUSTER", Group: GroupClickHouse, Kind: String,
+		ReadBy: clickhouse, Meaning: "cluster name for the clustered schema variant"},
+	{Name: "SVC_CLICKHOUSE_DIAL_TIMEOUT", Group: GroupClickHouse, Kind: Duration, Default: "5s",
+		ReadBy: clickhouse, Meaning: "bound of connecting to ClickHouse (and of the ping after it)"},
+	{Name: "SVC_CLICKHOUSE_MAX_CONNS", Group: GroupClickHouse, Kind: Int, Default: "8",
+		ReadBy: clickhouse, Meaning: "connections in one process's ClickHouse pool (1..1000)"},
+
+	// The edge (ingest.Config).
+	{Name: "SVC_INGEST_DELIVERY_TIMEOUT", Group: GroupIngest, Kind: Duration, Default: "5s",
+		ReadBy: []string{Dev, Ingest}, Meaning: "longest wait for Kafka's acknowledgement before 503 (while Kafka is unreachable the edge answers 503 at once instead: `ingest/README.md`); also sets when a retry may take over a pending `POST /events` Idempotency-Key (this + 2s)"},
+	{Name: "SVC_INGEST_MAX_BUFFERED", Group: GroupIngest, Kind: Int, Default: "20000",
+		ReadBy: []string{Dev, Ingest}, Meaning: "batches the producer may buffer before the edge answers 503"},
+	{Name: "SVC_INGEST_LINGER", Group: GroupIngest, Kind: Duration, Default: "2ms",
+		ReadBy: []string{Dev, Ingest}, Meaning: "producer linger per partition"},
+	{Name: "SVC_INGEST_COMPRESSION", Group: GroupIngest, Kind: String, Default: "auto",
+		ReadBy: []string{Dev, Ingest}, Meaning: "produced batches: `none`, `lz4`, `zstd`, `snappy`; `auto` is none with the embedded broker, lz4 with real brokers"},
+
+	// The consumer (rollup.Config).
+	{Name: "SVC_ROLLUP_GROUP", Group: GroupRollup, Kind: String, Default: "svc-rollup",
+		ReadBy: []string{Dev, Rollup}, Meaning: "Kafka consumer group; every instance joins it"},
+	{Name: "SVC_ROLLUP_BATCH_ROWS", Group: GroupRollup, Kind: Int, Default: "200000",
+		ReadBy: []string{Dev, Rollup}, Meaning: "flush at this many events (1000–1000000); one flush is one INSERT"},
+	{Name: "SVC_ROLLUP_BATCH_INTERVAL", Group: GroupRollup, Kind: Duration, Default: "1s",
+		ReadBy: []string{Dev, Rollup}, Meaning: "flush this long after the oldest unflushed record (10ms–1m)"},
+	{Name: "SVC_ROLLUP_RETRY_MIN", Group: GroupRollup, Kind: Duration, Default: "100ms",
+		ReadBy: []string{Dev, Rollup}, Meaning: "shortest backoff between failed flushes"},
+	{Name: "SVC_ROLLUP_RETRY_MAX", Group: GroupRollup, Kind: Duration, Default: "10s",
+		ReadBy: []string{Dev, Rollup}, Meaning: "longest backoff between failed flushes"},
+	{Name: "SVC_ROLLUP_INSERT_TIMEOUT", Group: GroupRollup, Kind: Duration, Default: "30s",
+		ReadBy: []string{Dev, Rollup}, Meaning: "one INSERT attempt (below the rebalance timeout)"},
+	{Name: "SVC_ROLLUP_REVOKE_TIMEOUT", Group: GroupRollup, Kind: Duration, Default: "15s",
+		ReadBy: []string{Dev, Rollup}, Meaning: "flush time allowed in a revoke (below the rebalance timeout)"},
+	{Name: "SVC_ROLLUP_SESSION_TIMEOUT", Group: GroupRollup, Kind: Duration, Default: "45s",
+		ReadBy: []string{Dev, Rollup}, Meaning: "group session timeout: a killed member's partitions move after it (1s–5m)"},
+	{Name: "SVC_ROLLUP_REBALANCE_TIMEOUT", Group: GroupRollup, Kind: Duration, Default: "60s",
+		ReadBy: []string{Dev, Rollup}, Meaning: "how long a rebalance waits for members; a member killed mid-rebalance holds the group this long (2s–10m)"},
+	{Name: "SVC_ROLLUP_TABLE", Group: GroupRollup, Kind: String, Default: "events",
+		ReadBy: []string{Dev, Rollup}, Meaning: "raw events table"},
+
+	// The read API (read.Config).
+	{Name: "SVC_API_QUERY_TIMEOUT", Group: GroupRead, Kind: Duration, Default: "10s",
+		ReadBy: []string{Dev, API}, Meaning: "bound of each ClickHouse query of a request"},
+	{Name: "SVC_API_QUERY_THREADS", Group: GroupRead, Kind: Int, Default: "1",
+		ReadBy: []string{Dev, API}, Meaning: "ClickHouse `max_threads` of each query (1..64; the queries are small and many run at once)"},
+	{Name: "SVC_API_CACHE_TTL", Group: GroupRead, Kind: Duration, Default: "250ms",
+		ReadBy: []string{Dev, API}, Meaning: "how long a 200 list page stays fresh in the page cache (0 disables it; at most 10s)"},
+
+	// Webhooks (webhooks.Config).
+	{Name: "SVC_WEBHOOKS_INBOUND_MAX_BODY", Group: GroupWebhooks, Kind: Int, Default: "262144",
+		ReadBy: webhooks, Meaning: "largest inbound webhook body; larger ones get 413 before parsing"},
+	{Name: "SVC_WEBHOOKS_TOLERANCE", Group: GroupWebhooks, Kind: Duration, Default: "300s",
+		ReadBy: webhooks, Meaning: "how far a signature timestamp may be from our clock, either way"},
+	{Name: "SVC_WEBHOOKS_REPLAY_WINDOW", Group: GroupWebhooks, Kind: Duration, Default: "720h",
+		ReadBy: webhooks, Meaning: "how long a processed inbound message id is remembered (a repeat within it is ignored)"},
+	{Name: "SVC_WEBHOOKS_SECRET_OVERLAP", Group: GroupWebhooks, Kind: Duration, Default: "24h",
+		ReadBy: webhooks, Meaning: "how long the previous inbound secret stays valid after a new one is issued"},
+	{Name: "SVC_WEBHOOKS_SCHEDULE", Group: GroupWebhooks, Kind: List, Default: "0s,5s,5m,30m,2h,5h,10h,14h,20h,24h",
+		ReadBy: webhooks, Meaning: "delay before each delivery attempt, from the previous one (comma-separated durations; its length is the number of attempts, 1..50)"},
+	{Name: "SVC_WEBHOOKS_JITTER_PERMILLE", Group: GroupWebhooks, Kind: Int, Default: "100",
+		ReadBy: webhooks, Meaning: "each delay is spread by up to ± this many thousandths (0..999)"},
+	{Name: "SVC_WEBHOOKS_TIMEOUT", Group: GroupWebhooks, Kind: Duration, Default: "15s",
+		ReadBy: webhooks, Meaning: "one delivery attempt: connect, send, and the answer's status line"},
+	{Name: "SVC_WEBHOOKS_LEASE", Group: GroupWebhooks, Kind: Duration, Default: "60s",
+		ReadBy: webhooks, Meaning: "how long a claimed attempt belongs to one worker (more than `SVC_WEBHOOKS_TIMEOUT`)"},
+	{Name: "SVC_WEBHOOKS_MAX_RETRY_AFTER", Group: GroupWebhooks, Kind: Duration, Default: "24h",
+		ReadBy: webhooks, Meaning: "cap on a receiver's `Retry-After`"},
+	{Name: "SVC_WEBHOOKS_DISABLE_AFTER", Group: GroupWebhooks, Kind: Duration, Default: "72h",
+		ReadBy: webhooks, Meaning: "an endpoint whose deliveries failed without a single success for this long is disabled"},
+	{Name: "SVC_WEBHOOKS_POLL", Group: GroupWebhooks, Kind: Duration, Default: "1s",
+		ReadBy: webhooks, Meaning: "how often the worker looks for due attempts"},
+	{Name: "SVC_WEBHOOKS_CONCURRENCY", Group: GroupWebhooks, Kind: Int, Default: "8",
+		ReadBy: webhooks, Meaning: "delivery attempts in flight per process (1..256)"},
+	{Name: "SVC_WEBHOOKS_SCAN_INTERVAL", Group: GroupWebhooks, Kind: Duration, Default: "1m",
+		ReadBy: webhooks, Meaning: "how often the triggers look for closed days and expiring keys"},
+	{Name: "SVC_WEBHOOKS_DAY_GRACE", Group: GroupWebhooks, Kind: Duration, Default: "1h",
+		ReadBy: webhooks, Meaning: "how long after a day ends it becomes final (`rollup.day_closed`), unless the rollup package says otherwise"},
+	{Name: "SVC_WEBHOOKS_KEY_EXPIRING_WITHIN", Group: GroupWebhooks, Kind: Duration, Default: "168h",
+		ReadBy: webhooks, Meaning: "notice given before a key expires (`key.expiring`)"},
+	{Name: "SVC_WEBHOOKS_REDIS_PREFIX", Group: GroupWebhooks, Kind: String, Default: "svc:wh:",
+		ReadBy: webhooks, Meaning: "prefix of every Redis key of the webhooks role"},
+	{Name: "SVC_WEBHOOKS_WORKER", Group: GroupWebhooks, Kind: String, Shown: "host-pid",
+		ReadBy: webhooks, Meaning: "this process's name in the delivery log (default: host name and pid)"},
+
+	// Tests and scripts.
+	{Name: "SVC_TEST_KEEP_DB", Group: GroupTests, Kind: Bool, Default: "false",
+		ReadBy: []string{Tests}, Meaning: "keep each test's ClickHouse database for inspection (`schema/chtest`)"},
+	{Name: "SVC_REDIS_PORT", Group: GroupScripts, Kind: Int, Default: "6379",
+		ReadBy: []string{Scripts}, Meaning: "port of the local Redis that `deploy/local/services.sh` starts"},
+	{Name: "SVC_CLICKHOUSE_PORT", Group: GroupScripts, Kind: Int, Default: "9000",
+		ReadBy: []string{Scripts}, Meaning: "native port of the local ClickHouse that `deploy/local/services.sh` starts"},
+	{Name: "SVC_CLICKHOUSE_HTTP_PORT", Group: GroupScripts, Kind: Int, Default: "8123",
+		ReadBy: []string{Scripts}, Meaning: "HTTP port of the local ClickHouse that `deploy/local/services.sh` starts"},
+	{Name: "SVC_TOOLS_DIR", Group: GroupScripts, Kind: String, Default: ".data/tools",
+		ReadBy: []string{Scripts}, Meaning: "where `make lint` (`deploy/lint.sh`) caches its validators and schemas"},
+}
+
+// The commands and other readers ReadBy names.
+const (
+	Dev      = "dev"
+	Ingest   = "ingest"
+	Rollup   = "rollup"
+	API      = "api"
+	Webhooks = "webhooks"
+	Broker   = "broker"
+	Migrate  = "migrate"
+	Admin    = "admin"
+	Bench    = "bench"
+	Tests    = "tests"   // the test suites (not the binary)
+	Scripts  = "scripts" // make and deploy/local's shell scripts (not the binary)
+)
+
+// Groups: the package that owns a setting's field (the README of its folder shows them).
+const (
+	GroupProcess    = "process"    // lib/process
+	GroupHTTP       = "http"       // api
+	GroupBroker     = "broker"     // schema/broker
+	GroupClickHouse = "clickhouse" // schema
+	GroupIngest     = "ingest"     // ingest
+	GroupRollup     = "rollup"     // rollup
+	GroupRead       = "read"       // api/read
+	GroupWebhooks   = "webhooks"   // webhooks
+	GroupTests      = "tests"      // schema/chtest
+	GroupScripts    = "scripts"    // Makefile, deploy/local, deploy/lint.sh
+)
+
+var (
+	// roles are the commands that run a process with an HTTP front.
+	roles      = []string{Dev, Ingest, Rollup, API, Webhooks}
+	kafka      = []string{Dev, Ingest, Rollup, Broker}
+	clickhouse = []string{Dev, Rollup, API, Webhooks, Migrate, Admin, Bench, Tests}
+	webhooks   = []string{Dev, Webhooks, Admin}
+)
+
+func with(list []string, more ...string) []string {
+	return append(append([]string(nil), list...), more...)
+}
