@@ -8,33 +8,31 @@
 //	svc broker     the embedded Kafka broker alone
 //	svc migrate    apply the ClickHouse schema
 //	svc admin ...  workspaces, pixels, keys, webhooks, imports, seed data
+//	svc config     the settings and their effective values
 //	svc bench ...  load generator and reports
 //
-// Configuration comes from SVC_* environment variables (README.md lists them all).
+// Configuration comes from SVC_* environment variables, every one declared in
+// lib/settings/table.go. This file lists the commands; roles.go assembles each role
+// command's process from the role packages (as VictoriaMetrics' and Jaeger's mains do).
 package main
 
 import (
 	"context"
 	_ "embed"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"sort"
 	"syscall"
 
-	"svc/api"
 	"svc/api/admin"
+	"svc/api/catalog"
 	"svc/api/docs"
-	"svc/api/mcp"
-	"svc/api/read"
 	"svc/bench"
-	"svc/ingest"
 	"svc/lib/logs"
-	"svc/lib/settings"
-	"svc/rollup"
 	"svc/schema"
-	"svc/schema/broker"
 	"svc/webhooks"
 )
 
@@ -47,8 +45,8 @@ func init() { docs.UseChangelog(changelog) }
 
 // command is one subcommand: it gets its arguments (without its name) and a context that
 // is cancelled on SIGINT or SIGTERM. A role (a long-running process) writes only JSON
-// log lines on stderr (api/logs), its final error included; the tools (admin, migrate,
-// bench) write for people.
+// log lines on stderr (lib/logs), its final error included; the tools (admin, migrate,
+// config, bench) write for people.
 type command struct {
 	summary string
 	run     func(ctx context.Context, args []string) error
@@ -56,76 +54,22 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"dev":      {"every role and an embedded Kafka broker behind one address", devMain, true},
-	"ingest":   {"the fasthttp edge: POST /events onto Kafka", ingest.Main, true},
+	"dev":      {"every role and an embedded Kafka broker behind one address", roleCommand("dev"), true},
+	"ingest":   {"the fasthttp edge: POST /events onto Kafka", roleCommand("ingest"), true},
+	"rollup":   {"the Kafka consumer group writing events into ClickHouse", roleCommand("rollup"), true},
+	"api":      {"the read API", roleCommand("api"), true},
+	"webhooks": {"inbound receiver and outbound delivery worker", roleCommand("webhooks"), true},
 	"broker":   {"the embedded Kafka broker alone (SVC_EMBEDDED_KAFKA_ADDR)", brokerMain, true},
-	"admin":    {"workspaces, pixels, keys, webhooks, imports, seeds (run without arguments for the list)", admin.Main, false},
+	"admin":    {"workspaces, pixels, keys, webhooks, imports, seeds (run without arguments for the list)", adminMain, false},
 	"migrate":  {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", schema.MigrateMain, false},
-	"rollup":   {"the Kafka consumer group writing events into ClickHouse", rollup.Main, true},
-	"webhooks": {"inbound receiver and outbound delivery worker", webhooks.Main, true},
-	"api":      {"the read API", read.Main, true},
+	"config":   {"every SVC_* setting and its effective value; with a command, check its settings (--markdown: the README table)", configMain, false},
 	"bench":    {"load generator and reports", bench.Main, false},
 }
 
-// brokerMain runs the embedded broker alone, for several processes to share.
-func brokerMain(ctx context.Context, _ []string) error {
-	log := api.NewLogger().With(logs.RoleKey, "broker")
-	logs.Install(log)
-	r := settings.New()
-	bc := broker.FromEnv(r)
-	if err := r.Err(); err != nil {
-		return err
-	}
-	bc.Brokers, bc.Log = nil, log
-	if err := bc.Validate(); err != nil {
-		return err
-	}
-	b, err := broker.StartEmbedded(bc)
-	if err != nil {
-		return err
-	}
-	log.Info("listening", "addrs", b.Addrs())
-	<-ctx.Done()
-	b.Close()
-	log.Info("stopped")
-	return nil
-}
-
-// devMain runs every role in one process behind SVC_HTTP_ADDR, routing by path as a
-// production load balancer would, with an embedded broker unless SVC_KAFKA_BROKERS is set.
-func devMain(ctx context.Context, _ []string) error {
-	return api.Main(ctx, "dev", devRoles)
-}
-
-// devRoles builds every role on p: the broker first (it closes last), then the edge,
-// webhooks, the read API with docs and MCP, and the rollup consumer. Each is built on
-// p.As(its name), so its log lines name it; the HTTP server's own lines say dev.
-func devRoles(ctx context.Context, p *api.Process) ([]api.Role, error) {
-	r := settings.New()
-	bcfg, icfg, rcfg := broker.FromEnv(r), ingest.ConfigFromEnv(r), rollup.FromEnv(r)
-	if err := r.Err(); err != nil {
-		return nil, err
-	}
-	bcfg.Log, rcfg.Log = p.RoleLog("broker"), p.RoleLog("rollup")
-	seeds, brk, err := broker.Role(bcfg)
-	if err != nil {
-		return nil, err
-	}
-	roles := []api.Role{brk}
-	edge, err := ingest.Start(p.As("ingest"), bcfg, seeds, icfg)
-	if err != nil {
-		return roles, err
-	}
-	roles = append(roles, edge.Role())
-	wh, err := webhooks.FromEnv(ctx, p.As("webhooks"))
-	if err != nil {
-		return roles, err
-	}
-	rd, err := read.FromEnv(ctx, p.As("api"))
-	if err != nil {
-		return roles, err
-	}
-	return append(roles, wh, rd, docs.Role(), mcp.Role(), rollup.NewRole(rcfg, seeds, p.Registry, p.Redis)), nil
+// adminMain is `svc admin`: the key screens' commands, the catalog's and the webhooks
+// role's.
+func adminMain(ctx context.Context, args []string) error {
+	return admin.Main(ctx, args, admin.KeyScreens, catalog.AdminCommands, webhooks.AdminCommands)
 }
 
 func main() {
@@ -149,7 +93,7 @@ func main() {
 	defer stop()
 	if err := cmd.run(ctx, os.Args[2:]); err != nil {
 		if cmd.role {
-			api.NewLogger().With(logs.RoleKey, os.Args[1]).Error("stopped with an error", "err", err.Error())
+			logs.New(slog.LevelInfo).With(logs.RoleKey, os.Args[1]).Error("stopped with an error", "err", err.Error())
 		} else {
 			fmt.Fprintf(os.Stderr, "svc %s: %v\n", os.Args[1], err)
 		}

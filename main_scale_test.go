@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"svc/lib/svctest"
 )
 
 // proc is one svc process of a multi-process topology.
@@ -64,7 +66,7 @@ func (p *proc) post(t *testing.T, secret, body string, headers ...string) (int, 
 
 func (in *instance) spawn(t *testing.T, name string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, http: freePort(t)}
+	p := &proc{name: name, http: svctest.FreeAddr(t)}
 	args := strings.Fields(name)
 	p.cmd = exec.Command(svcBin, args[0])
 	p.cmd.Env = append(append(append([]string{}, in.env...), "SVC_HTTP_ADDR="+p.http, "SVC_METRICS_ADDR=off"), extra...)

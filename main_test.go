@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -21,25 +20,20 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/lib/svctest"
 	"svc/schema"
 )
 
 var svcBin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "svc-e2e")
+	bin, err := svctest.Build()
 	if err != nil {
-		panic(err)
-	}
-	svcBin = filepath.Join(dir, "svc")
-	out, err := exec.Command("go", "build", "-o", svcBin, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build: %v\n%s", err, out)
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	svcBin = bin
+	os.Exit(svctest.RunTests(m))
 }
 
 // chPort is the native port of the test ClickHouse (from SVC_CLICKHOUSE_ADDR).
@@ -50,15 +44,6 @@ func chPort() string {
 		}
 	}
 	return "9000"
-}
-
-func freePort(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 // instance is one environment for svc processes: ports, data dir, database.
@@ -74,10 +59,10 @@ type instance struct {
 }
 
 func newInstance(t *testing.T) *instance {
-	in := &instance{t: t, http: freePort(t)}
+	in := &instance{t: t, http: svctest.FreeAddr(t)}
 	db := fmt.Sprintf("svc_e2e_%d", time.Now().UnixNano())
 	in.env = append(os.Environ(),
-		"SVC_HTTP_ADDR="+in.http, "SVC_METRICS_ADDR=off", "SVC_EMBEDDED_KAFKA_ADDR="+freePort(t),
+		"SVC_HTTP_ADDR="+in.http, "SVC_METRICS_ADDR=off", "SVC_EMBEDDED_KAFKA_ADDR="+svctest.FreeAddr(t),
 		"SVC_DATA_DIR="+t.TempDir(), "SVC_CLICKHOUSE_DB="+db, "SVC_KAFKA_PARTITIONS=2",
 		"SVC_INGEST_DELIVERY_TIMEOUT=2s")
 	t.Cleanup(func() {
@@ -120,7 +105,7 @@ func (in *instance) start() {
 		// A port picked free may be taken by another test's process before svc binds
 		// it: pick new ones and try again.
 		if attempt < 3 && strings.Contains(in.log.String(), "address already in use") {
-			in.http = freePort(in.t)
+			in.http = svctest.FreeAddr(in.t)
 			in.env = append(in.env, "SVC_HTTP_ADDR="+in.http, "SVC_EMBEDDED_KAFKA_ADDR="+in.embeddedAddr())
 			continue
 		}
@@ -132,7 +117,7 @@ func (in *instance) start() {
 func (in *instance) embeddedAddr() string {
 	addr := in.getenv("SVC_EMBEDDED_KAFKA_ADDR")
 	if strings.Contains(in.log.String(), addr+": bind") || strings.Contains(in.log.String(), "embedded kafka on "+addr) {
-		return freePort(in.t)
+		return svctest.FreeAddr(in.t)
 	}
 	return addr
 }

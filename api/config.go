@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -12,18 +13,14 @@ import (
 )
 
 // Config is the HTTP side of every role: where it listens, how it names itself, and
-// how patient it is with clients.
+// how patient it is with clients. (Metrics, Redis and logging are the process's:
+// lib/process.Config.)
 type Config struct {
 	// HTTPAddr is the listen address (SVC_HTTP_ADDR, default 127.0.0.1:8080).
 	HTTPAddr string
-	// MetricsAddr serves Prometheus metrics at /metrics (SVC_METRICS_ADDR, default
-	// 127.0.0.1:9464; "off" disables it).
-	MetricsAddr string
 	// PublicURL is the base URL clients use (SVC_PUBLIC_URL, default http://HTTPAddr).
 	// Problem types, doc_url and discovery documents are built from it.
 	PublicURL string
-	// RedisURL locates Redis (SVC_REDIS_URL, default redis://127.0.0.1:6379/0).
-	RedisURL string
 	// TrustedProxies are addresses or CIDR ranges whose X-Forwarded-For is believed
 	// (SVC_TRUSTED_PROXIES, comma-separated; default none: the peer address is the
 	// client address).
@@ -69,8 +66,6 @@ type Config struct {
 func ConfigFromEnv(r *settings.Reader) Config {
 	c := Config{
 		HTTPAddr:              r.String("SVC_HTTP_ADDR"),
-		MetricsAddr:           r.String("SVC_METRICS_ADDR"),
-		RedisURL:              r.String("SVC_REDIS_URL"),
 		MaxBodyBytes:          r.Int("SVC_MAX_BODY_BYTES"),
 		MaxInflightBodyBytes:  r.Int("SVC_MAX_INFLIGHT_BODY_BYTES"),
 		MaxConnsPerIP:         r.Int("SVC_MAX_CONNS_PER_IP"),
@@ -105,42 +100,42 @@ func parsePrefix(s string) (netip.Prefix, error) {
 	return netip.PrefixFrom(a, a.BitLen()), nil
 }
 
-// Validate reports every field that cannot work.
+// Validate reports every field that cannot work, all at once.
 func (c Config) Validate() error {
+	var errs []error
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
-		return fmt.Errorf("SVC_HTTP_ADDR %q: %v", c.HTTPAddr, err)
-	}
-	if c.MetricsAddr != "off" {
-		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
-			return fmt.Errorf("SVC_METRICS_ADDR %q: %v", c.MetricsAddr, err)
-		}
+		errs = append(errs, fmt.Errorf("SVC_HTTP_ADDR %q: %v", c.HTTPAddr, err))
 	}
 	for _, p := range c.TrustedProxies {
 		if !p.IsValid() {
-			return fmt.Errorf("SVC_TRUSTED_PROXIES: every entry must be an address or CIDR range")
+			errs = append(errs, errors.New("SVC_TRUSTED_PROXIES: every entry must be an address or CIDR range"))
+			break
 		}
 	}
 	if c.MaxBodyBytes < 1024 {
-		return fmt.Errorf("SVC_MAX_BODY_BYTES %d: want at least 1024", c.MaxBodyBytes)
+		errs = append(errs, fmt.Errorf("SVC_MAX_BODY_BYTES %d: want at least 1024", c.MaxBodyBytes))
 	}
 	if c.MaxInflightBodyBytes < c.MaxBodyBytes {
-		return fmt.Errorf("SVC_MAX_INFLIGHT_BODY_BYTES %d: want at least SVC_MAX_BODY_BYTES (%d)", c.MaxInflightBodyBytes, c.MaxBodyBytes)
+		errs = append(errs, fmt.Errorf("SVC_MAX_INFLIGHT_BODY_BYTES %d: want at least SVC_MAX_BODY_BYTES (%d)", c.MaxInflightBodyBytes, c.MaxBodyBytes))
 	}
 	if c.MaxConnsPerIP < 0 {
-		return fmt.Errorf("SVC_MAX_CONNS_PER_IP %d: want 0 (no limit) or more", c.MaxConnsPerIP)
+		errs = append(errs, fmt.Errorf("SVC_MAX_CONNS_PER_IP %d: want 0 (no limit) or more", c.MaxConnsPerIP))
 	}
 	if c.IdempotencyPendingTTL < time.Second {
-		return fmt.Errorf("SVC_IDEMPOTENCY_PENDING_TTL %s: want at least 1s", c.IdempotencyPendingTTL)
+		errs = append(errs, fmt.Errorf("SVC_IDEMPOTENCY_PENDING_TTL %s: want at least 1s", c.IdempotencyPendingTTL))
 	}
 	if c.KeyCacheTTL <= 0 || c.KeyCacheTTL > time.Second {
-		return fmt.Errorf("SVC_KEY_CACHE_TTL %s: want more than 0 and at most 1s (revocations must apply within a second)", c.KeyCacheTTL)
+		errs = append(errs, fmt.Errorf("SVC_KEY_CACHE_TTL %s: want more than 0 and at most 1s (revocations must apply within a second)", c.KeyCacheTTL))
 	}
-	for name, d := range map[string]time.Duration{"SVC_READ_TIMEOUT": c.ReadTimeout, "SVC_WRITE_TIMEOUT": c.WriteTimeout, "SVC_IDLE_TIMEOUT": c.IdleTimeout, "SVC_SHUTDOWN_TIMEOUT": c.ShutdownTimeout} {
-		if d <= 0 {
-			return fmt.Errorf("%s must be positive", name)
+	for _, d := range []struct {
+		name string
+		d    time.Duration
+	}{{"SVC_READ_TIMEOUT", c.ReadTimeout}, {"SVC_WRITE_TIMEOUT", c.WriteTimeout}, {"SVC_IDLE_TIMEOUT", c.IdleTimeout}, {"SVC_SHUTDOWN_TIMEOUT", c.ShutdownTimeout}} {
+		if d.d <= 0 {
+			errs = append(errs, fmt.Errorf("%s must be positive", d.name))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // DocsURL is the developer pages' base URL.

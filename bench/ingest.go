@@ -11,6 +11,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
+
+	"svc/lib/settings"
 )
 
 // ingestFlags are the flags of ingest, e2e and soak.
@@ -61,7 +63,7 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 	fs.DurationVar(&f.probeWait, "probe-wait", 30*time.Second, "e2e: after the load, how long to wait for probes still unseen")
 	fs.StringVar(&f.via, "via", "auto", "e2e: where to look for probes: api (GET /pixel-rollups), clickhouse, or auto (api when served)")
 	fs.StringVar(&f.chHTTP, "clickhouse-http", envOr("BENCH_CLICKHOUSE_HTTP", "http://127.0.0.1:8123"), "e2e with -via clickhouse: ClickHouse HTTP interface")
-	fs.StringVar(&f.chDB, "db", envOr("SVC_CLICKHOUSE_DB", "svc"), "e2e with -via clickhouse: the service's ClickHouse database")
+	fs.StringVar(&f.chDB, "db", settings.New().String("SVC_CLICKHOUSE_DB"), "e2e with -via clickhouse: the service's ClickHouse database")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

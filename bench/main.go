@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"svc/lib/settings"
 )
 
 // Main runs `svc bench <scenario> [flags]`.
@@ -84,15 +86,15 @@ type common struct {
 }
 
 func (c *common) register(fs *flag.FlagSet, rate float64, dur time.Duration) {
-	addr := envOr("SVC_HTTP_ADDR", "127.0.0.1:8080")
-	maddr := envOr("SVC_METRICS_ADDR", "127.0.0.1:9464")
+	r := settings.New() // the service's settings, for the defaults of the flags
+	addr, maddr := r.String("SVC_HTTP_ADDR"), r.String("SVC_METRICS_ADDR")
 	murl := "http://" + maddr + "/metrics"
 	if maddr == "off" {
 		murl = ""
 	}
 	fs.StringVar(&c.target, "target", "http://"+addr, "base URL of the service (default from SVC_HTTP_ADDR)")
 	fs.StringVar(&c.metrics, "metrics", murl, "the target's Prometheus /metrics URL, sampled every -sample (empty: none)")
-	fs.StringVar(&c.redisURL, "redis", envOr("SVC_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis of the target, where the bench provisions its workspace, pixels and keys")
+	fs.StringVar(&c.redisURL, "redis", r.String("SVC_REDIS_URL"), "Redis of the target, where the bench provisions its workspace, pixels and keys")
 	fs.Float64Var(&c.rate, "rate", rate, "arrival rate, requests per second")
 	fs.DurationVar(&c.duration, "duration", dur, "how long to send")
 	fs.IntVar(&c.workers, "workers", 256, "most requests in flight (and connections)")

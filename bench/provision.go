@@ -8,11 +8,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api"
 	"svc/api/idempotency"
 	"svc/api/ids"
 	"svc/api/keys"
 	"svc/ingest"
+	"svc/lib/process"
 	"svc/rollup"
 	"svc/schema"
 )
@@ -41,7 +41,7 @@ type Fixture struct {
 // Provision creates a workspace named name with npixels pixels and nkeys live keys
 // holding scopes, directly in the key store (Redis at redisURL).
 func Provision(ctx context.Context, redisURL, name string, npixels, nkeys int, scopes []string) (*Fixture, error) {
-	rdb, err := api.OpenRedis(ctx, redisURL)
+	rdb, err := process.OpenRedis(ctx, redisURL)
 	if err != nil {
 		return nil, err
 	}

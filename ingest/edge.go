@@ -23,6 +23,7 @@ import (
 	"svc/api/keys"
 	"svc/api/problem"
 	"svc/lib/logs"
+	"svc/lib/process"
 	"svc/lib/settings"
 	"svc/schema"
 	"svc/schema/broker"
@@ -213,8 +214,8 @@ func (e *Edge) Routes() []api.Route {
 }
 
 // Ready is the edge's readiness check: the producer has room.
-func (e *Edge) Ready() api.Check {
-	return api.Check{Name: "kafka_producer", Fn: func(ctx context.Context) error {
+func (e *Edge) Ready() process.Check {
+	return process.Check{Name: "kafka_producer", Fn: func(ctx context.Context) error {
 		if n := e.producer.BufferedProduceRecords(); n >= int64(e.cfg.MaxBufferedRecords)*9/10 {
 			return fmt.Errorf("producer buffer %d of %d", n, e.cfg.MaxBufferedRecords)
 		}

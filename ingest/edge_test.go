@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 
 	"svc/api/apitest"
 	"svc/api/keys"
+	"svc/lib/svctest"
 	"svc/schema"
 	"svc/schema/broker"
 )
@@ -58,19 +58,10 @@ func (rg *rig) counter(t *testing.T, name string, labels map[string]string) floa
 	return 0
 }
 
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // newRig starts an embedded broker (persisting to a temp dir), an edge producing to it,
 // and an api.Server serving POST /events over the real Redis.
 func newRig(t *testing.T) *rig {
-	bc := broker.Config{EmbeddedAddr: freeAddr(t), DataDir: t.TempDir(), Partitions: 2}
+	bc := broker.Config{EmbeddedAddr: svctest.FreeAddr(t), DataDir: t.TempDir(), Partitions: 2}
 	k, err := broker.StartEmbedded(bc)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/lib/logs"
 	"svc/lib/settings"
 	"svc/schema"
 	"svc/schema/broker"
@@ -79,8 +80,8 @@ type Config struct {
 	testKgoOpts []kgo.Opt
 }
 
-// FromEnv reads the SVC_* variables named on each field.
-func FromEnv(r *settings.Reader) Config {
+// ConfigFromEnv reads the SVC_* variables named on each field.
+func ConfigFromEnv(r *settings.Reader) Config {
 	return Config{
 		Group:            r.String("SVC_ROLLUP_GROUP"),
 		BatchRows:        r.Int("SVC_ROLLUP_BATCH_ROWS"),
@@ -94,7 +95,7 @@ func FromEnv(r *settings.Reader) Config {
 		Table:            r.String("SVC_ROLLUP_TABLE"),
 		Topic:            schema.TopicEvents,
 		DeadTopic:        schema.TopicDeadEvent,
-		Kafka:            broker.FromEnv(r),
+		Kafka:            broker.ConfigFromEnv(r),
 		ClickHouse:       schema.FromEnv(r),
 	}
 }
@@ -136,4 +137,12 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// log is Log, or slog.Default() naming role rollup.
+func (c Config) log() *slog.Logger {
+	if c.Log != nil {
+		return c.Log
+	}
+	return slog.Default().With(logs.RoleKey, "rollup")
 }

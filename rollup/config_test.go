@@ -11,7 +11,7 @@ import (
 func TestConfigFromEnvAndValidate(t *testing.T) {
 	vars := map[string]string{}
 	r := &settings.Reader{Lookup: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
-	cfg := FromEnv(r)
+	cfg := ConfigFromEnv(r)
 	if err := r.Err(); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestConfigFromEnvAndValidate(t *testing.T) {
 		"addr":      {"SVC_CLICKHOUSE_ADDR", "nohostport", "SVC_CLICKHOUSE_ADDR"},
 	} {
 		vars = map[string]string{c.k: c.v}
-		cfg := FromEnv(r)
+		cfg := ConfigFromEnv(r)
 		err := cfg.Validate()
 		if c.want == "" {
 			if err != nil {

@@ -47,7 +47,7 @@ func BenchmarkConsumerEndToEnd(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		cfg := FromEnv(emptyEnv())
+		cfg := ConfigFromEnv(emptyEnv())
 		cfg.Group = "bench-" + time.Now().Format("150405.000000")
 		cfg.Kafka.Brokers = br.Addrs()
 		cfg.ClickHouse = ch

@@ -6,25 +6,14 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
-)
 
-// buildSvc builds the svc command into a temporary directory.
-func buildSvc(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "svc")
-	cmd := exec.Command("go", "build", "-o", bin, "svc")
-	cmd.Dir = ".."
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
+	"svc/lib/svctest"
+)
 
 // TestBinaryKilledAndRestarted runs `svc rollup` as a separate process while events
 // are produced, kills it with SIGKILL three times at random moments (so, sooner or
@@ -35,7 +24,7 @@ func TestBinaryKilledAndRestarted(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	w := newWorld(t, 4)
-	bin := buildSvc(t)
+	bin := svctest.Binary(t)
 	env := append(os.Environ(),
 		"SVC_KAFKA_BROKERS="+strings.Join(w.seeds, ","),
 		"SVC_CLICKHOUSE_ADDR="+w.ch.Addr,

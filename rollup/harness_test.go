@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/lib/svctest"
 	"svc/schema"
 	"svc/schema/broker"
 	"svc/schema/chtest"
@@ -297,3 +299,6 @@ func diff(got, want []string) string {
 func uuidString(u schema.UUID) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
 }
+
+// TestMain removes the svc binary the end-to-end test builds (svctest.Binary).
+func TestMain(m *testing.M) { os.Exit(svctest.RunTests(m)) }

@@ -6,9 +6,6 @@ package rollup
 import (
 	"context"
 	"errors"
-	"flag"
-	"fmt"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -16,9 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api"
-	"svc/lib/logs"
-	"svc/lib/settings"
+	"svc/lib/process"
 	"svc/schema"
 )
 
@@ -30,19 +25,13 @@ func Run(ctx context.Context, cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
-	if cfg.Log == nil {
-		cfg.Log = slog.Default().With(logs.RoleKey, "rollup")
-	}
+	cfg.Log = cfg.log()
 	conn, err := openRetry(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	seeds := cfg.Kafka.Brokers
-	if len(seeds) == 0 {
-		seeds = []string{cfg.Kafka.EmbeddedAddr}
-	}
-	c, err := newConsumer(cfg, conn, seeds, cfg.testKgoOpts...)
+	c, err := newConsumer(cfg, conn, cfg.Kafka.ConnectTo(), cfg.testKgoOpts...)
 	if err != nil {
 		return err
 	}
@@ -66,19 +55,19 @@ func openRetry(ctx context.Context, cfg Config) (driver.Conn, error) {
 }
 
 // NewRole returns the consumer as a process role: `svc dev` runs it beside the HTTP
-// roles, and `svc rollup` alone behind /healthz, /readyz and /metrics. It consumes from
-// seeds and registers its metrics on reg. Ready: ClickHouse answers and the member owns
-// at least one partition.
-func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb *redis.Client) api.Role {
+// roles, and `svc rollup` alone (main.go puts /healthz, /readyz and /metrics in front).
+// It consumes from seeds and registers its metrics on reg. Ready: ClickHouse answers and
+// the member owns at least one partition.
+func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb *redis.Client) process.Role {
 	cfg.Kafka.Brokers = seeds
 	cfg.Registerer = reg
 	cfg.Redis = rdb
 	owned := new(atomic.Int64)
 	cfg.Owned = owned
-	return api.Role{
+	return process.Role{
 		Name: "rollup",
-		Run:  func(ctx context.Context) error { return Run(ctx, cfg) },
-		Checks: []api.Check{{Name: "rollup_consumer", Fn: func(ctx context.Context) error {
+		Run:  func(ctx context.Context) error { return run(ctx, cfg) },
+		Checks: []process.Check{{Name: "rollup_consumer", Fn: func(ctx context.Context) error {
 			if n := owned.Load(); n <= 0 {
 				return errors.New("the consumer owns no partition yet")
 			}
@@ -91,47 +80,17 @@ func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb *redis.C
 	}
 }
 
+// run is Run, logging how long the consumer ran and how it stopped.
+func run(ctx context.Context, cfg Config) error {
+	start := time.Now()
+	err := Run(ctx, cfg)
+	cfg.log().Info("rollup stopped", "after", time.Since(start).Round(time.Millisecond).String(), "err", errString(err))
+	return err
+}
+
 func errString(err error) string {
 	if err == nil {
 		return ""
 	}
 	return err.Error()
-}
-
-// Main is `svc rollup`: configuration from SVC_* variables, no arguments.
-func Main(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("rollup", flag.ContinueOnError)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	r := settings.New()
-	cfg := FromEnv(r)
-	if err := r.Err(); err != nil {
-		return err
-	}
-	acfg := api.ConfigFromEnv(r)
-	if err := r.Err(); err != nil {
-		return err
-	}
-	p, err := api.NewBareProcess("rollup", acfg)
-	if err != nil {
-		return err
-	}
-	rdb, err := api.OpenRedis(ctx, acfg.RedisURL)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
-	seeds := cfg.Kafka.Brokers
-	if len(seeds) == 0 {
-		seeds = []string{cfg.Kafka.EmbeddedAddr}
-	}
-	start := time.Now()
-	cfg.Log = p.Log
-	err = p.RunRoles(ctx, NewRole(cfg, seeds, p.Registry, rdb))
-	p.Log.Info("rollup stopped", "after", time.Since(start).Round(time.Millisecond).String(), "err", errString(err))
-	return err
 }

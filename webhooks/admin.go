@@ -20,16 +20,16 @@ import (
 // Admin commands (svc admin webhook …). Each prints one JSON object; secrets are
 // printed only where they are issued (inbound-secret, endpoint create, endpoint
 // rotate-secret).
-func init() {
-	admin.Register("webhook inbound-secret", admin.Command{Usage: "--workspace ID [--overlap DURATION]", Run: cmdInboundSecret})
-	admin.Register("webhook inbound-log", admin.Command{Usage: "--workspace ID [--outcome processed|ignored|failed] [--limit N]", Run: cmdInboundLog})
-	admin.Register("webhook endpoint create", admin.Command{Usage: "--workspace ID --url URL [--kinds a,b]", Run: cmdEndpointCreate})
-	admin.Register("webhook endpoint list", admin.Command{Usage: "--workspace ID", Run: cmdEndpointList})
-	admin.Register("webhook endpoint enable", admin.Command{Usage: "ID", Run: cmdEndpointEnable})
-	admin.Register("webhook endpoint disable", admin.Command{Usage: "ID", Run: cmdEndpointDisable})
-	admin.Register("webhook endpoint rotate-secret", admin.Command{Usage: "ID [--overlap DURATION]", Run: cmdEndpointRotate})
-	admin.Register("webhook deliveries", admin.Command{Usage: "--workspace ID | --endpoint ID | --event ID [--limit N]", Run: cmdDeliveries})
-	admin.Register("webhook redeliver", admin.Command{Usage: "EVENT_ID [--endpoint ID]", Run: cmdRedeliver})
+var AdminCommands = admin.Commands{
+	"webhook inbound-secret":         {Usage: "--workspace ID [--overlap DURATION]", Run: cmdInboundSecret},
+	"webhook inbound-log":            {Usage: "--workspace ID [--outcome processed|ignored|failed] [--limit N]", Run: cmdInboundLog},
+	"webhook endpoint create":        {Usage: "--workspace ID --url URL [--kinds a,b]", Run: cmdEndpointCreate},
+	"webhook endpoint list":          {Usage: "--workspace ID", Run: cmdEndpointList},
+	"webhook endpoint enable":        {Usage: "ID", Run: cmdEndpointEnable},
+	"webhook endpoint disable":       {Usage: "ID", Run: cmdEndpointDisable},
+	"webhook endpoint rotate-secret": {Usage: "ID [--overlap DURATION]", Run: cmdEndpointRotate},
+	"webhook deliveries":             {Usage: "--workspace ID | --endpoint ID | --event ID [--limit N]", Run: cmdDeliveries},
+	"webhook redeliver":              {Usage: "EVENT_ID [--endpoint ID]", Run: cmdRedeliver},
 }
 
 // cmdConfig reads the role's configuration (for the Redis prefix and overlaps).
@@ -52,15 +52,11 @@ func cmdStore(e *admin.Env) (*Store, Config, error) {
 
 // openLogs connects to ClickHouse as the role does (SVC_CLICKHOUSE_*).
 func openLogs(ctx context.Context) (*Logs, func(), error) {
-	r := settings.New()
-	cc := schema.FromEnv(r)
-	if err := r.Err(); err != nil {
+	c, err := cmdConfig()
+	if err != nil {
 		return nil, nil, err
 	}
-	if err := cc.Validate(); err != nil {
-		return nil, nil, err
-	}
-	conn, err := schema.Open(ctx, cc)
+	conn, err := schema.Open(ctx, c.ClickHouse)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"svc/lib/settings"
+	"svc/schema"
 )
 
 // Config is the webhooks role's configuration. ConfigFromEnv reads it; Validate checks it.
@@ -68,6 +69,9 @@ type Config struct {
 	// Worker names this process in the delivery log (SVC_WEBHOOKS_WORKER, default the
 	// host name and pid).
 	Worker string
+
+	// ClickHouse holds the inbound and delivery logs and the actuals (SVC_CLICKHOUSE_*).
+	ClickHouse schema.Config
 }
 
 // DefaultConfig returns the defaults of lib/settings's table (the worker named after
@@ -93,6 +97,7 @@ func ConfigFromEnv(r *settings.Reader) Config {
 		KeyExpiringWithin: r.Duration("SVC_WEBHOOKS_KEY_EXPIRING_WITHIN"),
 		Prefix:            r.String("SVC_WEBHOOKS_REDIS_PREFIX"),
 		Worker:            cmp.Or(r.String("SVC_WEBHOOKS_WORKER"), defaultWorker()),
+		ClickHouse:        schema.FromEnv(r),
 	}
 	for _, s := range r.List("SVC_WEBHOOKS_SCHEDULE") {
 		v, err := time.ParseDuration(s)
@@ -148,5 +153,5 @@ func (c Config) Validate() error {
 	if c.Prefix == "" {
 		errs = append(errs, errors.New("SVC_WEBHOOKS_REDIS_PREFIX must not be empty"))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.ClickHouse.Validate())...)
 }

@@ -3,11 +3,9 @@ package webhooks
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/api/apitest"
+	"svc/lib/svctest"
 	"svc/schema/chtest"
 )
 
@@ -31,13 +30,8 @@ func TestBinaryBothDirections(t *testing.T) {
 	}
 	apitest.Redis(t)
 	cc, _ := chtest.NewDB(t)
-	bin := filepath.Join(t.TempDir(), "svc")
-	build := exec.Command("go", "build", "-o", bin, "svc")
-	build.Dir = ".."
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	addr := freeAddr(t)
+	bin := svctest.Binary(t)
+	addr := svctest.FreeAddr(t)
 	prefix := "test:wh:e2e:" + uuid.NewString()[:8] + ":"
 	t.Cleanup(func() { cleanPrefix(apitest.Redis(t), prefix) })
 	env := append(os.Environ(), "SVC_HTTP_ADDR="+addr, "SVC_METRICS_ADDR=off", "SVC_REDIS_URL="+apitest.RedisURL(),
@@ -146,15 +140,6 @@ func TestBinaryBothDirections(t *testing.T) {
 			t.Fatal("a secret reached the log")
 		}
 	}
-}
-
-func freeAddr(t *testing.T) string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }
 
 func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {

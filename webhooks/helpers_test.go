@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/api/apitest"
+	"svc/lib/svctest"
 	"svc/schema/chtest"
 )
 
@@ -134,3 +136,6 @@ func verifyIndependently(header string, body []byte, secret string, now time.Tim
 	}
 	return false
 }
+
+// TestMain removes the svc binary the end-to-end test builds (svctest.Binary).
+func TestMain(m *testing.M) { os.Exit(svctest.RunTests(m)) }

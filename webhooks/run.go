@@ -7,43 +7,18 @@ package webhooks
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"svc/api"
-	"svc/lib/settings"
+	"svc/api/keys"
+	"svc/lib/process"
 	"svc/schema"
 )
-
-// Main runs `svc webhooks`: the receiver on SVC_HTTP_ADDR and the worker.
-func Main(ctx context.Context, _ []string) error {
-	return api.Main(ctx, "webhooks", func(ctx context.Context, p *api.Process) ([]api.Role, error) {
-		role, err := FromEnv(ctx, p)
-		return []api.Role{role}, err
-	})
-}
-
-// FromEnv builds the role from SVC_WEBHOOKS_* and SVC_CLICKHOUSE_* for process p
-// (`svc webhooks` and `svc dev`).
-func FromEnv(ctx context.Context, p *api.Process) (api.Role, error) {
-	r := settings.New()
-	cfg, ccfg := ConfigFromEnv(r), schema.FromEnv(r)
-	if err := r.Err(); err != nil {
-		return api.Role{}, err
-	}
-	if err := cfg.Validate(); err != nil {
-		return api.Role{}, err
-	}
-	if err := ccfg.Validate(); err != nil {
-		return api.Role{}, err
-	}
-	conn, err := schema.Open(ctx, ccfg)
-	if err != nil {
-		return api.Role{}, fmt.Errorf("webhooks: %w", err)
-	}
-	return New(cfg, p, conn, NewMetrics(p.Registry)).Role(), nil
-}
 
 // Role is the webhooks role's parts, wired together.
 type Role struct {
@@ -54,29 +29,42 @@ type Role struct {
 	conn     driver.Conn
 }
 
-// New wires the role over p's Redis and key store and the ClickHouse conn (which the
-// role closes on Close).
-func New(cfg Config, p *api.Process, conn driver.Conn, m *Metrics) *Role {
-	st := NewStore(p.Redis, cfg.Prefix)
+// Open builds the role (`svc webhooks` and `svc dev`): it connects to ClickHouse per
+// cfg.ClickHouse (the role owns that pool and closes it on Close), keeps its schedule in
+// rdb, reads keys from ks, and registers its metrics on reg. cfg must be valid.
+func Open(ctx context.Context, cfg Config, rdb *redis.Client, ks *keys.Store, reg prometheus.Registerer, log *slog.Logger) (*Role, error) {
+	conn, err := schema.Open(ctx, cfg.ClickHouse)
+	if err != nil {
+		return nil, fmt.Errorf("webhooks: %w", err)
+	}
+	return New(cfg, rdb, ks, conn, NewMetrics(reg), log), nil
+}
+
+// New wires the role over Redis, the key store and the ClickHouse conn (which the role
+// closes on Close).
+func New(cfg Config, rdb *redis.Client, ks *keys.Store, conn driver.Conn, m *Metrics, log *slog.Logger) *Role {
+	st := NewStore(rdb, cfg.Prefix)
 	logs := NewLogs(conn)
-	em := &Emitter{Store: st, Logs: logs, Log: p.Log, Delay: cfg.Schedule[0]}
+	em := &Emitter{Store: st, Logs: logs, Log: log, Delay: cfg.Schedule[0]}
 	return &Role{
-		Inbound: &Inbound{Config: cfg, Store: st, Logs: logs, Keys: p.Deps.Keys, Actuals: NewActualsStore(conn),
-			Metrics: m, Log: p.Log, Now: time.Now},
-		Worker:   NewWorker(cfg, st, logs, m, p.Log),
-		Triggers: &Triggers{Config: cfg, Emitter: em, Keys: p.Deps.Keys, Conn: conn, Log: p.Log, Now: time.Now},
+		Inbound: &Inbound{Config: cfg, Store: st, Logs: logs, Keys: ks, Actuals: NewActualsStore(conn),
+			Metrics: m, Log: log, Now: time.Now},
+		Worker:   NewWorker(cfg, st, logs, m, log),
+		Triggers: &Triggers{Config: cfg, Emitter: em, Keys: ks, Conn: conn, Log: log, Now: time.Now},
 		Emitter:  em,
 		conn:     conn,
 	}
 }
 
-// Role returns the process role: the receiver route, a ClickHouse readiness check, and
-// the worker and triggers as background work.
-func (r *Role) Role() api.Role {
-	return api.Role{
+// Routes returns the receiver's route.
+func (r *Role) Routes() []api.Route { return []api.Route{r.Inbound.Route()} }
+
+// Role returns the process role: a ClickHouse readiness check, and the worker and
+// triggers as its work.
+func (r *Role) Role() process.Role {
+	return process.Role{
 		Name:   "webhooks",
-		Routes: []api.Route{r.Inbound.Route()},
-		Checks: []api.Check{{Name: "clickhouse", Fn: func(ctx context.Context) error { return r.conn.Ping(ctx) }}},
+		Checks: []process.Check{{Name: "clickhouse", Fn: func(ctx context.Context) error { return r.conn.Ping(ctx) }}},
 		Run: func(ctx context.Context) error {
 			errc := make(chan error, 1)
 			go func() { errc <- r.Triggers.Run(ctx) }()

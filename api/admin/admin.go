@@ -21,6 +21,7 @@ import (
 	"svc/api"
 	"svc/api/ids"
 	"svc/api/keys"
+	"svc/lib/process"
 	"svc/lib/settings"
 )
 
@@ -37,9 +38,13 @@ type Env struct {
 	Out   io.Writer
 }
 
-// Commands maps "noun verb" to a command. Packages outside admin add theirs through
-// Register (webhooks, imports, seeds).
-var Commands = map[string]Command{
+// Commands maps "noun verb" to a command.
+type Commands map[string]Command
+
+// KeyScreens are the commands of the key screens: workspaces, pixels, keys. The
+// catalog's (imports, seeds) and the webhooks role's live in their packages; main.go
+// hands every set to Main.
+var KeyScreens = Commands{
 	"workspace create": {"--name NAME [--showroom]", workspaceCreate},
 	"pixel create":     {"--workspace ID [--name NAME]", pixelCreate},
 	"key create":       {"--workspace ID --env live|sandbox --scopes a,b [--expires RFC3339] [--allow CIDR,...] [--version V] [--burst N] [--daily N]", keyCreate},
@@ -49,27 +54,35 @@ var Commands = map[string]Command{
 	"key list":         {"--workspace ID", keyList},
 }
 
-// Register adds a command; it panics on a duplicate name (a programming error).
-func Register(name string, c Command) {
-	if _, dup := Commands[name]; dup {
-		panic("admin: duplicate command " + name)
+// Merge returns the union of sets; it panics on a name in two of them (a programming
+// error).
+func Merge(sets ...Commands) Commands {
+	all := Commands{}
+	for _, set := range sets {
+		for name, c := range set {
+			if _, dup := all[name]; dup {
+				panic("admin: duplicate command " + name)
+			}
+			all[name] = c
+		}
 	}
-	Commands[name] = c
+	return all
 }
 
-// Main runs `svc admin <noun> <verb> [flags]`.
-func Main(ctx context.Context, args []string) error {
-	name, rest := split(args)
-	cmd, ok := Commands[name]
+// Main runs `svc admin <noun> <verb> [flags]`, one of the commands of sets.
+func Main(ctx context.Context, args []string, sets ...Commands) error {
+	cmds := Merge(sets...)
+	name, rest := cmds.split(args)
+	cmd, ok := cmds[name]
 	if !ok {
-		return usageError(name)
+		return cmds.usageError(name)
 	}
 	r := settings.New()
 	redisURL := r.String("SVC_REDIS_URL")
 	if err := r.Err(); err != nil {
 		return err
 	}
-	rdb, err := api.OpenRedis(ctx, redisURL)
+	rdb, err := process.OpenRedis(ctx, redisURL)
 	if err != nil {
 		return err
 	}
@@ -83,7 +96,7 @@ func Main(ctx context.Context, args []string) error {
 	return enc.Encode(out)
 }
 
-func split(args []string) (string, []string) {
+func (Commands Commands) split(args []string) (string, []string) {
 	if len(args) >= 2 && !strings.HasPrefix(args[1], "-") {
 		if _, ok := Commands[args[0]+" "+args[1]]; ok {
 			return args[0] + " " + args[1], args[2:]
@@ -103,7 +116,7 @@ func split(args []string) (string, []string) {
 	return strings.Join(args[:min(len(args), 2)], " "), nil
 }
 
-func usageError(name string) error {
+func (Commands Commands) usageError(name string) error {
 	names := make([]string, 0, len(Commands))
 	for n := range Commands {
 		names = append(names, n)
@@ -214,43 +227,6 @@ func pixelCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	return PixelJSON{ids.Format(ids.Pixel, p.ID), p.ID.String(), ids.Format(ids.Org, w.ID), w.ID.String(), p.Name, p.CreatedAt}, nil
 }
 
-// KeyJSON is a key as printed; Secret only on create and rotate.
-type KeyJSON struct {
-	ID                string     `json:"id"`
-	IDUUID            string     `json:"id_uuid"`
-	Secret            string     `json:"secret,omitempty"`
-	WorkspaceID       string     `json:"workspace_id"`
-	WorkspaceIDUUID   string     `json:"workspace_id_uuid"`
-	Env               string     `json:"env"`
-	Scopes            []string   `json:"scopes"`
-	ExpiresAt         *time.Time `json:"expires_at"`
-	Allow             []string   `json:"allow"`
-	Version           string     `json:"version,omitempty"`
-	Burst             int        `json:"burst"`
-	Daily             int        `json:"daily"`
-	Status            string     `json:"status"`
-	CreatedAt         time.Time  `json:"created_at"`
-	RevokedAt         *time.Time `json:"revoked_at,omitempty"`
-	PreviousCutoverAt *time.Time `json:"previous_cutover_at,omitempty"`
-}
-
-// NewKeyJSON formats k as of now.
-func NewKeyJSON(k keys.Key, now time.Time) KeyJSON {
-	allow := make([]string, len(k.Allow))
-	for i, p := range k.Allow {
-		allow[i] = p.String()
-	}
-	status := "active"
-	if k.RevokedAt != nil {
-		status = "revoked"
-	} else if k.ExpiresAt != nil && !now.Before(*k.ExpiresAt) {
-		status = "expired"
-	}
-	return KeyJSON{ID: ids.Format(ids.Key, k.ID), IDUUID: k.ID.String(), WorkspaceID: ids.Format(ids.Org, k.WorkspaceID),
-		WorkspaceIDUUID: k.WorkspaceID.String(), Env: k.Env, Scopes: k.Scopes, ExpiresAt: k.ExpiresAt, Allow: allow,
-		Version: k.Version, Burst: k.Burst, Daily: k.Daily, Status: status, CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
-}
-
 func keyCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	fs := flag.NewFlagSet("key create", flag.ContinueOnError)
 	ws := fs.String("workspace", "", "workspace id")
@@ -290,7 +266,7 @@ func keyCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := NewKeyJSON(k, time.Now())
+	out := keys.NewJSON(k, time.Now())
 	out.Secret = secret
 	return out, nil
 }
@@ -330,7 +306,7 @@ func keyRevoke(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewKeyJSON(k, time.Now()), nil
+	return keys.NewJSON(k, time.Now()), nil
 }
 
 func keyRotate(ctx context.Context, e *Env, args []string) (any, error) {
@@ -348,7 +324,7 @@ func keyRotate(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := NewKeyJSON(k, time.Now())
+	out := keys.NewJSON(k, time.Now())
 	out.Secret, out.PreviousCutoverAt = secret, &cutover
 	return out, nil
 }
@@ -375,7 +351,7 @@ func keySetLimits(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewKeyJSON(k, time.Now()), nil
+	return keys.NewJSON(k, time.Now()), nil
 }
 
 func keyList(ctx context.Context, e *Env, args []string) (any, error) {
@@ -394,9 +370,9 @@ func keyList(ctx context.Context, e *Env, args []string) (any, error) {
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].CreatedAt.Before(ks[j].CreatedAt) })
 	now := time.Now()
-	out := make([]KeyJSON, len(ks))
+	out := make([]keys.JSON, len(ks))
 	for i, k := range ks {
-		out[i] = NewKeyJSON(k, now)
+		out[i] = keys.NewJSON(k, now)
 	}
 	return map[string]any{"data": out}, nil
 }

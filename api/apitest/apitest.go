@@ -8,9 +8,9 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,30 +24,17 @@ import (
 	"svc/api"
 	"svc/api/ids"
 	"svc/api/keys"
+	"svc/lib/logs"
+	"svc/lib/process"
 	"svc/lib/settings"
+	"svc/lib/svctest"
 )
 
-// RedisURL is where tests find Redis (SVC_REDIS_URL or the default).
-func RedisURL() string {
-	if u := os.Getenv("SVC_REDIS_URL"); u != "" {
-		return u
-	}
-	return "redis://127.0.0.1:6379/0"
-}
+// RedisURL is where tests find Redis (svctest.RedisURL).
+func RedisURL() string { return svctest.RedisURL() }
 
-// Redis connects to the test Redis, skipping (or failing under CI) when it is down.
-func Redis(t testing.TB) *redis.Client {
-	t.Helper()
-	rdb, err := api.OpenRedis(context.Background(), RedisURL())
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("redis: %v", err)
-		}
-		t.Skipf("redis unavailable: %v", err)
-	}
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
-}
+// Redis connects to the test Redis (svctest.Redis).
+func Redis(t testing.TB) *redis.Client { return svctest.Redis(t) }
 
 // Server is a running api.Server for a test.
 type Server struct {
@@ -70,7 +57,7 @@ func Start(t testing.TB, routes []api.Route, cfg func(*api.Config)) *Server {
 		t.Fatal(err)
 	}
 	c := api.ConfigFromEnv(settings.Defaults())
-	c.HTTPAddr, c.MetricsAddr, c.RedisURL = ln.Addr().String(), "off", RedisURL()
+	c.HTTPAddr = ln.Addr().String()
 	c.ReadTimeout, c.WriteTimeout, c.IdleTimeout, c.ShutdownTimeout = 5*time.Second, 5*time.Second, 30*time.Second, 5*time.Second
 	c.RedisAutoPipeline = false // each command its own round trip, as before the option existed
 	c.PublicURL = "http://" + c.HTTPAddr
@@ -81,8 +68,8 @@ func Start(t testing.TB, routes []api.Route, cfg func(*api.Config)) *Server {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	deps := api.NewDeps(c, rdb, reg, api.NewLogger())
-	srv := api.NewServer(c, deps, append(api.HealthRoutes(api.RedisCheck(rdb)), routes...))
+	deps := api.NewDeps(c, rdb, reg, logs.New(slog.LevelInfo))
+	srv := api.NewServer(c, deps, append(api.HealthRoutes(process.RedisCheck(rdb)), routes...))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, ln); close(done) }()

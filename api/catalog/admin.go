@@ -20,9 +20,11 @@ import (
 	"svc/schema"
 )
 
-func init() {
-	admin.Register("import", admin.Command{Usage: "FILE --workspace ID (the JSON format is in api/catalog/README.md)", Run: importCommand})
-	admin.Register("seed showroom", admin.Command{Usage: "(deterministic; safe to run twice)", Run: seedCommand})
+// AdminCommands are the catalog's admin commands (`svc admin import`, `svc admin seed
+// showroom`); main.go hands them to admin.Main.
+var AdminCommands = admin.Commands{
+	"import":        {Usage: "FILE --workspace ID (the JSON format is in api/catalog/README.md)", Run: importCommand},
+	"seed showroom": {Usage: "(deterministic; safe to run twice)", Run: seedCommand},
 }
 
 // openClickHouse connects to the service database from SVC_CLICKHOUSE_*.

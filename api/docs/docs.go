@@ -446,6 +446,3 @@ func serveFrom(r *api.Request, key string, markdown bool) error {
 	r.Raw(200, "text/html; charset=utf-8", b)
 	return nil
 }
-
-// Role is the self-description as a role of a process (`svc dev`, `svc api`).
-func Role() api.Role { return api.Role{Name: "docs", Routes: Routes()} }

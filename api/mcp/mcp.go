@@ -269,7 +269,3 @@ func roundTrip(v any) any {
 	_ = json.Unmarshal(b, &out)
 	return out
 }
-
-// Role is the MCP endpoint as a role of a process (`svc dev`, `svc api`). It needs the
-// read API's routes in the same process: tools answer through them.
-func Role() api.Role { return api.Role{Name: "mcp", Routes: New().Routes()} }

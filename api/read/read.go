@@ -9,7 +9,6 @@ package read
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -18,12 +17,9 @@ import (
 
 	"svc/api"
 	"svc/api/catalog"
-	"svc/api/docs"
 	"svc/api/keys"
-	"svc/api/mcp"
 	"svc/api/problem"
-	"svc/lib/settings"
-	"svc/schema"
+	"svc/lib/process"
 )
 
 // Scopes of the read API's operations (DESIGN.md, decisions).
@@ -115,49 +111,10 @@ func (a *API) cached(h api.Handler) api.Handler {
 	return func(r *api.Request) error { return a.Cache.serve(r, a.timeout(), func() error { return h(r) }) }
 }
 
-// Role is the read API as a role of a process; Close closes the ClickHouse pool.
-func (a *API) Role() api.Role {
-	return api.Role{Name: "api", Routes: a.Routes(),
-		Checks: []api.Check{{Name: "clickhouse", Fn: a.Conn.Ping}},
+// Role is the read API as a role of a process; Close closes the ClickHouse pool. Its
+// routes (Routes) are served by the process's HTTP front.
+func (a *API) Role() process.Role {
+	return process.Role{Name: "api",
+		Checks: []process.Check{{Name: "clickhouse", Fn: a.Conn.Ping}},
 		Close:  func(context.Context) error { return a.Conn.Close() }}
-}
-
-// FromEnv builds the read API role of process p, connecting to ClickHouse from
-// SVC_CLICKHOUSE_* (`svc api` and `svc dev`). The role owns the connection.
-func FromEnv(ctx context.Context, p *api.Process) (api.Role, error) {
-	r := settings.New()
-	cfg := schema.FromEnv(r)
-	timeout := r.Duration("SVC_API_QUERY_TIMEOUT")
-	threads := r.Int("SVC_API_QUERY_THREADS")
-	cacheTTL := r.Duration("SVC_API_CACHE_TTL")
-	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
-		return api.Role{}, err
-	}
-	if timeout <= 0 {
-		return api.Role{}, fmt.Errorf("SVC_API_QUERY_TIMEOUT %s: must be positive", timeout)
-	}
-	if threads < 1 || threads > 64 {
-		return api.Role{}, fmt.Errorf("SVC_API_QUERY_THREADS %d: want 1..64", threads)
-	}
-	if cacheTTL < 0 || cacheTTL > 10*time.Second {
-		return api.Role{}, fmt.Errorf("SVC_API_CACHE_TTL %s: want 0 (off) to 10s", cacheTTL)
-	}
-	conn, err := schema.Open(ctx, cfg)
-	if err != nil {
-		return api.Role{}, fmt.Errorf("api: %w", err)
-	}
-	a := &API{Conn: conn, Keys: p.Deps.Keys, Log: p.Log, QueryTimeout: timeout, QueryThreads: threads}
-	if cacheTTL > 0 {
-		a.Cache = NewCache(cacheTTL, 64<<20)
-	}
-	return a.Role(), nil
-}
-
-// Main runs `svc api`: the read API alone, with the self-description and the MCP
-// endpoint (api/docs, api/mcp).
-func Main(ctx context.Context, _ []string) error {
-	return api.Main(ctx, "api", func(ctx context.Context, p *api.Process) ([]api.Role, error) {
-		role, err := FromEnv(ctx, p)
-		return []api.Role{role, docs.Role(), mcp.Role()}, err
-	})
 }

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"svc/api"
-	"svc/api/admin"
 	"svc/api/ids"
 	"svc/api/keys"
 	"svc/api/limits"
@@ -69,7 +68,7 @@ type Me struct {
 }
 
 func (a *API) me(r *api.Request) error {
-	k := admin.NewKeyJSON(*r.Key, a.now())
+	k := keys.NewJSON(*r.Key, a.now())
 	w, err := a.Keys.Workspace(r.Context(), r.Key.WorkspaceID)
 	if err != nil && !errors.Is(err, keys.ErrNotFound) {
 		return api.Unavailable("the key store", 1)

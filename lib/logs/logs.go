@@ -7,7 +7,7 @@
 //	go-redis's internal logger                  Install (redis.SetLogger), lib=go-redis
 //	franz-go clients                            Kgo (kgo.WithLogger), lib=franz-go
 //	the embedded kfake broker                   Kfake (kfake.WithLogger), lib=kfake
-//	fasthttp.Server.Logger, http.Server.ErrorLog Printf, StdLog
+//	http.Server.ErrorLog, any Printf logger     StdLog, Printf
 //	clickhouse-go's Logger                      Quiet (debug level only), lib=clickhouse-go
 //
 // Nothing secret is passed to a logger (keys are logged by id, emails never).
@@ -32,17 +32,13 @@ const RoleKey = "role"
 // LibKey is the attribute naming the library a line came from, when not svc's own code.
 const LibKey = "lib"
 
-// New returns a JSON logger writing to stderr at SVC_LOG_LEVEL (info, or debug), with no
-// role: callers add one (With(RoleKey, …)).
-func New() *slog.Logger { return NewTo(os.Stderr) }
+// New returns a JSON logger writing to stderr at level (SVC_LOG_LEVEL, read by
+// lib/process), with no role: callers add one (With(RoleKey, …)).
+func New(level slog.Level) *slog.Logger { return NewTo(os.Stderr, level) }
 
 // NewTo is New writing to w.
-func NewTo(w io.Writer) *slog.Logger {
-	lvl := slog.LevelInfo
-	if os.Getenv("SVC_LOG_LEVEL") == "debug" {
-		lvl = slog.LevelDebug
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lvl}))
+func NewTo(w io.Writer, level slog.Level) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // Install makes l the process's default logger: slog.Default, the standard log package
@@ -63,7 +59,7 @@ func (r redisLogger) Printf(ctx context.Context, format string, v ...any) {
 	}
 }
 
-// Printer is a Printf logger (fasthttp.Logger has this shape).
+// Printer is a Printf logger.
 type Printer interface {
 	Printf(format string, args ...any)
 }

@@ -34,7 +34,7 @@ func lines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 // at the level the library meant (franz-go's and kfake's chatty info lines as debug).
 func TestAdaptersWriteJSONWithRole(t *testing.T) {
 	var buf bytes.Buffer
-	l := NewTo(&buf).With(RoleKey, "rollup")
+	l := NewTo(&buf, slog.LevelInfo).With(RoleKey, "rollup")
 	k := Kgo(l)
 	if k.Level() != kgo.LogLevelWarn {
 		t.Fatalf("franz-go level at info: %v, want warn", k.Level())
@@ -70,9 +70,8 @@ func TestAdaptersWriteJSONWithRole(t *testing.T) {
 
 // Under debug, clickhouse-go's lines show, demoted to DEBUG with their own level kept.
 func TestQuietShowsUnderDebug(t *testing.T) {
-	t.Setenv("SVC_LOG_LEVEL", "debug")
 	var buf bytes.Buffer
-	Quiet(NewTo(&buf).With(RoleKey, "api"), "clickhouse-go").Warn("server exception received", "code", 60)
+	Quiet(NewTo(&buf, slog.LevelDebug).With(RoleKey, "api"), "clickhouse-go").Warn("server exception received", "code", 60)
 	got := lines(t, &buf)
 	if len(got) != 1 || got[0]["level"] != "DEBUG" || got[0]["lib_level"] != "WARN" || got[0][LibKey] != "clickhouse-go" || got[0][RoleKey] != "api" {
 		t.Fatalf("got %v", got)
@@ -84,7 +83,7 @@ func TestInstallRoutesStdLogAndRedis(t *testing.T) {
 	old := slog.Default()
 	t.Cleanup(func() { slog.SetDefault(old); redis.SetLogger(redisLogger{old}) })
 	var buf bytes.Buffer
-	Install(NewTo(&buf).With(RoleKey, "ingest"))
+	Install(NewTo(&buf, slog.LevelInfo).With(RoleKey, "ingest"))
 	log.Printf("plain %s", "line")
 	// go-redis logs a failed dial through its internal logger.
 	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialerRetries: 1})

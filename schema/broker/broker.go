@@ -6,6 +6,7 @@ package broker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -15,8 +16,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"svc/api"
 	"svc/lib/logs"
+	"svc/lib/process"
 	"svc/lib/settings"
 	"svc/schema"
 )
@@ -53,8 +54,8 @@ type Config struct {
 	Log *slog.Logger
 }
 
-// FromEnv reads the SVC_* variables named on each field.
-func FromEnv(r *settings.Reader) Config {
+// ConfigFromEnv reads the SVC_* variables named on each field.
+func ConfigFromEnv(r *settings.Reader) Config {
 	return Config{
 		Brokers:      r.List("SVC_KAFKA_BROKERS"),
 		EmbeddedAddr: r.String("SVC_EMBEDDED_KAFKA_ADDR"),
@@ -66,23 +67,34 @@ func FromEnv(r *settings.Reader) Config {
 	}
 }
 
-// Validate reports a configuration that cannot work.
+// Validate reports every field that cannot work, all at once.
 func (c Config) Validate() error {
+	var errs []error
 	if len(c.Brokers) == 0 {
 		if _, _, err := net.SplitHostPort(c.EmbeddedAddr); err != nil {
-			return fmt.Errorf("SVC_EMBEDDED_KAFKA_ADDR %q: %v", c.EmbeddedAddr, err)
+			errs = append(errs, fmt.Errorf("SVC_EMBEDDED_KAFKA_ADDR %q: %v", c.EmbeddedAddr, err))
 		}
 	}
 	if c.Partitions < 1 || c.Partitions > 1024 {
-		return fmt.Errorf("SVC_KAFKA_PARTITIONS %d: want 1..1024", c.Partitions)
+		errs = append(errs, fmt.Errorf("SVC_KAFKA_PARTITIONS %d: want 1..1024", c.Partitions))
 	}
 	if c.Retain < 0 {
-		return fmt.Errorf("SVC_EMBEDDED_KAFKA_RETAIN %s: want 0 (off) or more", c.Retain)
+		errs = append(errs, fmt.Errorf("SVC_EMBEDDED_KAFKA_RETAIN %s: want 0 (off) or more", c.Retain))
 	}
 	if c.Retain > 0 && c.TrimInterval < 10*time.Millisecond {
-		return fmt.Errorf("SVC_EMBEDDED_KAFKA_TRIM_INTERVAL %s: want at least 10ms", c.TrimInterval)
+		errs = append(errs, fmt.Errorf("SVC_EMBEDDED_KAFKA_TRIM_INTERVAL %s: want at least 10ms", c.TrimInterval))
 	}
-	return nil
+	return errors.Join(errs...)
+}
+
+// ConnectTo returns the brokers a process that runs no broker of its own connects to:
+// Brokers, or else the address of the embedded broker another process runs (svc broker,
+// svc ingest, svc dev).
+func (c Config) ConnectTo() []string {
+	if len(c.Brokers) > 0 {
+		return c.Brokers
+	}
+	return []string{c.EmbeddedAddr}
 }
 
 func (c Config) log() *slog.Logger {
@@ -172,10 +184,10 @@ func Seeds(c Config) ([]string, func(), error) {
 
 // Role starts the brokers' side of a process: it returns the seeds and a role whose
 // Close stops an embedded broker (list it first, so it closes after every client).
-func Role(c Config) ([]string, api.Role, error) {
+func Role(c Config) ([]string, process.Role, error) {
 	seeds, stop, err := Seeds(c)
 	if err != nil {
-		return nil, api.Role{}, err
+		return nil, process.Role{}, err
 	}
-	return seeds, api.Role{Name: "broker", Close: func(context.Context) error { stop(); return nil }}, nil
+	return seeds, process.Role{Name: "broker", Close: func(context.Context) error { stop(); return nil }}, nil
 }

@@ -1,0 +1,115 @@
+// Package svctest is what svc's test suites share outside the HTTP harness (api/apitest):
+// the test Redis, the svc binary built once per test binary, and free loopback
+// addresses. Tests skip when Redis is unreachable, except under CI=true, where they fail.
+package svctest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"svc/lib/process"
+	"svc/lib/settings"
+)
+
+// RedisURL is where tests find Redis (SVC_REDIS_URL or its default).
+func RedisURL() string { return settings.New().String("SVC_REDIS_URL") }
+
+// Redis connects to the test Redis, skipping (or failing under CI) when it is down.
+func Redis(t testing.TB) *redis.Client {
+	t.Helper()
+	rdb, err := process.OpenRedis(context.Background(), RedisURL())
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis: %v", err)
+		}
+		t.Skipf("redis unavailable: %v", err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// FreeAddr returns a loopback address whose port was free a moment ago.
+func FreeAddr(t testing.TB) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+var build struct {
+	once sync.Once
+	dir  string
+	bin  string
+	err  error
+}
+
+// Build builds the svc command once per test binary and returns its path. Call Cleanup
+// from TestMain after the tests (RunTests does).
+func Build() (string, error) {
+	build.once.Do(func() {
+		root, err := moduleRoot()
+		if err != nil {
+			build.err = err
+			return
+		}
+		if build.dir, build.err = os.MkdirTemp("", "svc-test-bin"); build.err != nil {
+			return
+		}
+		build.bin = filepath.Join(build.dir, "svc")
+		cmd := exec.Command("go", "build", "-o", build.bin, ".")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			build.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	return build.bin, build.err
+}
+
+// Binary is Build for one test, failing it when the build fails.
+func Binary(t testing.TB) string {
+	t.Helper()
+	bin, err := Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// Cleanup removes the binary Build made.
+func Cleanup() {
+	if build.dir != "" {
+		os.RemoveAll(build.dir)
+	}
+}
+
+// RunTests runs m, then removes the built binary: the TestMain of a package whose tests
+// call Binary is os.Exit(svctest.RunTests(m)).
+func RunTests(m *testing.M) int {
+	defer Cleanup()
+	return m.Run()
+}
+
+// moduleRoot is the folder of go.mod.
+func moduleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMOD: %w", err)
+	}
+	gomod := strings.TrimSpace(string(out))
+	if gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not inside the svc module")
+	}
+	return filepath.Dir(gomod), nil
+}

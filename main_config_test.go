@@ -1,0 +1,50 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"svc/lib/settings"
+)
+
+// The table's "read by" is what each command really reads: every command `svc config`
+// can check reads exactly the settings that name it.
+func TestSettingsReadByMatchesCommands(t *testing.T) {
+	for name, check := range checkers {
+		r := settings.Defaults()
+		if err := check(r); err != nil {
+			t.Errorf("svc %s: the defaults do not validate: %v", name, err)
+		}
+		if err := r.Err(); err != nil {
+			t.Errorf("svc %s: %v", name, err)
+		}
+		read := r.Read()
+		for _, s := range settings.Table {
+			if got, want := slices.Contains(read, s.Name), slices.Contains(s.ReadBy, name); got != want {
+				t.Errorf("svc %s reads %s: %v; the table says %v", name, s.Name, got, want)
+			}
+		}
+	}
+}
+
+// svc config COMMAND prints what the command reads, masked, and reports every bad
+// setting at once.
+func TestConfigReportsEveryBadSettingAtOnce(t *testing.T) {
+	t.Setenv("SVC_HTTP_ADDR", "nowhere")
+	t.Setenv("SVC_LOG_LEVEL", "loud")
+	t.Setenv("SVC_ROLLUP_BATCH_ROWS", "1")
+	t.Setenv("SVC_WEBHOOKS_POLL", "often")
+	t.Setenv("SVC_CLICKHOUSE_PASSWORD", "hunter2")
+	t.Setenv("SVC_REDIS_URL", "redis://svc:hunter3@127.0.0.1:6379/0")
+	var out strings.Builder
+	err := printConfig([]string{"dev"}, &out)
+	for _, name := range []string{"SVC_HTTP_ADDR", "SVC_LOG_LEVEL", "SVC_ROLLUP_BATCH_ROWS", "SVC_WEBHOOKS_POLL"} {
+		if err == nil || !strings.Contains(err.Error(), name) {
+			t.Errorf("the error does not name %s: %v", name, err)
+		}
+	}
+	if strings.Contains(out.String(), "hunter") || !strings.Contains(out.String(), "SVC_ROLLUP_BATCH_ROWS=1\t# set") {
+		t.Fatalf("printed:\n%s", out.String())
+	}
+}

@@ -1,0 +1,274 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"svc/api"
+	"svc/api/docs"
+	"svc/api/mcp"
+	"svc/api/read"
+	"svc/ingest"
+	"svc/lib/logs"
+	"svc/lib/process"
+	"svc/lib/settings"
+	"svc/rollup"
+	"svc/schema/broker"
+	"svc/webhooks"
+)
+
+// A roleSet is what one role command reads from the environment (all of it through one
+// settings.Reader, so every bad setting is reported at once) and how it assembles its
+// roles on a process and its HTTP front.
+type roleSet interface {
+	base() *processSettings
+	validate() error
+	build(ctx context.Context, p *process.Process, front *api.Front) ([]process.Role, error)
+}
+
+// roleSets reads each role command's settings.
+var roleSets = map[string]func(r *settings.Reader) roleSet{
+	"dev": func(r *settings.Reader) roleSet {
+		return &devSet{processSettings: readProcess(r), Broker: broker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r),
+			Webhooks: webhooks.ConfigFromEnv(r), Read: read.ConfigFromEnv(r), Rollup: rollup.ConfigFromEnv(r)}
+	},
+	"ingest": func(r *settings.Reader) roleSet {
+		return &ingestSet{processSettings: readProcess(r), Broker: broker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r)}
+	},
+	"rollup": func(r *settings.Reader) roleSet {
+		s := &rollupSet{processSettings: readProcess(r), Rollup: rollup.ConfigFromEnv(r)}
+		s.bareFront = true
+		return s
+	},
+	"api": func(r *settings.Reader) roleSet {
+		return &apiSet{processSettings: readProcess(r), Read: read.ConfigFromEnv(r)}
+	},
+	"webhooks": func(r *settings.Reader) roleSet {
+		return &webhooksSet{processSettings: readProcess(r), Webhooks: webhooks.ConfigFromEnv(r)}
+	},
+}
+
+// processSettings are what every role command reads: the process's and its HTTP
+// front's.
+type processSettings struct {
+	Process process.Config
+	HTTP    api.Config
+	// bareFront serves only /healthz and /readyz without API keys or a Redis check (the
+	// rollup consumer's front).
+	bareFront bool
+}
+
+func readProcess(r *settings.Reader) processSettings {
+	return processSettings{Process: process.ConfigFromEnv(r), HTTP: api.ConfigFromEnv(r)}
+}
+
+func (s *processSettings) base() *processSettings { return s }
+
+func (s *processSettings) validateBase() error {
+	return errors.Join(s.Process.Validate(), s.HTTP.Validate())
+}
+
+// roleCommand runs role command name: its settings, read and checked at once; the
+// process (logger naming name, metrics, Redis); the roles its set builds; and the HTTP
+// front serving their routes, /healthz and /readyz over their checks. When building
+// fails, the roles built so far are closed.
+func roleCommand(name string) func(ctx context.Context, args []string) error {
+	return func(ctx context.Context, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unexpected arguments %q (svc %s is configured by SVC_* variables only)", args, name)
+		}
+		r := settings.New()
+		set := roleSets[name](r)
+		if err := errors.Join(r.Err(), set.validate()); err != nil {
+			return err
+		}
+		b := set.base()
+		p := process.New(name, b.Process)
+		if err := p.OpenRedis(ctx); err != nil {
+			return err
+		}
+		defer p.Close()
+		front, checks := newFront(b, p)
+		roles, err := set.build(ctx, p, front)
+		if err != nil {
+			p.CloseRoles(roles)
+			return err
+		}
+		roles = append(roles, front.Role(append(checks, process.Checks(roles)...)...))
+		return p.Run(ctx, roles...)
+	}
+}
+
+// newFront is the HTTP front of role set b on p, and the readiness checks of its own:
+// the API's stores over Redis, and Redis's check; a bare front has neither.
+func newFront(b *processSettings, p *process.Process) (*api.Front, []process.Check) {
+	if b.bareFront {
+		return api.NewFront(b.HTTP, api.BareDeps(p.Registry, p.Log)), nil
+	}
+	return api.NewFront(b.HTTP, api.NewDeps(b.HTTP, p.Redis, p.Registry, p.Log)), []process.Check{process.RedisCheck(p.Redis)}
+}
+
+// ingestSet is `svc ingest`: the edge, with an embedded broker when SVC_KAFKA_BROKERS
+// is empty.
+type ingestSet struct {
+	processSettings
+	Broker broker.Config
+	Ingest ingest.Config
+}
+
+func (s *ingestSet) validate() error {
+	return errors.Join(s.validateBase(), s.Broker.Validate(), s.Ingest.Validate())
+}
+
+func (s *ingestSet) build(_ context.Context, p *process.Process, front *api.Front) ([]process.Role, error) {
+	s.Broker.Log = p.RoleLog("broker")
+	seeds, brk, err := broker.Role(s.Broker)
+	if err != nil {
+		return nil, err
+	}
+	edge, err := ingest.New(s.Ingest, s.Broker, seeds, front.Deps.Keys, p.Registry, p.Log)
+	if err != nil {
+		return []process.Role{brk}, err
+	}
+	front.Handle(edge.Routes()...)
+	return []process.Role{brk, edge.Role()}, nil
+}
+
+// rollupSet is `svc rollup`: the consumer, consuming from SVC_KAFKA_BROKERS or the
+// embedded broker another process runs.
+type rollupSet struct {
+	processSettings
+	Rollup rollup.Config
+}
+
+func (s *rollupSet) validate() error { return errors.Join(s.validateBase(), s.Rollup.Validate()) }
+
+func (s *rollupSet) build(_ context.Context, p *process.Process, _ *api.Front) ([]process.Role, error) {
+	s.Rollup.Log = p.Log
+	return []process.Role{rollup.NewRole(s.Rollup, s.Rollup.Kafka.ConnectTo(), p.Registry, p.Redis)}, nil
+}
+
+// apiSet is `svc api`: the read API with the self-description and the MCP endpoint.
+type apiSet struct {
+	processSettings
+	Read read.Config
+}
+
+func (s *apiSet) validate() error { return errors.Join(s.validateBase(), s.Read.Validate()) }
+
+func (s *apiSet) build(ctx context.Context, p *process.Process, front *api.Front) ([]process.Role, error) {
+	rd, err := read.Open(ctx, s.Read, front.Deps.Keys, p.Log)
+	if err != nil {
+		return nil, err
+	}
+	front.Handle(rd.Routes()...)
+	front.Handle(docs.Routes()...)
+	front.Handle(mcp.New().Routes()...) // its tools answer through the read API's routes
+	return []process.Role{rd.Role()}, nil
+}
+
+// webhooksSet is `svc webhooks`: the receiver and the delivery worker.
+type webhooksSet struct {
+	processSettings
+	Webhooks webhooks.Config
+}
+
+func (s *webhooksSet) validate() error { return errors.Join(s.validateBase(), s.Webhooks.Validate()) }
+
+func (s *webhooksSet) build(ctx context.Context, p *process.Process, front *api.Front) ([]process.Role, error) {
+	wh, err := webhooks.Open(ctx, s.Webhooks, p.Redis, front.Deps.Keys, p.Registry, p.Log)
+	if err != nil {
+		return nil, err
+	}
+	front.Handle(wh.Routes()...)
+	return []process.Role{wh.Role()}, nil
+}
+
+// devSet is `svc dev`: every role in one process behind SVC_HTTP_ADDR, routing by path
+// as a production load balancer would, with an embedded broker unless SVC_KAFKA_BROKERS
+// is set. Each role logs under its own name; the HTTP front's lines say dev.
+type devSet struct {
+	processSettings
+	Broker   broker.Config
+	Ingest   ingest.Config
+	Webhooks webhooks.Config
+	Read     read.Config
+	Rollup   rollup.Config
+}
+
+func (s *devSet) validate() error {
+	return errors.Join(s.validateBase(), s.Broker.Validate(), s.Ingest.Validate(), s.Webhooks.Validate(),
+		s.Read.Validate(), s.Rollup.Validate())
+}
+
+// build starts the broker first (it closes last), then the edge, webhooks, the read API
+// with docs and MCP, and the rollup consumer.
+func (s *devSet) build(ctx context.Context, p *process.Process, front *api.Front) ([]process.Role, error) {
+	s.Broker.Log, s.Rollup.Log = p.RoleLog("broker"), p.RoleLog("rollup")
+	seeds, brk, err := broker.Role(s.Broker)
+	if err != nil {
+		return nil, err
+	}
+	roles := []process.Role{brk}
+	edge, err := ingest.New(s.Ingest, s.Broker, seeds, front.Deps.Keys, p.Registry, p.RoleLog("ingest"))
+	if err != nil {
+		return roles, err
+	}
+	roles = append(roles, edge.Role())
+	wh, err := webhooks.Open(ctx, s.Webhooks, p.Redis, front.Deps.Keys, p.Registry, p.RoleLog("webhooks"))
+	if err != nil {
+		return roles, err
+	}
+	roles = append(roles, wh.Role())
+	rd, err := read.Open(ctx, s.Read, front.Deps.Keys, p.RoleLog("api"))
+	if err != nil {
+		return roles, err
+	}
+	roles = append(roles, rd.Role())
+	for _, routes := range [][]api.Route{edge.Routes(), wh.Routes(), rd.Routes(), docs.Routes(), mcp.New().Routes()} {
+		front.Handle(routes...)
+	}
+	return append(roles, rollup.NewRole(s.Rollup, seeds, p.Registry, p.Redis)), nil
+}
+
+// brokerSettings are what `svc broker` reads.
+type brokerSettings struct {
+	LogLevel string
+	Broker   broker.Config
+}
+
+func readBroker(r *settings.Reader) brokerSettings {
+	return brokerSettings{LogLevel: r.String("SVC_LOG_LEVEL"), Broker: broker.ConfigFromEnv(r)}
+}
+
+func (s brokerSettings) validate() error {
+	_, err := process.ParseLevel(s.LogLevel)
+	return errors.Join(err, s.Broker.Validate())
+}
+
+// brokerMain runs the embedded broker alone, for several processes to share.
+func brokerMain(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unexpected arguments %q (svc broker is configured by SVC_* variables only)", args)
+	}
+	r := settings.New()
+	s := readBroker(r)
+	s.Broker.Brokers = nil // this process is the broker
+	if err := errors.Join(r.Err(), s.validate()); err != nil {
+		return err
+	}
+	level, _ := process.ParseLevel(s.LogLevel)
+	log := logs.New(level).With(logs.RoleKey, "broker")
+	logs.Install(log)
+	s.Broker.Log = log
+	b, err := broker.StartEmbedded(s.Broker)
+	if err != nil {
+		return err
+	}
+	log.Info("listening", "addrs", b.Addrs())
+	<-ctx.Done()
+	b.Close()
+	log.Info("stopped")
+	return nil
+}
