@@ -60,8 +60,8 @@ type Config struct {
 	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
 	Registerer prometheus.Registerer
 	// Redis holds batch-id claims that skip a second copy of a batch (see dedup.go);
-	// nil disables that check. `svc rollup` and `svc dev` connect it (SVC_REDIS_URL).
-	Redis *redis.Client
+	// nil disables that check. `svc rollup` and `svc dev` connect it (SVC_REDIS_URL or SVC_REDIS_CLUSTER).
+	Redis redis.UniversalClient
 	// Owned, when set, counts the partitions this member owns (readiness: /readyz
 	// reports a consumer without partitions as not ready).
 	Owned *atomic.Int64

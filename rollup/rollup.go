@@ -65,7 +65,7 @@ func openRetry(ctx context.Context, cfg Config) (driver.Conn, error) {
 // roles, and `svc rollup` alone behind /healthz, /readyz and /metrics. It consumes from
 // seeds and registers its metrics on reg. Ready: ClickHouse answers and the member owns
 // at least one partition.
-func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb *redis.Client) api.Role {
+func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb redis.UniversalClient) api.Role {
 	cfg.Kafka.Brokers = seeds
 	cfg.Registerer = reg
 	cfg.Redis = rdb
@@ -109,7 +109,7 @@ func Main(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	rdb, err := api.OpenRedis(ctx, acfg.RedisURL)
+	rdb, err := api.OpenRedis(ctx, acfg.Redis)
 	if err != nil {
 		return err
 	}
