@@ -70,20 +70,20 @@ scenarios:
 
 // common are the flags every load scenario has.
 type common struct {
-	target   string
-	metrics  string
-	redisURL string
+	target       string
+	metrics      string
+	redisURL     string
 	redisCluster string
-	rate     float64
-	duration time.Duration
-	workers  int
-	late     time.Duration
-	drain    time.Duration
-	timeout  time.Duration
-	out      string
-	note     string
-	quiet    bool
-	sample   time.Duration
+	rate         float64
+	duration     time.Duration
+	workers      int
+	late         time.Duration
+	drain        time.Duration
+	timeout      time.Duration
+	out          string
+	note         string
+	quiet        bool
+	sample       time.Duration
 }
 
 func (c *common) register(fs *flag.FlagSet, rate float64, dur time.Duration) {
