@@ -92,7 +92,7 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
-		kgo.HeartbeatInterval(min(cfg.SessionTimeout/10, 3*time.Second)),
+		kgo.HeartbeatInterval(heartbeatInterval(cfg.SessionTimeout)),
 	}
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
