@@ -67,7 +67,9 @@ func (p *proc) kill() {
 // pixels and a key, two edges and two consumers sharing one broker.
 type scaleSetup struct {
 	in        *instance
-	pixels    []string
+	pixels    []string // pxl_… ids
+	pixelIDs  []string // their UUIDs
+	keyID     string   // the key's UUID
 	secret    string
 	edges     []*proc
 	consumers []*proc
@@ -77,10 +79,13 @@ type scaleSetup struct {
 func (s *scaleSetup) provision(t *testing.T, npixels int) {
 	ws := field(t, s.in.run("admin", "workspace", "create", "--name", "Scale"), "id")
 	for i := 0; i < npixels; i++ {
-		s.pixels = append(s.pixels, field(t, s.in.run("admin", "pixel", "create", "--workspace", ws), "id"))
+		px := s.in.run("admin", "pixel", "create", "--workspace", ws)
+		s.pixels = append(s.pixels, field(t, px, "id"))
+		s.pixelIDs = append(s.pixelIDs, field(t, px, "id_uuid"))
 	}
-	s.secret = field(t, s.in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write",
-		"--burst", "1000000", "--daily", "100000000"), "secret")
+	key := s.in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write,pixels:read",
+		"--burst", "1000000", "--daily", "100000000")
+	s.secret, s.keyID = field(t, key, "secret"), field(t, key, "id_uuid")
 }
 
 // load sends batches of perBatch events from workers goroutines, each batch with its
@@ -90,6 +95,7 @@ type load struct {
 	s        *scaleSetup
 	dead     []atomic.Bool // per edge
 	accepted atomic.Int64
+	perPixel []atomic.Int64 // events accepted per pixel (index of scaleSetup.pixels)
 	buckets  []atomic.Int64 // 202s per 250 ms since start
 	start    time.Time
 	stop     chan struct{}
@@ -101,6 +107,7 @@ const perBatch = 10
 
 func (s *scaleSetup) startLoad(t *testing.T, workers int) *load {
 	l := &load{s: s, dead: make([]atomic.Bool, len(s.edges)), buckets: make([]atomic.Int64, 400),
+		perPixel: make([]atomic.Int64, len(s.pixels)),
 		start: time.Now(), stop: make(chan struct{}), client: &http.Client{Timeout: 10 * time.Second}}
 	for w := 0; w < workers; w++ {
 		l.wg.Add(1)
@@ -129,12 +136,14 @@ func (l *load) sendBatch(t *testing.T, w, n int) bool {
 	for i := 0; i < perBatch; i++ {
 		evs = append(evs, fmt.Sprintf(`{"event_name":"purchase","occurred_at":%q,"value":1,"currency":"EUR","consent":{"measurement":true}}`, at))
 	}
-	body := fmt.Sprintf(`{"pixel_id":%q,"events":[%s]}`, l.s.pixels[(w+n)%len(l.s.pixels)], strings.Join(evs, ","))
+	px := (w + n) % len(l.s.pixels)
+	body := fmt.Sprintf(`{"pixel_id":%q,"events":[%s]}`, l.s.pixels[px], strings.Join(evs, ","))
 	key := fmt.Sprintf("w%d-n%d", w, n)
 	for try := 0; ; try++ {
 		st, err := l.send(l.edge(w+n+try), body, key)
 		if err == nil && st == 202 {
 			l.accepted.Add(perBatch)
+			l.perPixel[px].Add(perBatch)
 			if b := int(time.Since(l.start) / (250 * time.Millisecond)); b < len(l.buckets) {
 				l.buckets[b].Add(1)
 			}
@@ -197,15 +206,19 @@ func (l *load) rate(from, to float64) float64 {
 	return float64(n) / (to - from)
 }
 
-// chQuery runs q on the instance's ClickHouse (SVC_CLICKHOUSE_ADDR) and returns the
-// trimmed TSV answer.
+// chQuery runs q on the instance's ClickHouse (the first of SVC_CLICKHOUSE_ADDR) and
+// returns the trimmed TSV answer.
 func (in *instance) chQuery(q string) (string, error) {
 	port := chPort()
-	if a := in.getenv("SVC_CLICKHOUSE_ADDR"); a != "" {
-		if _, p, err := net.SplitHostPort(a); err == nil {
-			port = p
-		}
+	first, _, _ := strings.Cut(in.getenv("SVC_CLICKHOUSE_ADDR"), ",")
+	if _, p, err := net.SplitHostPort(first); err == nil {
+		port = p
 	}
+	return chQueryOn(port, q)
+}
+
+// chQueryOn runs q on the ClickHouse at 127.0.0.1:port.
+func chQueryOn(port, q string) (string, error) {
 	out, err := exec.Command("clickhouse-client", "--port", port, "-q", q).Output()
 	return strings.TrimSpace(string(out)), err
 }

@@ -30,6 +30,10 @@ type RedisConfig struct {
 	Cluster []string
 }
 
+// ClusterStateReloadInterval is how often a cluster client reloads the slot map while
+// it has traffic.
+const ClusterStateReloadInterval = time.Second
+
 // DefaultRedisURL is SVC_REDIS_URL's default.
 const DefaultRedisURL = "redis://127.0.0.1:6379/0"
 
@@ -88,13 +92,16 @@ func OpenRedis(ctx context.Context, c RedisConfig) (redis.UniversalClient, error
 func newRedis(c RedisConfig) (redis.UniversalClient, error) {
 	const poolSize, timeout = 64, 2 * time.Second
 	if len(c.Cluster) > 0 {
-		return redis.NewUniversalClient(&redis.UniversalOptions{
+		opt := (&redis.UniversalOptions{
 			Addrs: c.Cluster, IsClusterMode: true, PoolSize: poolSize,
 			ReadTimeout: timeout, WriteTimeout: timeout, DialTimeout: timeout,
-			// A promoted replica takes the slots of a failed master within the cluster's
-			// node timeout; retries with backoff and a slot-map reload bridge most of it.
-			MaxRedirects: 8, MaxRetries: 5, MinRetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 500 * time.Millisecond,
-		}), nil
+			MaxRedirects: 8, MaxRetries: 3, MinRetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 500 * time.Millisecond,
+		}).Cluster()
+		// A failed master answers nothing, not MOVED, so the slot map is only reloaded on
+		// this clock (go-redis's default is 60 s): after a replica is promoted, commands
+		// reach it within about a second more.
+		opt.ClusterStateReloadInterval = ClusterStateReloadInterval
+		return redis.NewClusterClient(opt), nil
 	}
 	opt, err := redis.ParseURL(c.URL)
 	if err != nil {

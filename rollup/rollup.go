@@ -42,6 +42,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	defer c.rb.close()
 	return c.run(ctx)
 }
 

@@ -10,6 +10,7 @@
 #                                         brings back the same cluster)
 #   deploy/local/redis-cluster.sh reset   stop them and delete the data
 #   deploy/local/redis-cluster.sh status  CLUSTER INFO and the nodes
+#   deploy/local/redis-cluster.sh kill PORT   SIGKILL one node (failover tests; `up` restarts it)
 #
 # Running `up` twice is harmless; it also restarts a node that was killed (it rejoins, as
 # a replica when its replica was promoted meanwhile). SVC_REDIS_CLUSTER_PORT (7000) is the
@@ -114,9 +115,14 @@ case "${1:-up}" in
     for port in $ports; do stop_node "$port"; done
     rm -rf "$dir"
     ;;
+  kill)
+    [ -n "${2:-}" ] && [ -f "$dir/$2/redis.pid" ] || { echo "usage: $0 kill PORT (a running node)" >&2; exit 2; }
+    kill -9 "$(cat "$dir/$2/redis.pid")" 2>/dev/null || true
+    rm -f "$dir/$2/redis.pid"
+    ;;
   status)
     redis-cli -p "$first" cluster info
     redis-cli -p "$first" cluster nodes
     ;;
-  *) echo "usage: $0 up|down|reset|status" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|reset|status|kill PORT" >&2; exit 2 ;;
 esac
