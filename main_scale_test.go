@@ -108,7 +108,7 @@ const perBatch = 10
 func (s *scaleSetup) startLoad(t *testing.T, workers int) *load {
 	l := &load{s: s, dead: make([]atomic.Bool, len(s.edges)), buckets: make([]atomic.Int64, 400),
 		perPixel: make([]atomic.Int64, len(s.pixels)),
-		start: time.Now(), stop: make(chan struct{}), client: &http.Client{Timeout: 10 * time.Second}}
+		start:    time.Now(), stop: make(chan struct{}), client: &http.Client{Timeout: 10 * time.Second}}
 	for w := 0; w < workers; w++ {
 		l.wg.Add(1)
 		go func(w int) {
