@@ -142,7 +142,9 @@ case "${1:-up}" in
     ;;
   kill)
     [ -n "${2:-}" ] && [ -f "$dir/$2/clickhouse.pid" ] || { echo "usage: $0 kill NODE (a running node: $nodes)" >&2; exit 2; }
-    kill -9 "$(cat "$dir/$2/clickhouse.pid")" 2>/dev/null || true
+    pid=$(cat "$dir/$2/clickhouse.pid")
+    kill -9 "$pid" 2>/dev/null || true
+    for _ in $(seq 1 40); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
     rm -f "$dir/$2/clickhouse.pid"
     ;;
   ports)

@@ -10,6 +10,7 @@
 #                                         brings back the same cluster)
 #   deploy/local/redis-cluster.sh reset   stop them and delete the data
 #   deploy/local/redis-cluster.sh status  CLUSTER INFO and the nodes
+#   deploy/local/redis-cluster.sh seeds   the seed addresses for SVC_REDIS_CLUSTER
 #   deploy/local/redis-cluster.sh kill PORT   SIGKILL one node (failover tests; `up` restarts it)
 #
 # Running `up` twice is harmless; it also restarts a node that was killed (it rejoins, as
@@ -120,9 +121,12 @@ case "${1:-up}" in
     kill -9 "$(cat "$dir/$2/redis.pid")" 2>/dev/null || true
     rm -f "$dir/$2/redis.pid"
     ;;
+  seeds)
+    echo "127.0.0.1:$first,127.0.0.1:$((first + 1)),127.0.0.1:$((first + 2))"
+    ;;
   status)
     redis-cli -p "$first" cluster info
     redis-cli -p "$first" cluster nodes
     ;;
-  *) echo "usage: $0 up|down|reset|status|kill PORT" >&2; exit 2 ;;
+  *) echo "usage: $0 up|down|reset|status|seeds|kill PORT" >&2; exit 2 ;;
 esac
