@@ -21,8 +21,8 @@ type Config struct {
 	// PublicURL is the base URL clients use (SVC_PUBLIC_URL, default http://HTTPAddr).
 	// Problem types, doc_url and discovery documents are built from it.
 	PublicURL string
-	// RedisURL locates Redis (SVC_REDIS_URL, default redis://127.0.0.1:6379/0).
-	RedisURL string
+	// Redis locates Redis: one server (SVC_REDIS_URL) or a cluster (SVC_REDIS_CLUSTER).
+	Redis RedisConfig
 	// TrustedProxies are addresses or CIDR ranges whose X-Forwarded-For is believed
 	// (SVC_TRUSTED_PROXIES, comma-separated; default none: the peer address is the
 	// client address).
@@ -75,7 +75,7 @@ func ConfigFromEnv(r *env.Reader) Config {
 	c := Config{
 		HTTPAddr:              r.String("SVC_HTTP_ADDR", "127.0.0.1:8080"),
 		MetricsAddr:           r.String("SVC_METRICS_ADDR", "127.0.0.1:9464"),
-		RedisURL:              r.String("SVC_REDIS_URL", "redis://127.0.0.1:6379/0"),
+		Redis:                 RedisFromEnv(r),
 		MaxBodyBytes:          r.Int("SVC_MAX_BODY_BYTES", 1<<20),
 		MaxInflightBodyBytes:  r.Int("SVC_MAX_INFLIGHT_BODY_BYTES", DefaultMaxInflightBodyBytes),
 		MaxConnsPerIP:         r.Int("SVC_MAX_CONNS_PER_IP", DefaultMaxConnsPerIP),
@@ -114,6 +114,9 @@ func parsePrefix(s string) (netip.Prefix, error) {
 func (c Config) Validate() error {
 	if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
 		return fmt.Errorf("SVC_HTTP_ADDR %q: %v", c.HTTPAddr, err)
+	}
+	if err := c.Redis.Validate(); err != nil {
+		return err
 	}
 	if c.MetricsAddr != "off" {
 		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {

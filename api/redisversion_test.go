@@ -22,12 +22,15 @@ func TestCheckRedisVersion(t *testing.T) {
 			t.Errorf("%q: %v does not say what is needed", info, err)
 		}
 	}
-	// The Redis this suite runs against passes.
-	url := os.Getenv("SVC_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
+	// The Redis this suite runs against passes (every node of a cluster is asked).
+	rc := RedisConfig{URL: os.Getenv("SVC_REDIS_URL")}
+	if rc.URL == "" {
+		rc.URL = DefaultRedisURL
 	}
-	rdb, err := OpenRedis(context.Background(), url)
+	if c := os.Getenv("SVC_REDIS_CLUSTER"); c != "" {
+		rc.Cluster = strings.Split(c, ",")
+	}
+	rdb, err := OpenRedis(context.Background(), rc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,8 +9,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -30,55 +28,8 @@ import (
 // ever passed to it (keys are logged by id, emails never).
 func NewLogger() *slog.Logger { return logs.New() }
 
-// OpenRedis connects to url and checks that Redis answers.
-func OpenRedis(ctx context.Context, url string) (*redis.Client, error) {
-	opt, err := redis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("SVC_REDIS_URL: %w", err)
-	}
-	opt.PoolSize = max(opt.PoolSize, 64)
-	opt.ReadTimeout, opt.WriteTimeout = 2*time.Second, 2*time.Second
-	rdb := redis.NewClient(opt)
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := rdb.Ping(pctx).Err(); err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("redis at %s does not answer: %w", opt.Addr, err)
-	}
-	if err := requireRedis7(pctx, rdb); err != nil {
-		rdb.Close()
-		return nil, fmt.Errorf("redis at %s: %w", opt.Addr, err)
-	}
-	return rdb, nil
-}
-
-// requireRedis7 refuses a Redis older than 7.0: the idempotency records need SET with
-// both NX and GET. A server that hides INFO is given the benefit of the doubt.
-func requireRedis7(ctx context.Context, rdb *redis.Client) error {
-	info, err := rdb.Info(ctx, "server").Result()
-	if err != nil {
-		return nil
-	}
-	return checkRedisVersion(info)
-}
-
-// checkRedisVersion reads redis_version from an INFO server reply.
-func checkRedisVersion(info string) error {
-	for _, line := range strings.Split(info, "\n") {
-		v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
-		if !ok {
-			continue
-		}
-		major, _, _ := strings.Cut(v, ".")
-		if n, err := strconv.Atoi(major); err == nil && n < 7 {
-			return fmt.Errorf("version %s; svc needs Redis 7.0 or newer", v)
-		}
-	}
-	return nil
-}
-
 // NewDeps builds the shared stores over rdb and registers HTTP metrics on reg.
-func NewDeps(cfg Config, rdb *redis.Client, reg prometheus.Registerer, log *slog.Logger) Deps {
+func NewDeps(cfg Config, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) Deps {
 	ks := keys.NewStore(rdb)
 	ks.CacheTTL = cfg.KeyCacheTTL
 	hot := hotPath(cfg, rdb, log)
@@ -89,7 +40,7 @@ func NewDeps(cfg Config, rdb *redis.Client, reg prometheus.Registerer, log *slog
 
 // hotPath is the client for the commands every request runs: rdb's auto-pipeliner
 // (shared, closed with rdb) when cfg.RedisAutoPipeline is on, else rdb itself.
-func hotPath(cfg Config, rdb *redis.Client, log *slog.Logger) redis.Cmdable {
+func hotPath(cfg Config, rdb redis.UniversalClient, log *slog.Logger) redis.Cmdable {
 	if !cfg.RedisAutoPipeline {
 		return rdb
 	}
@@ -168,7 +119,7 @@ func HealthRoutes(checks ...Check) []Route {
 }
 
 // RedisCheck is a readiness check that pings Redis.
-func RedisCheck(rdb *redis.Client) Check {
+func RedisCheck(rdb redis.UniversalClient) Check {
 	return Check{Name: "redis", Fn: func(ctx context.Context) error { return rdb.Ping(ctx).Err() }}
 }
 
@@ -190,7 +141,7 @@ func Listen(addr string) (net.Listener, error) {
 type Process struct {
 	Config   Config
 	Deps     Deps
-	Redis    *redis.Client
+	Redis    redis.UniversalClient
 	Registry *prometheus.Registry
 	// Log names the process's role (the svc command: ingest, api, webhooks, rollup,
 	// dev). `svc dev` builds each role on As(role), whose Log names that role.
@@ -207,7 +158,7 @@ func OpenProcess(ctx context.Context, role string, cfg Config) (*Process, error)
 	base := NewLogger()
 	log := base.With(logs.RoleKey, role)
 	logs.Install(log)
-	rdb, err := OpenRedis(ctx, cfg.RedisURL)
+	rdb, err := OpenRedis(ctx, cfg.Redis)
 	if err != nil {
 		return nil, err
 	}

@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"svc/api"
 )
 
 // Main runs `svc bench <scenario> [flags]`.
@@ -68,19 +70,20 @@ scenarios:
 
 // common are the flags every load scenario has.
 type common struct {
-	target   string
-	metrics  string
-	redisURL string
-	rate     float64
-	duration time.Duration
-	workers  int
-	late     time.Duration
-	drain    time.Duration
-	timeout  time.Duration
-	out      string
-	note     string
-	quiet    bool
-	sample   time.Duration
+	target       string
+	metrics      string
+	redisURL     string
+	redisCluster string
+	rate         float64
+	duration     time.Duration
+	workers      int
+	late         time.Duration
+	drain        time.Duration
+	timeout      time.Duration
+	out          string
+	note         string
+	quiet        bool
+	sample       time.Duration
 }
 
 func (c *common) register(fs *flag.FlagSet, rate float64, dur time.Duration) {
@@ -92,7 +95,8 @@ func (c *common) register(fs *flag.FlagSet, rate float64, dur time.Duration) {
 	}
 	fs.StringVar(&c.target, "target", "http://"+addr, "base URL of the service (default from SVC_HTTP_ADDR)")
 	fs.StringVar(&c.metrics, "metrics", murl, "the target's Prometheus /metrics URL, sampled every -sample (empty: none)")
-	fs.StringVar(&c.redisURL, "redis", envOr("SVC_REDIS_URL", "redis://127.0.0.1:6379/0"), "Redis of the target, where the bench provisions its workspace, pixels and keys")
+	fs.StringVar(&c.redisURL, "redis", envOr("SVC_REDIS_URL", api.DefaultRedisURL), "Redis of the target, where the bench provisions its workspace, pixels and keys")
+	fs.StringVar(&c.redisCluster, "redis-cluster", os.Getenv("SVC_REDIS_CLUSTER"), "the target's Redis Cluster, seed host:port list (replaces -redis)")
 	fs.Float64Var(&c.rate, "rate", rate, "arrival rate, requests per second")
 	fs.DurationVar(&c.duration, "duration", dur, "how long to send")
 	fs.IntVar(&c.workers, "workers", 256, "most requests in flight (and connections)")
@@ -110,6 +114,15 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// redis is the target's Redis as the flags name it.
+func (c *common) redis() api.RedisConfig {
+	rc := api.RedisConfig{URL: c.redisURL}
+	if c.redisCluster != "" {
+		rc.Cluster = strings.Split(c.redisCluster, ",")
+	}
+	return rc
 }
 
 func (c *common) outBase(scenario string) string {

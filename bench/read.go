@@ -59,7 +59,7 @@ func readMain(ctx context.Context, args []string) error {
 		rep.Params[k] = v
 	}
 	run := runID()
-	fx, err := Provision(ctx, c.redisURL, "bench-read-"+run, *pixels, 2, []string{"pixels:read", "plans:read"})
+	fx, err := Provision(ctx, c.redis(), "bench-read-"+run, *pixels, 2, []string{"pixels:read", "plans:read"})
 	if err != nil {
 		return err
 	}

@@ -46,6 +46,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	defer c.rb.close()
 	return c.run(ctx)
 }
 
@@ -69,7 +70,7 @@ func openRetry(ctx context.Context, cfg Config) (driver.Conn, error) {
 // roles, and `svc rollup` alone behind /healthz, /readyz and /metrics. It consumes from
 // seeds and registers its metrics on reg. Ready: ClickHouse answers and the member owns
 // at least one partition.
-func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb *redis.Client) api.Role {
+func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb redis.UniversalClient) api.Role {
 	cfg.Kafka.Brokers = seeds
 	cfg.Registerer = reg
 	cfg.Redis = rdb
@@ -120,7 +121,7 @@ func Main(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	rdb, err := api.OpenRedis(ctx, acfg.RedisURL)
+	rdb, err := api.OpenRedis(ctx, acfg.Redis)
 	if err != nil {
 		return err
 	}

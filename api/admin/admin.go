@@ -33,7 +33,7 @@ type Command struct {
 // Env is what commands share: the key store and where output goes.
 type Env struct {
 	Keys  *keys.Store
-	Redis *redis.Client
+	Redis redis.UniversalClient
 	Out   io.Writer
 }
 
@@ -65,11 +65,11 @@ func Main(ctx context.Context, args []string) error {
 		return usageError(name)
 	}
 	r := env.New()
-	redisURL := r.String("SVC_REDIS_URL", "redis://127.0.0.1:6379/0")
+	rc := api.RedisFromEnv(r)
 	if err := r.Err(); err != nil {
 		return err
 	}
-	rdb, err := api.OpenRedis(ctx, redisURL)
+	rdb, err := api.OpenRedis(ctx, rc)
 	if err != nil {
 		return err
 	}

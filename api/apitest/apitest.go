@@ -26,18 +26,34 @@ import (
 	"svc/api/keys"
 )
 
-// RedisURL is where tests find Redis (SVC_REDIS_URL or the default).
+// RedisURL is where tests find one Redis server (SVC_REDIS_URL or the default).
 func RedisURL() string {
 	if u := os.Getenv("SVC_REDIS_URL"); u != "" {
 		return u
 	}
-	return "redis://127.0.0.1:6379/0"
+	return api.DefaultRedisURL
+}
+
+// RedisConfig is the Redis the tests use: the Redis Cluster SVC_REDIS_CLUSTER names
+// when it is set (every Redis-backed test then runs against the cluster), else
+// RedisURL.
+func RedisConfig() api.RedisConfig {
+	rc := api.RedisConfig{URL: RedisURL()}
+	if c := os.Getenv("SVC_REDIS_CLUSTER"); c != "" {
+		rc.Cluster = strings.Split(c, ",")
+	}
+	return rc
+}
+
+// RedisEnv returns the environment entries that point a child process at RedisConfig.
+func RedisEnv() []string {
+	return []string{"SVC_REDIS_URL=" + RedisURL(), "SVC_REDIS_CLUSTER=" + os.Getenv("SVC_REDIS_CLUSTER")}
 }
 
 // Redis connects to the test Redis, skipping (or failing under CI) when it is down.
-func Redis(t testing.TB) *redis.Client {
+func Redis(t testing.TB) redis.UniversalClient {
 	t.Helper()
-	rdb, err := api.OpenRedis(context.Background(), RedisURL())
+	rdb, err := api.OpenRedis(context.Background(), RedisConfig())
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("redis: %v", err)
@@ -53,7 +69,7 @@ type Server struct {
 	URL      string
 	API      *api.Server
 	Deps     api.Deps
-	Redis    *redis.Client
+	Redis    redis.UniversalClient
 	Keys     *keys.Store
 	Registry *prometheus.Registry
 	Client   *http.Client
@@ -68,7 +84,7 @@ func Start(t testing.TB, routes []api.Route, cfg func(*api.Config)) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := api.Config{HTTPAddr: ln.Addr().String(), MetricsAddr: "off", RedisURL: RedisURL(),
+	c := api.Config{HTTPAddr: ln.Addr().String(), MetricsAddr: "off", Redis: RedisConfig(),
 		MaxBodyBytes: 1 << 20, MaxInflightBodyBytes: api.DefaultMaxInflightBodyBytes, MaxConnsPerIP: api.DefaultMaxConnsPerIP,
 		ReadTimeout: 5 * time.Second, WriteTimeout: 5 * time.Second,
 		IdleTimeout: 30 * time.Second, ShutdownTimeout: 5 * time.Second, KeyCacheTTL: 500 * time.Millisecond,

@@ -10,6 +10,9 @@
 //	svc:pixel:<uuid>         JSON Pixel
 //	svc:key:<uuid>           JSON Key (the key record, without secrets)
 //	svc:secret:<sha256 hex>  JSON Secret: which key a digest opens, and its cutover
+//
+// No name has a hash tag: every command touches one record, so in a Redis Cluster the
+// records of different workspaces, pixels and keys spread over every master.
 package keys
 
 import (

@@ -1,0 +1,221 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"svc/api/env"
+)
+
+// RedisConfig says where Redis is: a Redis Cluster by its seed addresses when Cluster
+// is set, else one server by URL. Every role and admin command reads it the same way.
+//
+// In a cluster, keys that one script or transaction touches share a hash slot through
+// a hash tag ({…} in the name): a key's rate-limit windows and its idempotency records
+// ({<key id>}), the webhook schedule and its deliveries ({<prefix>sched}). Everything
+// else is one key per command, so keys of different API keys, pixels and requests
+// spread over every master.
+type RedisConfig struct {
+	// URL locates one Redis server (SVC_REDIS_URL, default redis://127.0.0.1:6379/0).
+	URL string
+	// Cluster holds the seed addresses (host:port) of a Redis Cluster
+	// (SVC_REDIS_CLUSTER, comma-separated); when set, URL is not used.
+	Cluster []string
+}
+
+// ClusterStateReloadInterval is how often a cluster client reloads the slot map while
+// it has traffic.
+const ClusterStateReloadInterval = time.Second
+
+// DefaultRedisURL is SVC_REDIS_URL's default.
+const DefaultRedisURL = "redis://127.0.0.1:6379/0"
+
+// RedisFromEnv reads SVC_REDIS_URL and SVC_REDIS_CLUSTER.
+func RedisFromEnv(r *env.Reader) RedisConfig {
+	return RedisConfig{URL: r.String("SVC_REDIS_URL", DefaultRedisURL), Cluster: r.List("SVC_REDIS_CLUSTER", nil)}
+}
+
+// String names the target for messages (no credentials).
+func (c RedisConfig) String() string {
+	if len(c.Cluster) > 0 {
+		return "redis cluster at " + strings.Join(c.Cluster, ",")
+	}
+	if opt, err := redis.ParseURL(c.URL); err == nil {
+		return "redis at " + opt.Addr
+	}
+	return "redis"
+}
+
+// Validate reports seed addresses that are not host:port.
+func (c RedisConfig) Validate() error {
+	for _, a := range c.Cluster {
+		host, port, err := net.SplitHostPort(a)
+		if err != nil || host == "" || port == "" {
+			return fmt.Errorf("SVC_REDIS_CLUSTER: %q is not host:port", a)
+		}
+	}
+	return nil
+}
+
+// OpenRedis connects to the server or cluster c names, checks that it answers and that
+// every node runs Redis 7 or newer. The client is go-redis's universal one: a
+// *redis.Client for one server, a *redis.ClusterClient (which follows MOVED/ASK and
+// reloads the slot map after a failover) for a cluster.
+func OpenRedis(ctx context.Context, c RedisConfig) (redis.UniversalClient, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{NewLogger()}) })
+	rdb, err := newRedis(c)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rdb.Ping(pctx).Err(); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("%s does not answer: %w", c, err)
+	}
+	if err := requireRedis7(pctx, rdb); err != nil {
+		rdb.Close()
+		return nil, fmt.Errorf("%s: %w", c, err)
+	}
+	return rdb, nil
+}
+
+func newRedis(c RedisConfig) (redis.UniversalClient, error) {
+	const poolSize, timeout = 64, 2 * time.Second
+	if len(c.Cluster) > 0 {
+		opt := (&redis.UniversalOptions{
+			Addrs: c.Cluster, IsClusterMode: true, PoolSize: poolSize,
+			ReadTimeout: timeout, WriteTimeout: timeout, DialTimeout: timeout,
+			MaxRedirects: 8, MaxRetries: 3, MinRetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 500 * time.Millisecond,
+		}).Cluster()
+		// A failed master answers nothing, not MOVED, so the slot map is only reloaded on
+		// this clock (go-redis's default is 60 s): after a replica is promoted, commands
+		// reach it within about a second more.
+		opt.ClusterStateReloadInterval = ClusterStateReloadInterval
+		return redis.NewClusterClient(opt), nil
+	}
+	opt, err := redis.ParseURL(c.URL)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_REDIS_URL: %w", err)
+	}
+	opt.PoolSize = max(opt.PoolSize, poolSize)
+	opt.ReadTimeout, opt.WriteTimeout = timeout, timeout
+	return redis.NewClient(opt), nil
+}
+
+var redisLogOnce sync.Once
+
+// redisLogger passes go-redis's own notices (a node that cannot be dialled during a
+// failover, pool events) to the process log as JSON lines. They name addresses, never
+// credentials.
+type redisLogger struct{ log *slog.Logger }
+
+func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
+	l.log.Warn("redis client", "detail", fmt.Sprintf(format, v...))
+}
+
+// EachNode calls fn on every node of rdb: the server itself, or every master and
+// replica of a cluster (concurrently).
+func EachNode(ctx context.Context, rdb redis.UniversalClient, fn func(ctx context.Context, node *redis.Client) error) error {
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachShard(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("unsupported redis client %T", rdb)
+}
+
+// EachMaster calls fn on every node that holds keys: the server itself, or every
+// master of a cluster (concurrently). Keyspace scans go through it.
+func EachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(ctx context.Context, node *redis.Client) error) error {
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, fn)
+	case *redis.Client:
+		return fn(ctx, c)
+	}
+	return fmt.Errorf("unsupported redis client %T", rdb)
+}
+
+// requireRedis7 refuses a Redis older than 7.0 on any node: the idempotency records
+// need SET with both NX and GET. A server that hides INFO is given the benefit of the
+// doubt.
+func requireRedis7(ctx context.Context, rdb redis.UniversalClient) error {
+	return EachNode(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+		info, err := node.Info(ctx, "server").Result()
+		if err != nil {
+			return nil
+		}
+		if err := checkRedisVersion(info); err != nil {
+			return fmt.Errorf("node %s: %w", node.Options().Addr, err)
+		}
+		return nil
+	})
+}
+
+// checkRedisVersion reads redis_version from an INFO server reply.
+func checkRedisVersion(info string) error {
+	for _, line := range strings.Split(info, "\n") {
+		v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:")
+		if !ok {
+			continue
+		}
+		major, _, _ := strings.Cut(v, ".")
+		if n, err := strconv.Atoi(major); err == nil && n < 7 {
+			return fmt.Errorf("version %s; svc needs Redis 7.0 or newer", v)
+		}
+	}
+	return nil
+}
+
+// UnlinkPattern removes every key matching pattern (SCAN on every master, UNLINK one key
+// per command in pipelines, so no command spans two hash slots) and returns how many it
+// removed.
+func UnlinkPattern(ctx context.Context, rdb redis.UniversalClient, pattern string) (int, error) {
+	var total atomic.Int64
+	err := EachMaster(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+		var cursor uint64
+		for {
+			ks, next, err := node.Scan(ctx, cursor, pattern, 5000).Result()
+			if err != nil {
+				return err
+			}
+			if err := Unlink(ctx, node, ks...); err != nil {
+				return err
+			}
+			total.Add(int64(len(ks)))
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	})
+	return int(total.Load()), err
+}
+
+// Unlink removes keys with one UNLINK per key, pipelined (a cluster client sends each
+// to its master): valid whatever slots the keys are in.
+func Unlink(ctx context.Context, rdb redis.Cmdable, keys ...string) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for _, k := range keys {
+			p.Unlink(ctx, k)
+		}
+		return nil
+	})
+	return err
+}
