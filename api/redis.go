@@ -3,11 +3,9 @@ package api
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -74,7 +72,6 @@ func OpenRedis(ctx context.Context, c RedisConfig) (redis.UniversalClient, error
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
-	redisLogOnce.Do(func() { redis.SetLogger(redisLogger{NewLogger()}) })
 	rdb, err := newRedis(c)
 	if err != nil {
 		return nil, err
@@ -113,17 +110,6 @@ func newRedis(c RedisConfig) (redis.UniversalClient, error) {
 	opt.PoolSize = max(opt.PoolSize, poolSize)
 	opt.ReadTimeout, opt.WriteTimeout = timeout, timeout
 	return redis.NewClient(opt), nil
-}
-
-var redisLogOnce sync.Once
-
-// redisLogger passes go-redis's own notices (a node that cannot be dialled during a
-// failover, pool events) to the process log as JSON lines. They name addresses, never
-// credentials.
-type redisLogger struct{ log *slog.Logger }
-
-func (l redisLogger) Printf(_ context.Context, format string, v ...any) {
-	l.log.Warn("redis client", "detail", fmt.Sprintf(format, v...))
 }
 
 // EachNode calls fn on every node of rdb: the server itself, or every master and
