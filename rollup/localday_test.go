@@ -33,8 +33,8 @@ var dayCases = []dayCase{
 	{"America/New_York", "2026-03-09", "2026-03-09T04:00:00Z", 24},
 	{"America/New_York", "2026-11-01", "2026-11-01T04:00:00Z", 25}, // 02:00 EDT → 01:00 EST
 	{"America/New_York", "2026-11-02", "2026-11-02T05:00:00Z", 24},
-	{"Europe/Berlin", "2026-03-29", "2026-03-28T23:00:00Z", 23}, // 02:00 CET → 03:00 CEST
-	{"Europe/Berlin", "2026-10-25", "2026-10-24T22:00:00Z", 25}, // 03:00 CEST → 02:00 CET
+	{"Europe/Berlin", "2026-03-29", "2026-03-28T23:00:00Z", 23},    // 02:00 CET → 03:00 CEST
+	{"Europe/Berlin", "2026-10-25", "2026-10-24T22:00:00Z", 25},    // 03:00 CEST → 02:00 CET
 	{"Australia/Sydney", "2026-04-05", "2026-04-04T13:00:00Z", 25}, // 03:00 AEDT → 02:00 AEST
 	{"Australia/Sydney", "2026-10-04", "2026-10-03T14:00:00Z", 23}, // 02:00 AEST → 03:00 AEDT
 	{"America/Santiago", "2026-09-06", "2026-09-06T04:00:00Z", 23}, // 00:00 skipped: the day starts at 01:00
