@@ -32,6 +32,7 @@ type Store struct {
 	mu     sync.Mutex
 	byHash map[string]cachedKey
 	pixels sync.Map // uuid.UUID -> Pixel (pixels never change workspace)
+	zones  sync.Map // uuid.UUID (pixel) -> cachedZone
 }
 
 type cachedKey struct {
@@ -78,6 +79,9 @@ func (s *Store) PutWorkspace(ctx context.Context, w Workspace) (Workspace, error
 	if w.Name == "" {
 		return Workspace{}, errors.New("a workspace needs a name")
 	}
+	if err := checkZone(w.TimeZone); err != nil {
+		return Workspace{}, err
+	}
 	b, _ := json.Marshal(w)
 	return w, s.rdb.Set(ctx, wsKey(w.ID), b, 0).Err()
 }
@@ -95,6 +99,9 @@ func (s *Store) CreatePixel(ctx context.Context, ws uuid.UUID, name string) (Pix
 
 // PutPixel writes p (its workspace must exist); CreatedAt is set when zero.
 func (s *Store) PutPixel(ctx context.Context, p Pixel) (Pixel, error) {
+	if err := checkZone(p.TimeZone); err != nil {
+		return Pixel{}, err
+	}
 	w, err := s.Workspace(ctx, p.WorkspaceID)
 	if err != nil {
 		return Pixel{}, fmt.Errorf("workspace %s: %w", p.WorkspaceID, err)
