@@ -100,6 +100,7 @@ func (s *Store) SetWorkspaceTimeZone(ctx context.Context, id uuid.UUID, zone str
 	}
 	var w Workspace
 	err := s.update(ctx, wsKey(id), &w, func() error { w.TimeZone = zone; return nil })
+	s.zones.Clear() // this process sees the change at once, others within ZoneTTL
 	return w, err
 }
 
@@ -113,6 +114,7 @@ func (s *Store) SetPixelTimeZone(ctx context.Context, id uuid.UUID, zone string)
 	if err == nil {
 		s.pixels.Store(id, p)
 	}
+	s.zones.Delete(id) // this process sees the change at once, others within ZoneTTL
 	return p, err
 }
 
