@@ -36,6 +36,7 @@ func readMain(ctx context.Context, args []string) error {
 	mix := fs.Float64("rollups-share", 0.5, "share of requests that are GET /pixel-rollups (the rest GET /plans/{id}/actuals)")
 	limit := fs.Int("limit", 100, "page size asked for (the API's default is 100, its maximum 1000)")
 	variants := fs.Int("variants", 1, "distinct date windows per endpoint (the window ends 0..N-1 days earlier): 1 repeats identical requests, which a response cache serves; more defeats it")
+	zone := fs.String("time-zone", "", "time_zone of every GET /pixel-rollups (empty: the pixel's, UTC for the bench's pixels)")
 	chHTTP := fs.String("clickhouse-http", envOr("BENCH_CLICKHOUSE_HTTP", "http://127.0.0.1:8123"), "ClickHouse HTTP interface (seeding events)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -55,7 +56,8 @@ func readMain(ctx context.Context, args []string) error {
 		*rollupDays, 100**mix, *lines, *actualDays, 100*(1-*mix), *limit, *variants, c.rate, c.duration)
 	rep := newReport("read", title, &c, args)
 	for k, v := range map[string]any{"pixels": *pixels, "rollup_days": *rollupDays, "lines": *lines,
-		"actuals_days": *actualDays, "rollups_share": *mix, "limit": *limit, "database": chCfg.Database, "variants": *variants} {
+		"actuals_days": *actualDays, "rollups_share": *mix, "limit": *limit, "database": chCfg.Database, "variants": *variants,
+		"time_zone": *zone} {
 		rep.Params[k] = v
 	}
 	run := runID()
@@ -85,7 +87,7 @@ func readMain(ctx context.Context, args []string) error {
 		end := today.AddDate(0, 0, -v)
 		for _, p := range fx.PixelIDs {
 			rollupURLs = append(rollupURLs, c.target+"/pixel-rollups?pixel_id="+p+"&from="+end.AddDate(0, 0, -(*rollupDays-1)).Format(time.DateOnly)+
-				"&to="+end.Format(time.DateOnly)+"&limit="+strconv.Itoa(*limit))
+				"&to="+end.Format(time.DateOnly)+"&limit="+strconv.Itoa(*limit)+zoneQuery(*zone))
 		}
 		actualsURLs = append(actualsURLs, c.target+"/plans/"+ids.Format(ids.Plan, plan)+"/actuals?from="+
 			end.AddDate(0, 0, -(*actualDays-1)).Format(time.DateOnly)+"&to="+end.Format(time.DateOnly)+"&limit="+strconv.Itoa(*limit))
@@ -133,6 +135,14 @@ func readMain(ctx context.Context, args []string) error {
 	}
 	runLoad(ctx, &c, rep, do, nil)
 	return finish(&c, rep)
+}
+
+// zoneQuery is the time_zone parameter for zone ("" for none).
+func zoneQuery(zone string) string {
+	if zone == "" {
+		return ""
+	}
+	return "&time_zone=" + url.QueryEscape(zone)
 }
 
 func trimBase(u, base string) string {
