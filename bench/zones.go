@@ -31,8 +31,9 @@ import (
 //   - rows per pixel-day: -pixels × -days days of -events-per-day events each, spread
 //     evenly over every UTC day, written through the consumer's Sink into "after"; then
 //     the distinct keys of each rollup table (the rows once merges are done).
-//   - read latency: rollup.QueryDaily over the -days days of one pixel (limit 1000,
-//     max_threads 1 as the read API runs it), -reads times per variant, sequentially.
+//   - read latency: rollup.QueryDaily over the -days days of one pixel (the first page of
+//     -limit rows, max_threads 1 as the read API runs it), -reads times per variant,
+//     sequentially.
 //   - flush cost: -rounds rounds alternating "before" and "after", each -flushes
 //     Sink flushes of -flush-rows fresh events (as the consumer flushes them): insert wall
 //     time, and the CPU of the ClickHouse process listening on SVC_CLICKHOUSE_ADDR's port
@@ -45,6 +46,7 @@ func zonesMain(ctx context.Context, args []string) error {
 	days := fs.Int("days", 90, "days seeded per pixel (and read)")
 	perDay := fs.Int("events-per-day", 2000, "events per pixel and day, spread evenly over the UTC day")
 	reads := fs.Int("reads", 200, "reads per variant")
+	limit := fs.Int("limit", 100, "rows per read (the API's page size: default 100, at most 1000)")
 	flushRows := fs.Int("flush-rows", 200000, "rows per flush (the consumer's SVC_ROLLUP_BATCH_ROWS)")
 	flushes := fs.Int("flushes", 5, "flushes per round")
 	rounds := fs.Int("rounds", 2, "rounds per schema, alternating")
@@ -53,8 +55,9 @@ func zonesMain(ctx context.Context, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *pixels < 1 || *days < 1 || *perDay < 1 || *reads < 1 || *flushRows < 50 || *flushes < 1 || *rounds < 1 {
-		return errors.New("every count must be positive (-flush-rows at least 50)")
+	if *pixels < 1 || *days < 1 || *perDay < 1 || *reads < 1 || *flushRows < 50 || *flushes < 1 || *rounds < 1 ||
+		*limit < 1 || *limit > rollup.MaxLimit {
+		return errors.New("every count must be positive (-flush-rows at least 50, -limit at most 1000)")
 	}
 	r := env.New()
 	cfg := schema.FromEnv(r)
@@ -111,12 +114,12 @@ func zonesMain(ctx context.Context, args []string) error {
 	}{{"UTC, daily table", "UTC", false}, {"UTC, 15-minute table", "UTC", true},
 		{"Asia/Kathmandu", "Asia/Kathmandu", false}, {"America/New_York", "America/New_York", false}} {
 		q := rollup.DailyQuery{Workspace: ws, Pixel: pix[0], TimeZone: v.zone, Buckets: v.buckets,
-			From: first, To: today, Limit: rollup.MaxLimit}
+			From: first, To: today, Limit: *limit}
 		lat, rows, err := zonesReads(ctx, after.conn, q, *reads)
 		if err != nil {
 			return fmt.Errorf("%s: %w", v.name, err)
 		}
-		fmt.Printf("read %d days of one pixel, %-22s %d rows: p50 %s  p99 %s  max %s  (%d reads)\n", *days, v.name+":",
+		fmt.Printf("read %d days of one pixel, %-22s first %d rows: p50 %s  p99 %s  max %s  (%d reads)\n", *days, v.name+":",
 			rows, quantileMS(lat, 0.5), quantileMS(lat, 0.99), quantileMS(lat, 1), len(lat))
 	}
 

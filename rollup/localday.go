@@ -1,10 +1,13 @@
 package rollup
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 )
 
@@ -62,17 +65,30 @@ func StatusIn(date time.Time, loc *time.Location, now time.Time) string {
 
 // localSQL is the query of q over pixel_rollups_15m: buckets grouped by their date in
 // loc (ClickHouse's toDate(bucket, zone), with the zone as a bound string literal that
-// schema.LoadZone has vetted), states merged per local day. The bucket range is
-// bounded a day wider than any zone's offset needs, so the primary key narrows the
-// read; the local date itself decides what is in range.
+// schema.LoadZone has vetted), states merged per local day.
 func localSQL(q DailyQuery, loc *time.Location) (string, []any) {
 	var b strings.Builder
 	tz := loc.String()
 	b.WriteString(`SELECT toDate(bucket, ?) AS local_date, event_name, currency,
        countMerge(events_state), sumMerge(consented_state), sumMerge(value_state), uniqIfMerge(people_state)
-FROM pixel_rollups_15m
-WHERE workspace_id = toUUID(?) AND sandbox = ? AND pixel_id = toUUID(?)`)
-	args := []any{tz, uuid.UUID(q.Workspace).String(), boolU8(q.Sandbox), uuid.UUID(q.Pixel).String()}
+FROM pixel_rollups_15m`)
+	where, args := localWhere(q, tz)
+	b.WriteString(where)
+	b.WriteString("\nGROUP BY local_date, event_name, currency\nORDER BY local_date, event_name, currency\nLIMIT ")
+	if q.After == nil && q.Offset > 0 {
+		b.WriteString(strconv.Itoa(q.Offset) + ", ")
+	}
+	b.WriteString(strconv.Itoa(q.Limit))
+	return b.String(), append([]any{tz}, args...)
+}
+
+// localWhere is the WHERE clause of q over pixel_rollups_15m. The bucket range is
+// bounded a day wider than any zone's offset needs, so the primary key narrows the
+// read; the local date itself decides what is in range.
+func localWhere(q DailyQuery, tz string) (string, []any) {
+	var b strings.Builder
+	b.WriteString("\nWHERE workspace_id = toUUID(?) AND sandbox = ? AND pixel_id = toUUID(?)")
+	args := []any{uuid.UUID(q.Workspace).String(), boolU8(q.Sandbox), uuid.UUID(q.Pixel).String()}
 	if !q.From.IsZero() {
 		b.WriteString(" AND bucket >= toDateTime(?, 'UTC') AND toDate(bucket, ?) >= toDate(?)")
 		args = append(args, utcTime(q.From.AddDate(0, 0, -1)), tz, day(q.From))
@@ -89,12 +105,40 @@ WHERE workspace_id = toUUID(?) AND sandbox = ? AND pixel_id = toUUID(?)`)
 		b.WriteString(" AND bucket >= toDateTime(?, 'UTC') AND (toDate(bucket, ?), event_name, currency) > (toDate(?), ?, ?)")
 		args = append(args, utcTime(q.After.Date.AddDate(0, 0, -1)), tz, day(q.After.Date), q.After.EventName, q.After.Currency)
 	}
-	b.WriteString("\nGROUP BY local_date, event_name, currency\nORDER BY local_date, event_name, currency\nLIMIT ")
-	if q.After == nil && q.Offset > 0 {
-		b.WriteString(strconv.Itoa(q.Offset) + ", ")
-	}
-	b.WriteString(strconv.Itoa(q.Limit))
 	return b.String(), args
+}
+
+// lastPageDate returns the last local date q's page can reach, or the zero time when
+// the page runs to the end of q's range. A page is Offset + Limit rows in (date, event
+// name, currency) order; a date holds one row per distinct event name and currency, and
+// counting those reads only the key columns of pixel_rollups_15m. Bounding the page's
+// query by this date spares it merging the states of every later day (a 90-day read
+// with the API's default page of 100 rows merges about four days instead of 90). Rows
+// inserted meanwhile can only add rows up to that date, so the page is never short.
+func lastPageDate(ctx context.Context, conn driver.Conn, q DailyQuery, loc *time.Location) (time.Time, error) {
+	tz := loc.String()
+	where, args := localWhere(q, tz)
+	rows, err := conn.Query(ctx, "SELECT toDate(bucket, ?) AS local_date, uniqExact(event_name, currency)\nFROM pixel_rollups_15m"+
+		where+"\nGROUP BY local_date\nORDER BY local_date", append([]any{tz}, args...)...)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("rollup: plan local days: %w", err)
+	}
+	defer rows.Close()
+	need, seen := uint64(q.Limit), uint64(0)
+	if q.After == nil {
+		need += uint64(q.Offset)
+	}
+	for rows.Next() {
+		var d time.Time
+		var n uint64
+		if err := rows.Scan(&d, &n); err != nil {
+			return time.Time{}, fmt.Errorf("rollup: plan local days: %w", err)
+		}
+		if seen += n; seen >= need {
+			return time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC), nil
+		}
+	}
+	return time.Time{}, rows.Err()
 }
 
 // utcTime formats the 00:00 UTC of t's date for toDateTime(?, 'UTC').

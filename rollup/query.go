@@ -105,6 +105,13 @@ func QueryDaily(ctx context.Context, conn driver.Conn, q DailyQuery) ([]DailyRow
 	}
 	sql, args := dailySQL(q)
 	if q.TimeZone != schema.UTC || q.Buckets {
+		last, err := lastPageDate(ctx, conn, q, loc)
+		if err != nil {
+			return nil, err
+		}
+		if !last.IsZero() && (q.To.IsZero() || last.Before(q.To)) {
+			q.To = last
+		}
 		sql, args = localSQL(q, loc)
 	}
 	rows, err := conn.Query(ctx, sql, args...)
