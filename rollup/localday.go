@@ -113,28 +113,52 @@ func localWhere(q DailyQuery, tz string) (string, []any) {
 // name, currency) order; a date holds one row per distinct event name and currency, and
 // counting those reads only the key columns of pixel_rollups_15m. Bounding the page's
 // query by this date spares it merging the states of every later day (a 90-day read
-// with the API's default page of 100 rows merges about four days instead of 90). Rows
-// inserted meanwhile can only add rows up to that date, so the page is never short.
+// with the API's default page of 100 rows merges a few days instead of 90). The count
+// looks at the first planWindow days from the page's start, then, if they do not fill
+// the page, at the rest. Rows inserted meanwhile can only add rows up to the date
+// found, so the page is never short.
 func lastPageDate(ctx context.Context, conn driver.Conn, q DailyQuery, loc *time.Location) (time.Time, error) {
+	need, seen := uint64(q.Limit), uint64(0)
+	if q.After == nil {
+		need += uint64(q.Offset)
+	}
+	start := q.From
+	if q.After != nil {
+		start = q.After.Date
+	}
+	w := q
+	if !start.IsZero() && (q.To.IsZero() || q.To.Sub(start) > planWindow*24*time.Hour) {
+		w.To = start.AddDate(0, 0, planWindow)
+		last, err := countLocalRows(ctx, conn, w, loc, need, &seen)
+		if err != nil || !last.IsZero() {
+			return last, err
+		}
+		w.From, w.To, w.After = w.To.AddDate(0, 0, 1), q.To, nil // the rest, without the cursor's date
+	}
+	return countLocalRows(ctx, conn, w, loc, need, &seen)
+}
+
+// planWindow is how many days from a page's start lastPageDate counts first.
+const planWindow = 7
+
+// countLocalRows adds the rows of w's local dates to *seen, in date order, and returns
+// the date on which *seen reaches need (zero if it does not).
+func countLocalRows(ctx context.Context, conn driver.Conn, w DailyQuery, loc *time.Location, need uint64, seen *uint64) (time.Time, error) {
 	tz := loc.String()
-	where, args := localWhere(q, tz)
+	where, args := localWhere(w, tz)
 	rows, err := conn.Query(ctx, "SELECT toDate(bucket, ?) AS local_date, uniqExact(event_name, currency)\nFROM pixel_rollups_15m"+
 		where+"\nGROUP BY local_date\nORDER BY local_date", append([]any{tz}, args...)...)
 	if err != nil {
 		return time.Time{}, fmt.Errorf("rollup: plan local days: %w", err)
 	}
 	defer rows.Close()
-	need, seen := uint64(q.Limit), uint64(0)
-	if q.After == nil {
-		need += uint64(q.Offset)
-	}
 	for rows.Next() {
 		var d time.Time
 		var n uint64
 		if err := rows.Scan(&d, &n); err != nil {
 			return time.Time{}, fmt.Errorf("rollup: plan local days: %w", err)
 		}
-		if seen += n; seen >= need {
+		if *seen += n; *seen >= need {
 			return time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC), nil
 		}
 	}

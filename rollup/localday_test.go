@@ -254,3 +254,49 @@ func TestQueryDailyRefusesUnknownZones(t *testing.T) {
 		}
 	}
 }
+
+// TestQueryDailyLocalPagesBounded: pages of any size, each bounded to the local days it
+// reaches (lastPageDate), add up to the whole listing, with and without a range.
+func TestQueryDailyLocalPagesBounded(t *testing.T) {
+	_, conn := chtest.NewDB(t)
+	ctx := context.Background()
+	s := NewSink(conn, "events", schema.TopicEvents)
+	ws, px := schema.UUID{1}, schema.UUID{4}
+	var off int64
+	base := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)
+	var at []time.Time
+	var who []byte
+	for d := 0; d < 30; d++ {
+		if d%4 != 3 { // gaps: days without events
+			at, who = append(at, base.AddDate(0, 0, d).Add(10*time.Hour)), append(who, 1)
+		}
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		insertAt(t, s, ws, px, name, at, who, &off)
+	}
+	for _, rng := range [][2]time.Time{{}, {base.AddDate(0, 0, 2), base.AddDate(0, 0, 27)}} {
+		all, err := QueryDaily(ctx, conn, DailyQuery{Workspace: ws, Pixel: px, TimeZone: "Australia/Sydney", From: rng[0], To: rng[1], Limit: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, limit := range []int{1, 4, 7, 25, 100} {
+			var got []DailyRow
+			q := DailyQuery{Workspace: ws, Pixel: px, TimeZone: "Australia/Sydney", From: rng[0], To: rng[1], Limit: limit}
+			for {
+				page, err := QueryDaily(ctx, conn, q)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, page...)
+				if len(page) < limit {
+					break
+				}
+				c := page[len(page)-1].Cursor()
+				q.After = &c
+			}
+			if fmt.Sprint(got) != fmt.Sprint(all) {
+				t.Fatalf("range %v, limit %d: pages give %d rows, the listing %d", rng, limit, len(got), len(all))
+			}
+		}
+	}
+}
