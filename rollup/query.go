@@ -105,12 +105,15 @@ func QueryDaily(ctx context.Context, conn driver.Conn, q DailyQuery) ([]DailyRow
 	}
 	sql, args := dailySQL(q)
 	if q.TimeZone != schema.UTC || q.Buckets {
-		last, err := lastPageDate(ctx, conn, q, loc)
-		if err != nil {
-			return nil, err
-		}
-		if !last.IsZero() && (q.To.IsZero() || last.Before(q.To)) {
-			q.To = last
+		// A range of a week or less is merged whole; a longer one up to the page's end.
+		if q.From.IsZero() || q.To.IsZero() || q.To.Sub(q.From) >= planWindow*24*time.Hour {
+			last, err := lastPageDate(ctx, conn, q, loc)
+			if err != nil {
+				return nil, err
+			}
+			if !last.IsZero() && (q.To.IsZero() || last.Before(q.To)) {
+				q.To = last
+			}
 		}
 		sql, args = localSQL(q, loc)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -83,16 +82,13 @@ func (tr *Triggers) ScanExpiringKeys(ctx context.Context) error {
 // maxDaysPerScan bounds how far one scan catches up on closed days.
 const maxDaysPerScan = 7
 
-// Zones span UTC-12 to UTC+14: a local day D lies within [D 00:00 UTC - 14h,
-// D+1 00:00 UTC + 12h]. zoneReach rounds that up.
-const zoneReach = 15 * time.Hour
-
-// ScanClosedDays emits rollup.day_closed for each (pixel, environment) whose local day
-// (in the pixel's zone: its own, its workspace's, or UTC) with rollup rows became final
-// (rollup.StatusIn) since the last scan: for each such day, the instant it turned final
-// is in (last scan, this scan]. The last scan's instant is kept in Redis; the first scan
-// looks back one day rather than announcing history. Ids are stable (closedDayID), so
-// overlapping scans from several processes emit each day once.
+// ScanClosedDays emits rollup.day_closed for each pixel of a workspace with endpoints
+// whose local day (in the pixel's zone: its own, its workspace's, or UTC; keys.Store)
+// has rollup rows and became final (rollup.StatusIn) since the last scan: the instant
+// it turned final is in (last scan, this scan]. By then the edge accepts no more events
+// for the day, so its rows are complete. The last scan's instant is kept in Redis; the
+// first scan looks back one day rather than announcing history. Ids are stable
+// (closedDayID), so overlapping scans from several processes emit each day once.
 func (tr *Triggers) ScanClosedDays(ctx context.Context) error {
 	if tr.Conn == nil {
 		return nil
@@ -107,19 +103,54 @@ func (tr *Triggers) ScanClosedDays(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(wss) > 0 {
-		// Local day D turns final at DayEnd(D) + Grace, and DayEnd(D) is within
-		// zoneReach of 00:00 UTC of D+1.
-		first := rollup.LocalDate(since.Add(-rollup.Grace-zoneReach), time.UTC).AddDate(0, 0, -1)
-		last := rollup.LocalDate(now.Add(-rollup.Grace+zoneReach), time.UTC).AddDate(0, 0, -1)
-		zones := map[uuid.UUID]*time.Location{} // this scan's view of each pixel's zone
-		for d := first; !d.After(last); d = d.AddDate(0, 0, 1) {
-			if err := tr.closeDay(ctx, d, wss, zones, since, now); err != nil {
+	for _, ws := range wss {
+		pixels, err := tr.Keys.Pixels(ctx, ws)
+		if err != nil {
+			return err
+		}
+		for _, p := range pixels {
+			if err := tr.closePixelDays(ctx, p, since, now); err != nil {
 				return err
 			}
 		}
 	}
 	return st.setState(ctx, closedScanState, now.Format(time.RFC3339Nano))
+}
+
+// closePixelDays announces each local day of p that turned final in (since, now] and
+// has rollup rows. A pixel's rows are of its workspace's environment (sandbox keys
+// exist only for showroom workspaces, live keys only for the others).
+func (tr *Triggers) closePixelDays(ctx context.Context, p keys.Pixel, since, now time.Time) error {
+	z, err := tr.Keys.TimeZone(ctx, p)
+	if errors.Is(err, keys.ErrNotFound) {
+		return nil // deleted meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	loc, err := schema.LoadZone(z.Name)
+	if err != nil {
+		return fmt.Errorf("pixel %s: %w", ids.Format(ids.Pixel, p.ID), err)
+	}
+	pd := pixelDay{ws: p.WorkspaceID, pixel: p.ID, sandbox: p.Showroom}
+	last := rollup.LocalDate(now.Add(-rollup.Grace), loc)
+	for d := rollup.LocalDate(since.Add(-rollup.Grace), loc).AddDate(0, 0, -1); !d.After(last); d = d.AddDate(0, 0, 1) {
+		if final := rollup.DayEnd(d, loc).Add(rollup.Grace); !final.After(since) || final.After(now) {
+			continue
+		}
+		data, err := tr.dayClosed(ctx, pd, d, z.Name)
+		if err != nil {
+			return err
+		}
+		if len(data.Rows) == 0 {
+			continue // no events that day
+		}
+		ev := Event{ID: closedDayID(pd, d, z.Name), Kind: KindDayClosed, WorkspaceID: pd.ws, CreatedAt: now, Data: data}
+		if _, err := tr.Emitter.Emit(ctx, ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // closedScanState names the instant of the last complete closed-days scan. Before
@@ -152,77 +183,6 @@ func (tr *Triggers) lastClosedScan(ctx context.Context, now time.Time) (time.Tim
 type pixelDay struct {
 	ws, pixel uuid.UUID
 	sandbox   bool
-}
-
-// closeDay announces local day day of every pixel of wss that has rollup rows around it
-// and whose day, in its zone, turned final in (since, now].
-func (tr *Triggers) closeDay(ctx context.Context, day time.Time, wss []uuid.UUID, zones map[uuid.UUID]*time.Location, since, now time.Time) error {
-	// Local day D covers parts of the UTC days D-1, D and D+1 at most.
-	rows, err := tr.Conn.Query(ctx, `SELECT DISTINCT workspace_id, sandbox, pixel_id FROM pixel_rollups_daily
-		WHERE event_date BETWEEN toDate(?) AND toDate(?)`, day.AddDate(0, 0, -1).Format(time.DateOnly), day.AddDate(0, 0, 1).Format(time.DateOnly))
-	if err != nil {
-		return fmt.Errorf("closed days: %w", err)
-	}
-	var found []pixelDay
-	for rows.Next() {
-		var p pixelDay
-		var sb uint8
-		if err := rows.Scan(&p.ws, &sb, &p.pixel); err != nil {
-			rows.Close()
-			return err
-		}
-		p.sandbox = sb == 1
-		if slices.Contains(wss, p.ws) {
-			found = append(found, p)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, p := range found {
-		loc, ok := zones[p.pixel]
-		if !ok {
-			if loc, err = tr.zone(ctx, p); err != nil {
-				return err
-			}
-			zones[p.pixel] = loc
-		}
-		zone := loc.String()
-		if final := rollup.DayEnd(day, loc).Add(rollup.Grace); !final.After(since) || final.After(now) {
-			continue
-		}
-		data, err := tr.dayClosed(ctx, p, day, zone)
-		if err != nil {
-			return err
-		}
-		if len(data.Rows) == 0 {
-			continue // the pixel's events around this UTC date are on other local days
-		}
-		ev := Event{ID: closedDayID(p, day, zone), Kind: KindDayClosed, WorkspaceID: p.ws, CreatedAt: now, Data: data}
-		if _, err := tr.Emitter.Emit(ctx, ev); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// zone is the time zone of p's days: the pixel's, its workspace's, or UTC (also for a
-// pixel without a record in the key store, such as seeded data).
-func (tr *Triggers) zone(ctx context.Context, p pixelDay) (*time.Location, error) {
-	name := schema.UTC
-	z, err := tr.Keys.TimeZone(ctx, keys.Pixel{ID: p.pixel, WorkspaceID: p.ws})
-	switch {
-	case err == nil:
-		name = z.Name
-	case !errors.Is(err, keys.ErrNotFound):
-		return nil, err
-	}
-	loc, err := schema.LoadZone(name)
-	if err != nil {
-		return nil, fmt.Errorf("pixel %s: %w", p.pixel, err)
-	}
-	return loc, nil
 }
 
 // closedDayID is the stable id of a day_closed event. A UTC day keeps the id it had

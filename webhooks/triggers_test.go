@@ -36,7 +36,12 @@ func TestTriggers(t *testing.T) {
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	// A day is final MaxEventAge (7 days) and an hour after it ends (rollup.Status).
 	final, open := today.AddDate(0, 0, -9), today.AddDate(0, 0, -1)
-	pixel, otherWS := uuid.New(), uuid.New()
+	otherWS := uuid.New()
+	px, err := ks.CreatePixel(ctx, w.ID, "triggers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pixel := px.ID
 	insert := func(ws uuid.UUID, day time.Time, name string, value string) {
 		t.Helper()
 		b, err := e.conn.PrepareBatch(ctx, `INSERT INTO events (workspace_id, pixel_id, sandbox, event_id, event_name,
