@@ -7,6 +7,7 @@
 //	svc bench read    [flags]   GET /pixel-rollups (90 days) and GET /plans/{id}/actuals mix
 //	svc bench soak    [flags]   ingest for a long time, sampling heap and goroutines
 //	svc bench direct  [flags]   the same batches straight into ClickHouse over HTTP
+//	svc bench zones   [flags]   the cost of local-day rollups (15-minute buckets), on ClickHouse
 //	svc bench compare A.json B.json
 //	svc bench report A.json   summary again, HTML rewritten
 //
@@ -45,6 +46,8 @@ func Main(ctx context.Context, args []string) error {
 		return directMain(ctx, args[1:])
 	case "read":
 		return readMain(ctx, args[1:])
+	case "zones":
+		return zonesMain(ctx, args[1:])
 	case "compare":
 		return compareMain(args[1:])
 	case "report":
@@ -63,6 +66,7 @@ scenarios:
   read      GET /pixel-rollups over 90 days and GET /plans/{id}/actuals (500 lines, 30 days)
   soak      ingest for a long time, sampling the target's heap and goroutines
   direct    the same batches inserted straight into ClickHouse over HTTP (one INSERT per batch)
+  zones     what local-day rollups cost: rows per pixel-day, 90-day reads per zone, flush CPU (ClickHouse only)
   compare   A.json B.json: the figures of two reports and their ratios
   report    A.json: print the summary again and rewrite A.html (a soak is judged again)
 `)

@@ -37,6 +37,7 @@ type Store struct {
 	mu     sync.Mutex
 	byHash map[string]cachedKey
 	pixels sync.Map // uuid.UUID -> Pixel (pixels never change workspace)
+	zones  sync.Map // uuid.UUID (pixel) -> cachedZone
 }
 
 type cachedKey struct {
@@ -83,6 +84,9 @@ func (s *Store) PutWorkspace(ctx context.Context, w Workspace) (Workspace, error
 	if w.Name == "" {
 		return Workspace{}, errors.New("a workspace needs a name")
 	}
+	if err := checkZone(w.TimeZone); err != nil {
+		return Workspace{}, err
+	}
 	b, _ := json.Marshal(w)
 	return w, s.rdb.Set(ctx, wsKey(w.ID), b, 0).Err()
 }
@@ -100,6 +104,9 @@ func (s *Store) CreatePixel(ctx context.Context, ws uuid.UUID, name string) (Pix
 
 // PutPixel writes p (its workspace must exist); CreatedAt is set when zero.
 func (s *Store) PutPixel(ctx context.Context, p Pixel) (Pixel, error) {
+	if err := checkZone(p.TimeZone); err != nil {
+		return Pixel{}, err
+	}
 	w, err := s.Workspace(ctx, p.WorkspaceID)
 	if err != nil {
 		return Pixel{}, fmt.Errorf("workspace %s: %w", p.WorkspaceID, err)
