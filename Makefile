@@ -11,7 +11,7 @@ FUZZTIME ?= 10s
 # Package list for go test; override to run one package.
 PKGS     ?= ./...
 
-.PHONY: all build run stop test bench lint services services-down fuzz clean
+.PHONY: all build run stop test test-scale bench lint services services-down fuzz clean
 
 all: build
 
@@ -38,6 +38,14 @@ test: build services
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m -p 2 $(PKGS)
 	$(MAKE) --no-print-directory fuzz
+
+# test-scale: the tests over the distributed engines. Starts a local Redis Cluster (3
+# masters, 3 replicas) and ClickHouse cluster (2 shards x 2 replicas, ZooKeeper) as plain
+# processes, runs the Redis-backed suites against the Redis Cluster and the multi-process
+# kill test over both, and stops the clusters again (SCALE_KEEP=1 keeps them running).
+# See deploy/local/test-scale.sh.
+test-scale: build services
+	GO=$(GO) deploy/local/test-scale.sh
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBatch$$' -fuzztime $(FUZZTIME) ./ingest/

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os/exec"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,133 +106,288 @@ func (p *proc) kill() {
 	p.cmd.Wait()
 }
 
-// TestScaleOutSurvivesLosingAnEdgeAndAConsumer: two edges and two consumers as
-// separate processes against one broker with four partitions. Under load, one edge and
-// one consumer are killed with SIGKILL; clients retry on the other edge with the same
-// Idempotency-Key. Every event answered 202 is stored exactly once, and throughput
-// recovers on the surviving edge.
-func TestScaleOutSurvivesLosingAnEdgeAndAConsumer(t *testing.T) {
-	in := newInstance(t)
-	brokerAddr := in.getenv("SVC_EMBEDDED_KAFKA_ADDR")
-	in.env = append(in.env, "SVC_KAFKA_PARTITIONS=4", "SVC_ROLLUP_BATCH_INTERVAL=200ms",
-		"SVC_ROLLUP_SESSION_TIMEOUT=3s", "SVC_IDEMPOTENCY_PENDING_TTL=3s")
-	brk := in.spawn(t, "broker")
-	in.run("migrate")
-	ws := field(t, in.run("admin", "workspace", "create", "--name", "Scale"), "id")
-	var pixels []string
-	for i := 0; i < 4; i++ {
-		pixels = append(pixels, field(t, in.run("admin", "pixel", "create", "--workspace", ws), "id"))
-	}
-	secret := field(t, in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write",
-		"--burst", "1000000", "--daily", "100000000"), "secret")
-	kafka := "SVC_KAFKA_BROKERS=" + brokerAddr
-	edges := []*proc{in.spawn(t, "ingest", kafka), in.spawn(t, "ingest", kafka)}
-	consumers := []*proc{in.spawn(t, "rollup", kafka), in.spawn(t, "rollup", kafka)}
-	for _, p := range append(edges, consumers...) {
-		p.waitReady(t, 30*time.Second)
-	}
-	_ = brk
+// scaleSetup is a multi-process topology: a migrated database, one workspace with
+// pixels and a key, two edges and two consumers sharing one broker.
+type scaleSetup struct {
+	in        *instance
+	pixels    []string // pxl_… ids
+	pixelIDs  []string // their UUIDs
+	keyID     string   // the key's UUID
+	secret    string
+	edges     []*proc
+	consumers []*proc
+}
 
-	var accepted atomic.Int64
-	var alive atomic.Int32
-	alive.Store(2)
-	const perBatch = 10
-	start := time.Now()
-	buckets := make([]atomic.Int64, 40) // 202s per 250 ms
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	client := &http.Client{Timeout: 10 * time.Second}
-	send := func(edge *proc, body, key string) (int, error) {
-		req, _ := http.NewRequest("POST", "http://"+edge.http+"/v1/events", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+secret)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", key)
-		resp, err := client.Do(req)
-		if err != nil {
-			return 0, err
-		}
-		io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		return resp.StatusCode, nil
+// provision creates the workspace, npixels pixels and a key with raised limits.
+func (s *scaleSetup) provision(t *testing.T, npixels int) {
+	ws := field(t, s.in.run("admin", "workspace", "create", "--name", "Scale"), "id")
+	for i := 0; i < npixels; i++ {
+		px := s.in.run("admin", "pixel", "create", "--workspace", ws)
+		s.pixels = append(s.pixels, field(t, px, "id"))
+		s.pixelIDs = append(s.pixelIDs, field(t, px, "id_uuid"))
 	}
-	for w := 0; w < 4; w++ {
-		wg.Add(1)
+	key := s.in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write,pixels:read",
+		"--burst", "1000000", "--daily", "100000000")
+	s.secret, s.keyID = field(t, key, "secret"), field(t, key, "id_uuid")
+}
+
+// load sends batches of perBatch events from workers goroutines, each batch with its
+// own Idempotency-Key, retried with that key (on the next live edge) until an edge
+// answers 202.
+type load struct {
+	s        *scaleSetup
+	dead     []atomic.Bool // per edge
+	accepted atomic.Int64
+	perPixel []atomic.Int64 // events accepted per pixel (index of scaleSetup.pixels)
+	buckets  []atomic.Int64 // 202s per 250 ms since start
+	start    time.Time
+	stop     chan struct{}
+	wg       sync.WaitGroup
+	client   *http.Client
+}
+
+const perBatch = 10
+
+func (s *scaleSetup) startLoad(t *testing.T, workers int) *load {
+	l := &load{s: s, dead: make([]atomic.Bool, len(s.edges)), buckets: make([]atomic.Int64, 400),
+		perPixel: make([]atomic.Int64, len(s.pixels)),
+		start:    time.Now(), stop: make(chan struct{}), client: &http.Client{Timeout: 10 * time.Second}}
+	for w := 0; w < workers; w++ {
+		l.wg.Add(1)
 		go func(w int) {
-			defer wg.Done()
+			defer l.wg.Done()
 			for n := 0; ; n++ {
 				select {
-				case <-stop:
+				case <-l.stop:
 					return
 				default:
 				}
-				var evs []string
-				at := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
-				for i := 0; i < perBatch; i++ {
-					evs = append(evs, fmt.Sprintf(`{"event_name":"purchase","occurred_at":%q,"value":1,"currency":"EUR","consent":{"measurement":true}}`, at))
-				}
-				body := fmt.Sprintf(`{"pixel_id":%q,"events":[%s]}`, pixels[(w+n)%len(pixels)], strings.Join(evs, ","))
-				key := fmt.Sprintf("w%d-n%d", w, n)
-				// Retry the same logical batch, with the same key, until an edge says 202.
-				for try := 0; ; try++ {
-					edge := edges[(w+n+try)%2]
-					if alive.Load() == 1 {
-						edge = edges[1]
-					}
-					st, err := send(edge, body, key)
-					if err == nil && st == 202 {
-						accepted.Add(perBatch)
-						if b := int(time.Since(start) / (250 * time.Millisecond)); b < len(buckets) {
-							buckets[b].Add(1)
-						}
-						break
-					}
-					if err == nil && st != 503 && st != 409 {
-						t.Errorf("POST /events: %d", st)
-						return
-					}
-					if try > 200 {
-						t.Errorf("batch %s never accepted", key)
-						return
-					}
-					time.Sleep(50 * time.Millisecond)
+				if !l.sendBatch(t, w, n) {
+					return
 				}
 			}
 		}(w)
 	}
-	time.Sleep(3 * time.Second)
-	edges[0].kill()
-	alive.Store(1)
-	consumers[0].kill()
-	time.Sleep(5 * time.Second)
-	close(stop)
-	wg.Wait()
-	if t.Failed() {
-		return
+	return l
+}
+
+// sendBatch sends worker w's batch n until it is accepted; false on a failure that
+// ends the worker (reported).
+func (l *load) sendBatch(t *testing.T, w, n int) bool {
+	var evs []string
+	at := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
+	for i := 0; i < perBatch; i++ {
+		evs = append(evs, fmt.Sprintf(`{"event_name":"purchase","occurred_at":%q,"value":1,"currency":"EUR","consent":{"measurement":true}}`, at))
 	}
-	rate := func(from, to int) float64 {
-		n := int64(0)
-		for i := from; i < to; i++ {
-			n += buckets[i].Load()
+	px := (w + n) % len(l.s.pixels)
+	body := fmt.Sprintf(`{"pixel_id":%q,"events":[%s]}`, l.s.pixels[px], strings.Join(evs, ","))
+	key := fmt.Sprintf("w%d-n%d", w, n)
+	for try := 0; ; try++ {
+		st, err := l.send(l.edge(w+n+try), body, key)
+		if err == nil && st == 202 {
+			l.accepted.Add(perBatch)
+			l.perPixel[px].Add(perBatch)
+			if b := int(time.Since(l.start) / (250 * time.Millisecond)); b < len(l.buckets) {
+				l.buckets[b].Add(1)
+			}
+			return true
 		}
-		return float64(n) / (float64(to-from) / 4)
+		if err == nil && st != 503 && st != 409 {
+			t.Errorf("POST /events: %d", st)
+			return false
+		}
+		if try > 600 {
+			t.Errorf("batch %s never accepted", key)
+			return false
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	before, after := rate(4, 12), rate(20, 32)
-	t.Logf("accepted %d events; 202/s before the kill %.0f, after %.0f", accepted.Load(), before, after)
-	if after < before/3 {
-		t.Fatalf("throughput did not recover: %.0f/s after vs %.0f/s before", after, before)
+}
+
+// edge returns the i-th live edge (modulo the edges).
+func (l *load) edge(i int) *proc {
+	for k := 0; k < len(l.s.edges); k++ {
+		j := (i + k) % len(l.s.edges)
+		if !l.dead[j].Load() {
+			return l.s.edges[j]
+		}
 	}
-	db := in.getenv("SVC_CLICKHOUSE_DB")
-	deadline := time.Now().Add(60 * time.Second)
-	want := fmt.Sprintf("%d\t%d", accepted.Load(), accepted.Load())
+	return l.s.edges[0]
+}
+
+func (l *load) send(edge *proc, body, key string) (int, error) {
+	req, _ := http.NewRequest("POST", "http://"+edge.http+"/v1/events", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+l.s.secret)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", key)
+	resp, err := l.client.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+// killEdge kills edge i; clients retry on the others from then on.
+func (l *load) killEdge(i int) {
+	l.dead[i].Store(true)
+	l.s.edges[i].kill()
+}
+
+func (l *load) finish() {
+	close(l.stop)
+	l.wg.Wait()
+}
+
+// rate is the 202s per second between seconds from and to after the start.
+func (l *load) rate(from, to float64) float64 {
+	n := int64(0)
+	for i := int(from * 4); i < int(to*4); i++ {
+		n += l.buckets[i].Load()
+	}
+	return float64(n) / (to - from)
+}
+
+// chQuery runs q on the instance's ClickHouse (the first of SVC_CLICKHOUSE_ADDR) and
+// returns the trimmed TSV answer.
+func (in *instance) chQuery(q string) (string, error) {
+	port := chPort()
+	first, _, _ := strings.Cut(in.getenv("SVC_CLICKHOUSE_ADDR"), ",")
+	if _, p, err := net.SplitHostPort(first); err == nil {
+		port = p
+	}
+	return chQueryOn(port, q)
+}
+
+// chQueryOn runs q on the ClickHouse at 127.0.0.1:port.
+func chQueryOn(port, q string) (string, error) {
+	out, err := exec.Command("clickhouse-client", "--port", port, "-q", q).Output()
+	return strings.TrimSpace(string(out)), err
+}
+
+// partitionOffsets returns the highest stored Kafka offset per partition.
+func (in *instance) partitionOffsets() map[int]int64 {
+	out, err := in.chQuery("SELECT kafka_partition, max(kafka_offset) FROM " + in.getenv("SVC_CLICKHOUSE_DB") + ".events GROUP BY kafka_partition")
+	if err != nil {
+		return nil
+	}
+	m := map[int]int64{}
+	for _, line := range strings.Split(out, "\n") {
+		p, o, ok := strings.Cut(line, "\t")
+		if !ok {
+			continue
+		}
+		pi, _ := strconv.Atoi(p)
+		oi, _ := strconv.ParseInt(o, 10, 64)
+		m[pi] = oi
+	}
+	return m
+}
+
+// failoverGap measures how long after killedAt every partition that held rows then is
+// consumed again (its highest stored offset moves): the partitions of the killed
+// consumer stall until the group hands them to a survivor; the others move at once.
+// It gives up after limit and returns the gaps per partition.
+func (in *instance) failoverGap(killedAt time.Time, limit time.Duration) (time.Duration, map[int]time.Duration) {
+	time.Sleep(300 * time.Millisecond) // an INSERT the dead consumer had sent lands first
+	base := in.partitionOffsets()
+	gaps := map[int]time.Duration{}
+	for time.Since(killedAt) < limit && len(gaps) < len(base) {
+		now := in.partitionOffsets()
+		for p, o := range base {
+			if _, done := gaps[p]; !done && now[p] > o {
+				gaps[p] = time.Since(killedAt)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	worst := time.Duration(0)
+	for p := range base {
+		g, ok := gaps[p]
+		if !ok {
+			g = limit
+		}
+		worst = max(worst, g)
+	}
+	return worst, gaps
+}
+
+func formatGaps(gaps map[int]time.Duration) string {
+	var ps []int
+	for p := range gaps {
+		ps = append(ps, p)
+	}
+	sort.Ints(ps)
+	var b strings.Builder
+	for _, p := range ps {
+		fmt.Fprintf(&b, " p%d=%.1fs", p, gaps[p].Seconds())
+	}
+	return strings.TrimSpace(b.String())
+}
+
+// waitExact waits until the events table holds exactly want events with want distinct
+// ids (so nothing lost, nothing doubled).
+func (in *instance) waitExact(t *testing.T, want int64, d time.Duration, logs func() string) {
+	t.Helper()
+	q := "SELECT count(), uniqExact(event_id) FROM " + in.getenv("SVC_CLICKHOUSE_DB") + ".events"
+	wantS := fmt.Sprintf("%d\t%d", want, want)
+	deadline := time.Now().Add(d)
 	for {
-		out, err := exec.Command("clickhouse-client", "--port", chPort(), "-q", "SELECT count(), uniqExact(event_id) FROM "+db+".events").Output()
-		got := strings.TrimSpace(string(out))
-		if err == nil && got == want {
-			break
+		got, err := in.chQuery(q)
+		if err == nil && got == wantS {
+			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("events table %q, want %q (count, distinct ids)\nconsumer log:\n%s", got, want, consumers[1].log.String())
+			t.Fatalf("events table %q, want %q (count, distinct ids)\n%s", got, wantS, logs())
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// TestScaleOutSurvivesLosingAnEdgeAndAConsumer: two edges and two consumers as
+// separate processes against one broker with four partitions, with the consumer
+// group's default session timeout. Under load, one edge and one consumer are killed
+// with SIGKILL; clients retry on the other edge with the same Idempotency-Key. The
+// killed consumer's partitions are consumed again within 10 s (the failover figure is
+// logged), every event answered 202 is stored exactly once, and throughput recovers on
+// the surviving edge.
+func TestScaleOutSurvivesLosingAnEdgeAndAConsumer(t *testing.T) {
+	in := newInstance(t)
+	brokerAddr := in.getenv("SVC_EMBEDDED_KAFKA_ADDR")
+	in.env = append(in.env, "SVC_KAFKA_PARTITIONS=4", "SVC_ROLLUP_BATCH_INTERVAL=200ms", "SVC_IDEMPOTENCY_PENDING_TTL=3s")
+	in.spawn(t, "broker")
+	in.run("migrate")
+	s := &scaleSetup{in: in}
+	s.provision(t, 8)
+	kafka := "SVC_KAFKA_BROKERS=" + brokerAddr
+	s.edges = []*proc{in.spawn(t, "ingest", kafka), in.spawn(t, "ingest", kafka)}
+	s.consumers = []*proc{in.spawn(t, "rollup", kafka), in.spawn(t, "rollup", kafka)}
+	for _, p := range append(s.edges, s.consumers...) {
+		p.waitReady(t, 30*time.Second)
+	}
+
+	l := s.startLoad(t, 4)
+	time.Sleep(3 * time.Second)
+	l.killEdge(0)
+	s.consumers[0].kill()
+	killedAt := time.Now()
+	gap, gaps := in.failoverGap(killedAt, 20*time.Second)
+	if rest := 8*time.Second - time.Since(l.start); rest > 0 {
+		time.Sleep(rest) // the throughput window below ends 8 s after the start
+	}
+	l.finish()
+	if t.Failed() {
+		return
+	}
+	before, after := l.rate(1, 3), l.rate(5, 8)
+	t.Logf("accepted %d events; 202/s before the kill %.0f, after %.0f; a killed consumer's partitions consumed again after %.1fs (%s)",
+		l.accepted.Load(), before, after, gap.Seconds(), formatGaps(gaps))
+	if after < before/3 {
+		t.Fatalf("throughput did not recover: %.0f/s after vs %.0f/s before", after, before)
+	}
+	if gap > 10*time.Second {
+		t.Errorf("the killed consumer's partitions were consumed again only after %.1fs (%s); want within 10 s", gap.Seconds(), formatGaps(gaps))
+	}
+	in.waitExact(t, l.accepted.Load(), 60*time.Second, func() string { return "consumer log:\n" + s.consumers[1].log.String() })
 }

@@ -18,7 +18,7 @@ import (
 )
 
 // NewDeps builds the shared stores over rdb and registers HTTP metrics on reg.
-func NewDeps(cfg Config, rdb *redis.Client, reg prometheus.Registerer, log *slog.Logger) Deps {
+func NewDeps(cfg Config, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) Deps {
 	ks := keys.NewStore(rdb)
 	ks.CacheTTL = cfg.KeyCacheTTL
 	hot := hotPath(cfg, rdb, log)
@@ -35,7 +35,7 @@ func BareDeps(reg prometheus.Registerer, log *slog.Logger) Deps {
 
 // hotPath is the client for the commands every request runs: rdb's auto-pipeliner
 // (shared, closed with rdb) when cfg.RedisAutoPipeline is on, else rdb itself.
-func hotPath(cfg Config, rdb *redis.Client, log *slog.Logger) redis.Cmdable {
+func hotPath(cfg Config, rdb redis.UniversalClient, log *slog.Logger) redis.Cmdable {
 	if !cfg.RedisAutoPipeline {
 		return rdb
 	}

@@ -87,7 +87,7 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 		rep.Params[k] = v
 	}
 	run := runID()
-	fx, err := Provision(ctx, f.redisURL, "bench-"+scenario+"-"+run, f.pixels, f.keys, []string{"events:write", "pixels:read"})
+	fx, err := Provision(ctx, f.redis(), "bench-"+scenario+"-"+run, f.pixels, f.keys, []string{"events:write", "pixels:read"})
 	if err != nil {
 		return err
 	}

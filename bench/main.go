@@ -7,6 +7,7 @@
 //	svc bench read    [flags]   GET /pixel-rollups (90 days) and GET /plans/{id}/actuals mix
 //	svc bench soak    [flags]   ingest for a long time, sampling heap and goroutines
 //	svc bench direct  [flags]   the same batches straight into ClickHouse over HTTP
+//	svc bench zones   [flags]   the cost of local-day rollups (15-minute buckets), on ClickHouse
 //	svc bench compare A.json B.json
 //	svc bench report A.json   summary again, HTML rewritten
 //
@@ -29,6 +30,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"svc/lib/process"
 	"svc/lib/settings"
 )
 
@@ -45,6 +47,8 @@ func Main(ctx context.Context, args []string) error {
 		return directMain(ctx, args[1:])
 	case "read":
 		return readMain(ctx, args[1:])
+	case "zones":
+		return zonesMain(ctx, args[1:])
 	case "compare":
 		return compareMain(args[1:])
 	case "report":
@@ -63,6 +67,7 @@ scenarios:
   read      GET /pixel-rollups over 90 days and GET /plans/{id}/actuals (500 lines, 30 days)
   soak      ingest for a long time, sampling the target's heap and goroutines
   direct    the same batches inserted straight into ClickHouse over HTTP (one INSERT per batch)
+  zones     what local-day rollups cost: rows per pixel-day, 90-day reads per zone, flush CPU (ClickHouse only)
   compare   A.json B.json: the figures of two reports and their ratios
   report    A.json: print the summary again and rewrite A.html (a soak is judged again)
 `)
@@ -70,19 +75,20 @@ scenarios:
 
 // common are the flags every load scenario has.
 type common struct {
-	target   string
-	metrics  string
-	redisURL string
-	rate     float64
-	duration time.Duration
-	workers  int
-	late     time.Duration
-	drain    time.Duration
-	timeout  time.Duration
-	out      string
-	note     string
-	quiet    bool
-	sample   time.Duration
+	target       string
+	metrics      string
+	redisURL     string
+	redisCluster string
+	rate         float64
+	duration     time.Duration
+	workers      int
+	late         time.Duration
+	drain        time.Duration
+	timeout      time.Duration
+	out          string
+	note         string
+	quiet        bool
+	sample       time.Duration
 }
 
 func (c *common) register(fs *flag.FlagSet, rate float64, dur time.Duration) {
@@ -95,6 +101,7 @@ func (c *common) register(fs *flag.FlagSet, rate float64, dur time.Duration) {
 	fs.StringVar(&c.target, "target", "http://"+addr, "base URL of the service (default from SVC_HTTP_ADDR)")
 	fs.StringVar(&c.metrics, "metrics", murl, "the target's Prometheus /metrics URL, sampled every -sample (empty: none)")
 	fs.StringVar(&c.redisURL, "redis", r.String("SVC_REDIS_URL"), "Redis of the target, where the bench provisions its workspace, pixels and keys")
+	fs.StringVar(&c.redisCluster, "redis-cluster", strings.Join(r.List("SVC_REDIS_CLUSTER"), ","), "the target's Redis Cluster, seed host:port list (replaces -redis)")
 	fs.Float64Var(&c.rate, "rate", rate, "arrival rate, requests per second")
 	fs.DurationVar(&c.duration, "duration", dur, "how long to send")
 	fs.IntVar(&c.workers, "workers", 256, "most requests in flight (and connections)")
@@ -112,6 +119,15 @@ func envOr(k, def string) string {
 		return v
 	}
 	return def
+}
+
+// redis is the target's Redis as the flags name it.
+func (c *common) redis() process.RedisConfig {
+	rc := process.RedisConfig{URL: c.redisURL}
+	if c.redisCluster != "" {
+		rc.Cluster = strings.Split(c.redisCluster, ",")
+	}
+	return rc
 }
 
 func (c *common) outBase(scenario string) string {

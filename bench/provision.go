@@ -33,15 +33,15 @@ type Fixture struct {
 	KeyIDs    []uuid.UUID
 	Secrets   []string
 
-	rdb       *redis.Client
+	rdb       redis.UniversalClient
 	store     *keys.Store
 	forgotten bool // ForgetRequests ran: Close need not scan
 }
 
 // Provision creates a workspace named name with npixels pixels and nkeys live keys
-// holding scopes, directly in the key store (Redis at redisURL).
-func Provision(ctx context.Context, redisURL, name string, npixels, nkeys int, scopes []string) (*Fixture, error) {
-	rdb, err := process.OpenRedis(ctx, redisURL)
+// holding scopes, directly in the key store (in the Redis rc names).
+func Provision(ctx context.Context, rc process.RedisConfig, name string, npixels, nkeys int, scopes []string) (*Fixture, error) {
+	rdb, err := process.OpenRedis(ctx, rc)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (f *Fixture) AddPixel(ctx context.Context, name string) error {
 }
 
 // Redis is the fixture's Redis client (for seeding through other packages).
-func (f *Fixture) Redis() *redis.Client { return f.rdb }
+func (f *Fixture) Redis() redis.UniversalClient { return f.rdb }
 
 // Close revokes every key the fixture created and closes Redis. It uses its own
 // context so that it runs even after the run's context was cancelled.
@@ -104,7 +104,7 @@ func (f *Fixture) Close(_ context.Context) error {
 		scan = nil // deleted by name already
 	}
 	for _, id := range scan {
-		if _, err := UnlinkPattern(ctx, f.rdb, idempotency.KeyPrefix(id.String())+"*"); err != nil && first == nil {
+		if _, err := process.UnlinkPattern(ctx, f.rdb, idempotency.KeyPrefix(id.String())+"*"); err != nil && first == nil {
 			first = fmt.Errorf("drop idempotency records of key %s: %w", id, err)
 		}
 	}
@@ -125,32 +125,10 @@ func (f *Fixture) ForgetRequests(ctx context.Context, n int64, name func(j int64
 			batch := ingest.BatchID(kid, []byte(idem))
 			ks = append(ks, idempotency.RecordKey(kid.String(), idem), rollup.ClaimKey(schema.TopicEvents, batch[:]))
 		}
-		if err := f.rdb.Unlink(ctx, ks...).Err(); err != nil {
+		if err := process.Unlink(ctx, f.rdb, ks...); err != nil {
 			return fmt.Errorf("forget requests: %w", err)
 		}
 	}
 	f.forgotten = true
 	return nil
-}
-
-// UnlinkPattern removes every key matching pattern (SCAN + UNLINK, in batches) and
-// returns how many it removed.
-func UnlinkPattern(ctx context.Context, rdb *redis.Client, pattern string) (int, error) {
-	var cursor uint64
-	n := 0
-	for {
-		ks, next, err := rdb.Scan(ctx, cursor, pattern, 5000).Result()
-		if err != nil {
-			return n, err
-		}
-		if len(ks) > 0 {
-			if err := rdb.Unlink(ctx, ks...).Err(); err != nil {
-				return n, err
-			}
-			n += len(ks)
-		}
-		if cursor = next; cursor == 0 {
-			return n, nil
-		}
-	}
 }

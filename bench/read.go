@@ -36,6 +36,8 @@ func readMain(ctx context.Context, args []string) error {
 	mix := fs.Float64("rollups-share", 0.5, "share of requests that are GET /pixel-rollups (the rest GET /plans/{id}/actuals)")
 	limit := fs.Int("limit", 100, "page size asked for (the API's default is 100, its maximum 1000)")
 	variants := fs.Int("variants", 1, "distinct date windows per endpoint (the window ends 0..N-1 days earlier): 1 repeats identical requests, which a response cache serves; more defeats it")
+	perDay := fs.Int("events-per-day", 0, "events per pixel and day, spread evenly over the UTC day (0: the standard seed, 30 events around noon)")
+	zone := fs.String("time-zone", "", "time_zone of every GET /pixel-rollups (empty: the pixel's, UTC for the bench's pixels)")
 	chHTTP := fs.String("clickhouse-http", envOr("BENCH_CLICKHOUSE_HTTP", "http://127.0.0.1:8123"), "ClickHouse HTTP interface (seeding events)")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -55,11 +57,12 @@ func readMain(ctx context.Context, args []string) error {
 		*rollupDays, 100**mix, *lines, *actualDays, 100*(1-*mix), *limit, *variants, c.rate, c.duration)
 	rep := newReport("read", title, &c, args)
 	for k, v := range map[string]any{"pixels": *pixels, "rollup_days": *rollupDays, "lines": *lines,
-		"actuals_days": *actualDays, "rollups_share": *mix, "limit": *limit, "database": chCfg.Database, "variants": *variants} {
+		"actuals_days": *actualDays, "rollups_share": *mix, "limit": *limit, "database": chCfg.Database, "variants": *variants,
+		"time_zone": *zone} {
 		rep.Params[k] = v
 	}
 	run := runID()
-	fx, err := Provision(ctx, c.redisURL, "bench-read-"+run, *pixels, 2, []string{"pixels:read", "plans:read"})
+	fx, err := Provision(ctx, c.redis(), "bench-read-"+run, *pixels, 2, []string{"pixels:read", "plans:read"})
 	if err != nil {
 		return err
 	}
@@ -69,7 +72,7 @@ func readMain(ctx context.Context, args []string) error {
 		}
 	}()
 	seedStart := time.Now()
-	plan, err := seedRead(ctx, fx, chCfg, *chHTTP, *pixels, *rollupDays, *lines, *actualDays)
+	plan, err := seedRead(ctx, fx, chCfg, *chHTTP, *pixels, *rollupDays, *perDay, *lines, *actualDays)
 	if err != nil {
 		return fmt.Errorf("seed: %w", err)
 	}
@@ -85,7 +88,7 @@ func readMain(ctx context.Context, args []string) error {
 		end := today.AddDate(0, 0, -v)
 		for _, p := range fx.PixelIDs {
 			rollupURLs = append(rollupURLs, c.target+"/pixel-rollups?pixel_id="+p+"&from="+end.AddDate(0, 0, -(*rollupDays-1)).Format(time.DateOnly)+
-				"&to="+end.Format(time.DateOnly)+"&limit="+strconv.Itoa(*limit))
+				"&to="+end.Format(time.DateOnly)+"&limit="+strconv.Itoa(*limit)+zoneQuery(*zone))
 		}
 		actualsURLs = append(actualsURLs, c.target+"/plans/"+ids.Format(ids.Plan, plan)+"/actuals?from="+
 			end.AddDate(0, 0, -(*actualDays-1)).Format(time.DateOnly)+"&to="+end.Format(time.DateOnly)+"&limit="+strconv.Itoa(*limit))
@@ -135,6 +138,71 @@ func readMain(ctx context.Context, args []string) error {
 	return finish(&c, rep)
 }
 
+// seedDay is one pixel-day of seed events: perDay of them spread over the day, or with
+// perDay 0 every event name in every currency (and none) around noon.
+func seedDay(day time.Time, perDay, d int) GenBatch {
+	if perDay > 0 {
+		return spreadDay(day, perDay, d)
+	}
+	var b GenBatch
+	for n, name := range eventNames {
+		for k, cur := range []string{"", "EUR", "USD"} {
+			e := GenEvent{Name: name, OccurredAt: day.Add(12*time.Hour + time.Duration(n*3+k)*time.Minute), Consent: true,
+				Email: "seed" + strconv.Itoa((d*7+n*3+k)%500) + "@example.com"}
+			if cur != "" {
+				e.Value, e.Currency = strconv.Itoa(10+n)+".50", cur
+			}
+			b.Events = append(b.Events, e)
+		}
+	}
+	return b
+}
+
+// insertRows inserts JSONEachRow rows into db's events table over ClickHouse's HTTP interface.
+func insertRows(hc *fasthttp.HostClient, chHTTP, db string, rows []byte) error {
+	if len(rows) == 0 {
+		return nil
+	}
+	q := "INSERT INTO " + db + ".events (" + DirectColumns + ") FORMAT JSONEachRow"
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.SetRequestURI(chHTTP + "/?query=" + url.QueryEscape(q))
+	req.Header.SetMethod("POST")
+	req.SetBodyRaw(rows)
+	if err := hc.DoTimeout(req, resp, time.Minute); err != nil {
+		return err
+	}
+	if resp.StatusCode() != 200 {
+		return fmt.Errorf("insert events: ClickHouse %d: %s", resp.StatusCode(), firstLine(resp.Body()))
+	}
+	return nil
+}
+
+// spreadDay is perDay events evenly over the UTC day from day: event names and
+// currencies cycle, one of 500 people.
+func spreadDay(day time.Time, perDay, d int) GenBatch {
+	b := GenBatch{Events: make([]GenEvent, perDay)}
+	step := 24 * time.Hour / time.Duration(perDay)
+	for i := range b.Events {
+		e := GenEvent{Name: eventNames[i%len(eventNames)], OccurredAt: day.Add(time.Duration(i) * step), Consent: true,
+			Email: "seed" + strconv.Itoa((d*7+i)%500) + "@example.com"}
+		if cur := []string{"", "EUR", "USD"}[(i/len(eventNames))%3]; cur != "" {
+			e.Value, e.Currency = strconv.Itoa(10+i%90)+".50", cur
+		}
+		b.Events[i] = e
+	}
+	return b
+}
+
+// zoneQuery is the time_zone parameter for zone ("" for none).
+func zoneQuery(zone string) string {
+	if zone == "" {
+		return ""
+	}
+	return "&time_zone=" + url.QueryEscape(zone)
+}
+
 func trimBase(u, base string) string {
 	if len(u) > len(base) && u[:len(base)] == base {
 		return u[len(base):]
@@ -143,7 +211,7 @@ func trimBase(u, base string) string {
 }
 
 // seedRead writes the read scenario's data for fx's workspace and returns the plan id.
-func seedRead(ctx context.Context, fx *Fixture, chCfg schema.Config, chHTTP string, pixels, rollupDays, lines, actualDays int) (uuid.UUID, error) {
+func seedRead(ctx context.Context, fx *Fixture, chCfg schema.Config, chHTTP string, pixels, rollupDays, perDay, lines, actualDays int) (uuid.UUID, error) {
 	// Events: every day, every event name, three currencies and none, a few events.
 	hc, err := hostClient(chHTTP, 2, time.Minute)
 	if err != nil {
@@ -156,34 +224,19 @@ func seedRead(ctx context.Context, fx *Fixture, chCfg schema.Config, chHTTP stri
 	ws, key := fx.Workspace.String(), uuid.New().String()
 	for p := 0; p < pixels; p++ {
 		for d := 0; d < rollupDays; d++ {
-			day := today.AddDate(0, 0, -d).Add(12 * time.Hour)
-			b := GenBatch{}
-			for n, name := range eventNames {
-				for k, cur := range []string{"", "EUR", "USD"} {
-					e := GenEvent{Name: name, OccurredAt: day.Add(time.Duration(n*3+k) * time.Minute), Consent: true,
-						Email: "seed" + strconv.Itoa((d*7+n*3+k)%500) + "@example.com"}
-					if cur != "" {
-						e.Value, e.Currency = strconv.Itoa(10+n)+".50", cur
-					}
-					b.Events = append(b.Events, e)
-				}
-			}
+			b := seedDay(today.AddDate(0, 0, -d), perDay, d)
 			rows = AppendDirectRows(rows, &b, ws, fx.Pixels[p].String(), key, "bench-seed", seq, now)
 			seq++
+			if len(rows) > 64<<20 { // insert in parts of about 64 MiB
+				if err := insertRows(hc, chHTTP, chCfg.Database, rows); err != nil {
+					return uuid.Nil, err
+				}
+				rows = rows[:0]
+			}
 		}
 	}
-	q := "INSERT INTO " + chCfg.Database + ".events (" + DirectColumns + ") FORMAT JSONEachRow"
-	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
-	defer fasthttp.ReleaseRequest(req)
-	defer fasthttp.ReleaseResponse(resp)
-	req.SetRequestURI(chHTTP + "/?query=" + url.QueryEscape(q))
-	req.Header.SetMethod("POST")
-	req.SetBodyRaw(rows)
-	if err := hc.DoTimeout(req, resp, time.Minute); err != nil {
+	if err := insertRows(hc, chHTTP, chCfg.Database, rows); err != nil {
 		return uuid.Nil, err
-	}
-	if resp.StatusCode() != 200 {
-		return uuid.Nil, fmt.Errorf("insert events: ClickHouse %d: %s", resp.StatusCode(), firstLine(resp.Body()))
 	}
 
 	// A plan with its lines and their actuals.

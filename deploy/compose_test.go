@@ -206,7 +206,7 @@ func TestComposeTopology(t *testing.T) {
 		}
 		roles[role] = append(roles[role], name)
 		env := s.Environment
-		for _, k := range []string{"SVC_KAFKA_BROKERS", "SVC_REDIS_URL", "SVC_CLICKHOUSE_ADDR", "SVC_CLICKHOUSE_DB", "SVC_CLICKHOUSE_USER", "SVC_CLICKHOUSE_PASSWORD"} {
+		for _, k := range []string{"SVC_KAFKA_BROKERS", "SVC_REDIS_CLUSTER", "SVC_CLICKHOUSE_ADDR", "SVC_CLICKHOUSE_DB", "SVC_CLICKHOUSE_USER", "SVC_CLICKHOUSE_PASSWORD"} {
 			if env[k] == "" {
 				t.Errorf("%s: %s not set", name, k)
 			}
@@ -216,14 +216,13 @@ func TestComposeTopology(t *testing.T) {
 				t.Errorf("%s: %s=%q: in a container it must listen on 0.0.0.0", name, k, env[k])
 			}
 		}
-		for _, b := range strings.Split(env["SVC_KAFKA_BROKERS"], ",") {
-			checkHostPort(t, c, name, "SVC_KAFKA_BROKERS", b)
+		for _, k := range []string{"SVC_KAFKA_BROKERS", "SVC_REDIS_CLUSTER", "SVC_CLICKHOUSE_ADDR"} {
+			for _, b := range strings.Split(env[k], ",") {
+				checkHostPort(t, c, name, k, b)
+			}
 		}
-		checkHostPort(t, c, name, "SVC_CLICKHOUSE_ADDR", env["SVC_CLICKHOUSE_ADDR"])
-		if u, err := url.Parse(env["SVC_REDIS_URL"]); err != nil || u.Scheme != "redis" {
-			t.Errorf("%s: SVC_REDIS_URL %q", name, env["SVC_REDIS_URL"])
-		} else {
-			checkHostPort(t, c, name, "SVC_REDIS_URL", u.Host)
+		if u := env["SVC_REDIS_URL"]; u != "" {
+			t.Errorf("%s: SVC_REDIS_URL %q beside SVC_REDIS_CLUSTER: one Redis, the cluster", name, u)
 		}
 		for _, p := range strings.Split(env["SVC_TRUSTED_PROXIES"], ",") {
 			if p == "" {
@@ -269,12 +268,43 @@ func TestComposeTopology(t *testing.T) {
 	if len(kafka) != 3 {
 		t.Errorf("want 3 Kafka brokers, have %v", kafka)
 	}
-	if r := c.Services["redis"]; !strings.Contains(strings.Join(r.Command, " "), "--appendonly yes") {
-		t.Errorf("redis: AOF (--appendonly yes) not enabled")
-	}
+	checkRedisCluster(t, c)
 	for _, s := range []string{"lb", "prometheus", "grafana"} {
 		if _, ok := c.Services[s]; !ok {
 			t.Errorf("service %s missing", s)
+		}
+	}
+}
+
+// checkRedisCluster: six Redis nodes in cluster mode with AOF, joined by a one-shot
+// redis-cli --cluster create with a replica per master, which every svc role waits for.
+func checkRedisCluster(t *testing.T, c composeFile) {
+	t.Helper()
+	nodes := 0
+	for _, name := range sortedKeys(c.Services) {
+		s := c.Services[name]
+		cmd := strings.Join(append(append([]string{}, s.Entrypoint...), s.Command...), " ")
+		if !strings.HasPrefix(s.Image, "redis:") || !strings.Contains(cmd, "redis-server") {
+			continue
+		}
+		nodes++
+		for _, want := range []string{"--cluster-enabled yes", "--appendonly yes", "--cluster-announce-hostname"} {
+			if !strings.Contains(cmd, want) {
+				t.Errorf("%s: redis-server without %s", name, want)
+			}
+		}
+	}
+	if nodes != 6 {
+		t.Errorf("want 6 Redis Cluster nodes (3 masters, 3 replicas), have %d", nodes)
+	}
+	init, ok := c.Services["redis-init"]
+	if cmd := strings.Join(init.Command, " "); !ok || !strings.Contains(cmd, "--cluster create") || !strings.Contains(cmd, "--cluster-replicas 1") {
+		t.Errorf("redis-init: want redis-cli --cluster create ... --cluster-replicas 1, have %q", cmd)
+	}
+	for _, name := range sortedKeys(c.Services) {
+		s := c.Services[name]
+		if r := svcRole(s); r != "" && r != "migrate" && s.DependsOn["redis-init"].Condition != "service_completed_successfully" {
+			t.Errorf("%s: does not wait for redis-init to complete", name)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -152,10 +153,18 @@ func TestK8sWiring(t *testing.T) {
 			t.Errorf("svc-config: %s=%q: a pod must listen on 0.0.0.0", k, s)
 		}
 	}
-	for _, k := range []string{"SVC_KAFKA_BROKERS", "SVC_REDIS_URL", "SVC_CLICKHOUSE_ADDR", "SVC_CLICKHOUSE_DB"} {
+	for _, k := range []string{"SVC_KAFKA_BROKERS", "SVC_REDIS_CLUSTER", "SVC_CLICKHOUSE_ADDR", "SVC_CLICKHOUSE_DB"} {
 		if s, _ := data[k].(string); s == "" {
 			t.Errorf("svc-config: %s empty", k)
 		}
+	}
+	for _, seed := range strings.Split(str(data, "SVC_REDIS_CLUSTER"), ",") {
+		if _, _, err := net.SplitHostPort(seed); err != nil {
+			t.Errorf("svc-config: SVC_REDIS_CLUSTER seed %q is not host:port", seed)
+		}
+	}
+	if _, ok := data["SVC_REDIS_URL"]; ok {
+		t.Error("svc-config: SVC_REDIS_URL beside SVC_REDIS_CLUSTER: one Redis, the cluster")
 	}
 	partitions, _ := strconv.Atoi(str(data, "SVC_KAFKA_PARTITIONS"))
 	if sec, ok := secrets["svc-credentials"]; !ok {

@@ -44,7 +44,10 @@ type Config struct {
 	RevokeTimeout time.Duration
 	// SessionTimeout is the consumer group session timeout: a member that stops
 	// heartbeating (killed) loses its partitions after it (SVC_ROLLUP_SESSION_TIMEOUT,
-	// default 45s, allowed 1s..5m). Heartbeats go every SessionTimeout/10, at most 3s.
+	// default 6s, allowed 1s..5m). Heartbeats go every SessionTimeout/6, at most 1s, and
+	// run beside flushes, so a long INSERT does not end a session. 6 s is Kafka's default
+	// group.min.session.timeout.ms; with it a SIGKILLed member's partitions are consumed
+	// again within about 8 s (franz-go's and Kafka's 45 s default stalled them 51 s).
 	SessionTimeout time.Duration
 	// RebalanceTimeout is how long the group waits for every member to rejoin during a
 	// rebalance; a member killed mid-rebalance holds the group up to it
@@ -62,8 +65,8 @@ type Config struct {
 	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
 	Registerer prometheus.Registerer
 	// Redis holds batch-id claims that skip a second copy of a batch (see dedup.go);
-	// nil disables that check. `svc rollup` and `svc dev` connect it (SVC_REDIS_URL).
-	Redis *redis.Client
+	// nil disables that check. `svc rollup` and `svc dev` connect it (SVC_REDIS_URL or SVC_REDIS_CLUSTER).
+	Redis redis.UniversalClient
 	// Owned, when set, counts the partitions this member owns (readiness: /readyz
 	// reports a consumer without partitions as not ready).
 	Owned *atomic.Int64
@@ -78,6 +81,13 @@ type Config struct {
 	testAfterInsert func() error
 	// testKgoOpts are appended to the Kafka client options (faster heartbeats). Tests only.
 	testKgoOpts []kgo.Opt
+}
+
+// heartbeatInterval is how often a member heartbeats for a session timeout: six beats
+// per session, at most one a second (a surviving member learns of a rebalance at its
+// next heartbeat).
+func heartbeatInterval(session time.Duration) time.Duration {
+	return min(session/6, time.Second)
 }
 
 // ConfigFromEnv reads the SVC_* variables named on each field.

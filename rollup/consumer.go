@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -48,6 +49,7 @@ type consumer struct {
 	cfg  Config
 	cl   *kgo.Client
 	conn driver.Conn
+	rb   readBack // what ClickHouse holds: the server, or every replica of the cluster
 	sink *Sink
 	m    *metrics
 	log  *slog.Logger
@@ -74,6 +76,7 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 	c := &consumer{
 		cfg:     cfg,
 		conn:    conn,
+		rb:      newReadBack(cfg, conn),
 		sink:    NewSink(conn, cfg.Table, cfg.Topic),
 		m:       newMetrics(cfg.Registerer),
 		log:     member.With("group", cfg.Group),
@@ -95,7 +98,7 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
-		kgo.HeartbeatInterval(min(cfg.SessionTimeout/10, 3*time.Second)),
+		kgo.HeartbeatInterval(heartbeatInterval(cfg.SessionTimeout)),
 	}
 	opts = append(opts, kgo.WithLogger(logs.Kgo(member))) // franz-go names the group itself
 	cl, err := kgo.NewClient(append(opts, extra...)...)
@@ -261,10 +264,10 @@ func (c *consumer) readStored(ctx context.Context, parts []int32) error {
 	}
 	qctx, cancel := context.WithTimeout(ctx, c.cfg.InsertTimeout)
 	defer cancel()
-	if err := waitRunningInserts(qctx, c.conn); err != nil {
+	if err := waitRunningInserts(qctx, c.rb); err != nil {
 		return err
 	}
-	got, err := MaxOffsets(qctx, c.conn, c.cfg.Table, c.cfg.Topic, parts)
+	got, err := c.rb.maxOffsets(qctx, c.cfg.Topic, parts)
 	if err != nil {
 		return err
 	}
@@ -417,7 +420,7 @@ func (c *consumer) flushRows(ctx context.Context) error {
 		// The previous INSERT failed but may have landed, or may still be running on the
 		// server: wait until the server no longer runs it, then keep only what is not
 		// stored.
-		if err := waitQueryGone(ctx, c.conn, c.lastID, c.cfg.InsertTimeout); err != nil {
+		if err := waitQueryGone(ctx, c.rb, c.lastID, c.cfg.InsertTimeout); err != nil {
 			return err
 		}
 		parts := c.sink.Partitions()
@@ -474,11 +477,12 @@ func newQueryID() string {
 	return "svc-rollup-" + hex.EncodeToString(b[:])
 }
 
-// waitQueryGone waits until the server no longer runs query id: from then on, an
-// INSERT whose outcome was unknown has either landed or never will. It must see the
-// query absent twice, 100ms apart, so that a query still queued in the socket is not
-// missed. It fails if the server cannot be asked or the query outlives timeout.
-func waitQueryGone(ctx context.Context, conn driver.Conn, id string, timeout time.Duration) error {
+// waitQueryGone waits until no server runs query id (nor a part of it, on a shard of
+// the cluster): from then on, an INSERT whose outcome was unknown has either landed or
+// never will. It must see the query absent twice, 100ms apart, so that a query still
+// queued in the socket is not missed. It fails if the server cannot be asked or the
+// query outlives timeout.
+func waitQueryGone(ctx context.Context, rb readBack, id string, timeout time.Duration) error {
 	if id == "" {
 		return nil
 	}
@@ -486,11 +490,11 @@ func waitQueryGone(ctx context.Context, conn driver.Conn, id string, timeout tim
 	defer cancel()
 	absent := 0
 	for absent < 2 {
-		var n uint64
-		if err := conn.QueryRow(ctx, "SELECT count() FROM system.processes WHERE query_id = ?", id).Scan(&n); err != nil {
+		running, err := rb.runningInserts(ctx)
+		if err != nil {
 			return fmt.Errorf("check whether the failed INSERT still runs: %w", err)
 		}
-		if n == 0 {
+		if !slices.Contains(running, id) {
 			absent++
 		} else {
 			absent = 0
@@ -506,9 +510,8 @@ func waitQueryGone(ctx context.Context, conn driver.Conn, id string, timeout tim
 // finished: one may belong to a consumer that was killed (SIGKILL, lost session) while
 // its INSERT was in flight, and it must land or fail before its partition's stored
 // offset is read back. Inserts that start later are not waited for.
-func waitRunningInserts(ctx context.Context, conn driver.Conn) error {
-	const q = "SELECT query_id FROM system.processes WHERE startsWith(query_id, 'svc-rollup-')"
-	running, err := queryStrings(ctx, conn, q)
+func waitRunningInserts(ctx context.Context, rb readBack) error {
+	running, err := rb.runningInserts(ctx)
 	if err != nil {
 		return fmt.Errorf("list running inserts: %w", err)
 	}
@@ -516,7 +519,7 @@ func waitRunningInserts(ctx context.Context, conn driver.Conn) error {
 		if !sleep(ctx, 20*time.Millisecond) {
 			return fmt.Errorf("%d rollup inserts still running: %w", len(running), ctx.Err())
 		}
-		now, err := queryStrings(ctx, conn, q)
+		now, err := rb.runningInserts(ctx)
 		if err != nil {
 			return fmt.Errorf("list running inserts: %w", err)
 		}

@@ -26,36 +26,41 @@ const (
 // one hour for the pipeline (Kafka, batching, a short ClickHouse outage).
 const Grace = schema.MaxEventAge + time.Hour
 
-// Status is the rule for a rollup row's status: a day is "final" once it ended more
-// than Grace ago, that is from D + 1 day + MaxEventAge + 1h (00:00 UTC of D+1 is the
-// day's end); before that it is "open". With MaxEventAge = 7 days, day D is final from
-// D+8 01:00 UTC.
-func Status(date, now time.Time) string {
-	d := time.Date(date.Year(), date.Month(), date.Day(), 0, 0, 0, 0, time.UTC)
-	if now.UTC().Sub(d.Add(24*time.Hour)) >= Grace {
-		return StatusFinal
-	}
-	return StatusOpen
-}
+// Status is the rule for a UTC day's status (StatusIn for any zone): a day is "final"
+// once it ended more than Grace ago, that is from D + 1 day + MaxEventAge + 1h (00:00
+// UTC of D+1 is the day's end); before that it is "open". With MaxEventAge = 7 days,
+// day D is final from D+8 01:00 UTC.
+func Status(date, now time.Time) string { return StatusIn(date, time.UTC, now) }
 
 // DailyQuery selects daily rollup rows of one pixel. Rows are ordered by (date,
 // event_name, currency), which is unique per row and never reordered by new events,
 // so keyset paging with After neither skips nor repeats rows while inserts go on.
+//
+// Days are calendar days of TimeZone. UTC days are read from pixel_rollups_daily;
+// other zones' days from pixel_rollups_15m, whose 15-minute UTC buckets are grouped by
+// their local date and their states merged (localday.go).
 type DailyQuery struct {
 	Workspace schema.UUID // required: the key's workspace
 	Sandbox   bool        // the key's environment; sandbox and live never mix
 	Pixel     schema.UUID // required
-	From, To  time.Time   // inclusive UTC days; zero means unbounded
-	EventName string      // optional exact filter
+	// TimeZone is the IANA zone whose days the rows are ("" is UTC); it must pass
+	// schema.LoadZone. A zone the ClickHouse server has no zone file for fails with
+	// an error that schema.ZoneUnknownToServer recognises.
+	TimeZone  string
+	From, To  time.Time // inclusive days of TimeZone; zero means unbounded
+	EventName string    // optional exact filter
 	After     *DailyCursor
 	Offset    int       // offset paging (deprecated in the API); only without After
 	Limit     int       // 1..1000
 	Now       time.Time // for Status; zero means time.Now()
+	// Buckets reads UTC days from the 15-minute table too (tests and benchmarks compare
+	// the two paths).
+	Buckets bool
 }
 
 // DailyCursor is the position of a row: paging resumes strictly after it.
 type DailyCursor struct {
-	Date      time.Time // the UTC day
+	Date      time.Time // the day, in the query's time zone
 	EventName string
 	Currency  string
 }
@@ -63,14 +68,15 @@ type DailyCursor struct {
 // DailyRow is one day of one event name and currency for a pixel.
 type DailyRow struct {
 	PixelID         schema.UUID
-	Date            time.Time // 00:00 UTC of the day
+	Date            time.Time // the calendar date in TimeZone, as 00:00 UTC of that date
+	TimeZone        string    // the zone of Date: the query's, "UTC" for ""
 	EventName       string
 	Currency        string // ISO 4217 code, "" when the events carried none
 	Events          uint64 // every accepted event
 	ConsentedEvents uint64 // events with consent.measurement true
 	Value           string // sum of values, decimal with 4 places, e.g. "12.5000"
 	UniquePeople    uint64 // distinct email hashes among consented events
-	Status          string // StatusOpen or StatusFinal, see Status
+	Status          string // StatusOpen or StatusFinal, see StatusIn
 }
 
 // Cursor returns the position of r for DailyQuery.After.
@@ -90,7 +96,27 @@ func QueryDaily(ctx context.Context, conn driver.Conn, q DailyQuery) ([]DailyRow
 	if q.Offset < 0 {
 		return nil, errors.New("rollup: negative offset")
 	}
+	if q.TimeZone == "" {
+		q.TimeZone = schema.UTC
+	}
+	loc, err := schema.LoadZone(q.TimeZone)
+	if err != nil {
+		return nil, fmt.Errorf("rollup: %w", err)
+	}
 	sql, args := dailySQL(q)
+	if q.TimeZone != schema.UTC || q.Buckets {
+		// A range of a week or less is merged whole; a longer one up to the page's end.
+		if q.From.IsZero() || q.To.IsZero() || q.To.Sub(q.From) >= planWindow*24*time.Hour {
+			last, err := lastPageDate(ctx, conn, q, loc)
+			if err != nil {
+				return nil, err
+			}
+			if !last.IsZero() && (q.To.IsZero() || last.Before(q.To)) {
+				q.To = last
+			}
+		}
+		sql, args = localSQL(q, loc)
+	}
 	rows, err := conn.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("rollup: query daily: %w", err)
@@ -102,14 +128,14 @@ func QueryDaily(ctx context.Context, conn driver.Conn, q DailyQuery) ([]DailyRow
 	}
 	out := make([]DailyRow, 0, q.Limit)
 	for rows.Next() {
-		r := DailyRow{PixelID: q.Pixel}
+		r := DailyRow{PixelID: q.Pixel, TimeZone: q.TimeZone}
 		var v decimal.Decimal
 		if err := rows.Scan(&r.Date, &r.EventName, &r.Currency, &r.Events, &r.ConsentedEvents, &v, &r.UniquePeople); err != nil {
 			return nil, fmt.Errorf("rollup: scan daily: %w", err)
 		}
 		r.Date = time.Date(r.Date.Year(), r.Date.Month(), r.Date.Day(), 0, 0, 0, 0, time.UTC)
 		r.Value = v.StringFixed(4)
-		r.Status = Status(r.Date, now)
+		r.Status = StatusIn(r.Date, loc, now)
 		out = append(out, r)
 	}
 	return out, rows.Err()

@@ -1,6 +1,7 @@
 package rollup
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"testing"
@@ -57,7 +58,16 @@ func insertDays(t *testing.T, s *Sink, ws, px schema.UUID, sandbox bool, days []
 	s.Reset()
 }
 
+// TestQueryDailyPagingWhileInserting pages through UTC days (the daily table) and
+// through Asia/Kolkata days (the 15-minute table, each page bounded to the days it
+// reaches): the events at 01:00 UTC fall on the same dates in both.
 func TestQueryDailyPagingWhileInserting(t *testing.T) {
+	for _, zone := range []string{"", "Asia/Kolkata"} {
+		t.Run("zone="+zone, func(t *testing.T) { testPagingWhileInserting(t, zone) })
+	}
+}
+
+func testPagingWhileInserting(t *testing.T, zone string) {
 	_, conn := chtest.NewDB(t)
 	ctx := context.Background()
 	s := NewSink(conn, "events", schema.TopicEvents)
@@ -70,7 +80,7 @@ func TestQueryDailyPagingWhileInserting(t *testing.T) {
 	insertDays(t, s, ws, px, true, days, []string{"sandbox_only"}, &off)
 	insertDays(t, s, ws, schema.UUID{3}, false, days, []string{"other_pixel"}, &off)
 
-	q := DailyQuery{Workspace: ws, Pixel: px, Limit: 3, Now: base.AddDate(0, 0, 10).Add(time.Hour)}
+	q := DailyQuery{Workspace: ws, Pixel: px, TimeZone: zone, Limit: 3, Now: base.AddDate(0, 0, 10).Add(time.Hour)}
 	seen := map[string]int{}
 	var pages int
 	for {
@@ -91,7 +101,7 @@ func TestQueryDailyPagingWhileInserting(t *testing.T) {
 			if want := map[bool]string{true: "1.2345", false: "0.0000"}[r.Currency == "EUR"]; r.Value != want {
 				t.Fatalf("value %s, want %s", r.Value, want)
 			}
-			wantStatus := Status(r.Date, q.Now)
+			wantStatus := StatusIn(r.Date, mustZone(t, cmp.Or(zone, "UTC")), q.Now)
 			if r.Status != wantStatus {
 				t.Fatalf("status %s, want %s", r.Status, wantStatus)
 			}
@@ -125,7 +135,7 @@ func TestQueryDailyPagingWhileInserting(t *testing.T) {
 	}
 
 	// Offset paging and filters.
-	rows, err := QueryDaily(ctx, conn, DailyQuery{Workspace: ws, Pixel: px, Limit: 2, Offset: 2,
+	rows, err := QueryDaily(ctx, conn, DailyQuery{Workspace: ws, Pixel: px, TimeZone: zone, Limit: 2, Offset: 2,
 		From: days[1], To: days[2], EventName: "lead"})
 	if err != nil {
 		t.Fatal(err)

@@ -35,6 +35,7 @@ func Run(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
+	defer c.rb.close()
 	return c.run(ctx)
 }
 
@@ -58,7 +59,7 @@ func openRetry(ctx context.Context, cfg Config) (driver.Conn, error) {
 // roles, and `svc rollup` alone (main.go puts /healthz, /readyz and /metrics in front).
 // It consumes from seeds and registers its metrics on reg. Ready: ClickHouse answers and
 // the member owns at least one partition.
-func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb *redis.Client) process.Role {
+func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb redis.UniversalClient) process.Role {
 	cfg.Kafka.Brokers = seeds
 	cfg.Registerer = reg
 	cfg.Redis = rdb

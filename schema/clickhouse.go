@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
@@ -20,7 +21,8 @@ import (
 // of ClickHouse 18.16 does not work with clickhouse-go v2.
 type Config struct {
 	// Addr is host:port of the native protocol (SVC_CLICKHOUSE_ADDR, default
-	// 127.0.0.1:9000).
+	// 127.0.0.1:9000), or several, comma-separated: a new connection goes to the first
+	// that answers, so a process keeps working while one server of a cluster is down.
 	Addr string
 	// Database holds every table of the service (SVC_CLICKHOUSE_DB, default svc). It
 	// must be a plain identifier: migrations substitute it for {db}.
@@ -57,8 +59,10 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // Validate reports a configuration that cannot work.
 func (c Config) Validate() error {
 	var errs []error
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
-		errs = append(errs, fmt.Errorf("SVC_CLICKHOUSE_ADDR %q: %v", c.Addr, err))
+	for _, a := range c.Addrs() {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			errs = append(errs, fmt.Errorf("SVC_CLICKHOUSE_ADDR %q: %v", c.Addr, err))
+		}
 	}
 	if !identRE.MatchString(c.Database) {
 		errs = append(errs, fmt.Errorf("SVC_CLICKHOUSE_DB %q: want a plain identifier [A-Za-z_][A-Za-z0-9_]*", c.Database))
@@ -78,6 +82,20 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Addrs returns the addresses of Addr, in order.
+func (c Config) Addrs() []string {
+	var out []string
+	for _, a := range strings.Split(c.Addr, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		return []string{c.Addr} // reported by Validate
+	}
+	return out
+}
+
 // Open connects to c.Database over the native protocol and pings it. The caller owns
 // the returned pool and must Close it. Every query on the pool carries
 // max_insert_block_size = 16M rows so that one batch insert stays one block (one part
@@ -95,7 +113,7 @@ func open(ctx context.Context, c Config, database string) (driver.Conn, error) {
 	}
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Protocol: clickhouse.Native,
-		Addr:     []string{c.Addr},
+		Addr:     c.Addrs(),
 		Auth: clickhouse.Auth{
 			Database: database,
 			Username: c.User,

@@ -18,6 +18,7 @@ var (
 	reAlter       = regexp.MustCompile(`(?is)^\s*ALTER\s+TABLE\s+\{db\}\.(\w+)\s+(.*)$`)
 	reDrop        = regexp.MustCompile(`(?is)^\s*DROP\s+(TABLE|VIEW)\s+IF\s+EXISTS\s+\{db\}\.(\w+)\s*$`)
 	reTableRef    = regexp.MustCompile(`\{db\}\.(\w+)\b`)
+	reInsert      = regexp.MustCompile(`(?is)^\s*INSERT\s+INTO\s+\{db\}\.\w+\s+SELECT\s`)
 )
 
 // LocalSuffix names the per-shard ReplicatedMergeTree table behind each Distributed
@@ -67,6 +68,8 @@ func (r *renderer) subst(sql string) string { return strings.ReplaceAll(sql, "{d
 //   - CREATE VIEW: ON CLUSTER; it reads the Distributed tables.
 //   - ALTER TABLE t: applied ON CLUSTER to t_local, and to t as well for column changes.
 //   - DROP TABLE|VIEW IF EXISTS t: ON CLUSTER, and t_local too for a MergeTree table.
+//   - INSERT INTO t SELECT ... (a backfill): unchanged. It runs once, on the node the
+//     runner is connected to, and reads and writes the Distributed tables.
 func (r *renderer) clustered(s Statement) ([]string, error) {
 	oc := " ON CLUSTER " + r.cluster
 	if reCreateDB.MatchString(s.SQL) {
@@ -114,7 +117,10 @@ func (r *renderer) clustered(s Statement) ([]string, error) {
 		}
 		return out, nil
 	}
-	return nil, fmt.Errorf("clustered variant: statement kind not supported (want CREATE DATABASE|TABLE|MATERIALIZED VIEW ... TO|VIEW IF NOT EXISTS {db}.x, ALTER TABLE {db}.x, DROP TABLE|VIEW IF EXISTS {db}.x):\n%s", s.SQL)
+	if reInsert.MatchString(s.SQL) {
+		return []string{s.SQL}, nil
+	}
+	return nil, fmt.Errorf("clustered variant: statement kind not supported (want CREATE DATABASE|TABLE|MATERIALIZED VIEW ... TO|VIEW IF NOT EXISTS {db}.x, ALTER TABLE {db}.x, DROP TABLE|VIEW IF EXISTS {db}.x, INSERT INTO {db}.x SELECT):\n%s", s.SQL)
 }
 
 func (r *renderer) localName(t string) string {

@@ -13,8 +13,9 @@ import (
 
 // MigrateMain is `svc migrate [--print] [--clustered] [--cluster NAME]`: it applies the
 // schema to the configured ClickHouse (SVC_CLICKHOUSE_*), or with --print writes the
-// SQL to stdout instead. --clustered renders the ReplicatedMergeTree + Distributed
-// variant for the cluster named by --cluster (default SVC_CLICKHOUSE_CLUSTER).
+// SQL to stdout instead. The ReplicatedMergeTree + Distributed variant is used for the
+// cluster named by --cluster, else by SVC_CLICKHOUSE_CLUSTER; --clustered insists on
+// one of them.
 func MigrateMain(ctx context.Context, args []string) error {
 	return migrateMain(ctx, args, os.Stdout)
 }
@@ -34,9 +35,6 @@ func migrateMain(ctx context.Context, args []string, stdout io.Writer) error {
 	}
 	if *cluster != "" {
 		cfg.Cluster = *cluster
-	}
-	if !*clustered && *cluster == "" {
-		cfg.Cluster = ""
 	}
 	if *clustered && cfg.Cluster == "" {
 		return errors.New("--clustered needs --cluster NAME or SVC_CLICKHOUSE_CLUSTER")

@@ -65,7 +65,8 @@ func (e Event) Body() ([]byte, error) {
 type DayClosed struct {
 	PixelID     string `json:"pixel_id"`
 	PixelIDUUID string `json:"pixel_id_uuid"`
-	Date        string `json:"date"` // YYYY-MM-DD, UTC
+	Date        string `json:"date"`      // YYYY-MM-DD, a calendar day of TimeZone
+	TimeZone    string `json:"time_zone"` // the pixel's IANA zone (its own, its workspace's, or UTC)
 	Sandbox     bool   `json:"sandbox"`
 	// Events and ConsentedEvents are the day's totals over every event name.
 	Events          uint64 `json:"events"`

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/api/apitest"
+	"svc/lib/process"
 	"svc/lib/svctest"
 	"svc/schema/chtest"
 )
@@ -52,7 +53,7 @@ func (c *fakeClock) Add(d time.Duration) { c.Set(c.Now().Add(d)) }
 // fake clock.
 type testEnv struct {
 	cfg   Config
-	rdb   *redis.Client
+	rdb   redis.UniversalClient
 	conn  driver.Conn
 	clock *fakeClock
 	logs  *Logs
@@ -74,17 +75,10 @@ func newEnv(t *testing.T) *testEnv {
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 }
 
-func cleanPrefix(rdb *redis.Client, prefix string) {
+func cleanPrefix(rdb redis.UniversalClient, prefix string) {
 	ctx, cancel := contextTimeout()
 	defer cancel()
-	iter := rdb.Scan(ctx, 0, prefix+"*", 500).Iterator()
-	var ks []string
-	for iter.Next(ctx) {
-		ks = append(ks, iter.Val())
-	}
-	if len(ks) > 0 {
-		rdb.Del(ctx, ks...)
-	}
+	_, _ = process.UnlinkPattern(ctx, rdb, prefix+"*")
 }
 
 // store returns a new Store on the test's prefix and clock (a new one per simulated

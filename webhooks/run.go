@@ -32,7 +32,7 @@ type Role struct {
 // Open builds the role (`svc webhooks` and `svc dev`): it connects to ClickHouse per
 // cfg.ClickHouse (the role owns that pool and closes it on Close), keeps its schedule in
 // rdb, reads keys from ks, and registers its metrics on reg. cfg must be valid.
-func Open(ctx context.Context, cfg Config, rdb *redis.Client, ks *keys.Store, reg prometheus.Registerer, log *slog.Logger) (*Role, error) {
+func Open(ctx context.Context, cfg Config, rdb redis.UniversalClient, ks *keys.Store, reg prometheus.Registerer, log *slog.Logger) (*Role, error) {
 	conn, err := schema.Open(ctx, cfg.ClickHouse)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
@@ -42,7 +42,7 @@ func Open(ctx context.Context, cfg Config, rdb *redis.Client, ks *keys.Store, re
 
 // New wires the role over Redis, the key store and the ClickHouse conn (which the role
 // closes on Close).
-func New(cfg Config, rdb *redis.Client, ks *keys.Store, conn driver.Conn, m *Metrics, log *slog.Logger) *Role {
+func New(cfg Config, rdb redis.UniversalClient, ks *keys.Store, conn driver.Conn, m *Metrics, log *slog.Logger) *Role {
 	st := NewStore(rdb, cfg.Prefix)
 	logs := NewLogs(conn)
 	em := &Emitter{Store: st, Logs: logs, Log: log, Delay: cfg.Schedule[0]}

@@ -27,22 +27,28 @@ import (
 //	ws:<ws>:eps              SET   endpoint ids of a workspace
 //	workspaces               SET   workspaces with at least one endpoint
 //	evt:<event id>           STRING the event's exact body (kept EventTTL)
-//	schedule                 ZSET  "<endpoint id>:<event id>" → due time (unix ms)
-//	dlv:<endpoint>:<event>   HASH  attempts, round, state, token, workspace, kind, …
+//	{sched}                  ZSET  "<endpoint id>:<event id>" → due time (unix ms)
+//	{sched}:dlv:<endpoint>:<event>  HASH  attempts, round, state, token, workspace, kind, …
 //	logq                     LIST  delivery-log rows waiting for ClickHouse
 //	scan:*                   trigger state (last closed day scanned)
+//
+// The schedule and the deliveries share the hash tag {sched}, so the scripts that
+// claim, finish and reschedule deliveries touch one hash slot of a Redis Cluster (one
+// master holds the whole schedule; deliveries are few next to events). Every other
+// command touches one key. Before the tag the two lived at schedule and dlv:…;
+// MoveLegacySchedule moves what is still scheduled there.
 //
 // Inbound and endpoint secrets are kept as they are (an HMAC needs them) and never
 // logged or put in an error.
 type Store struct {
-	rdb *redis.Client
+	rdb redis.UniversalClient
 	p   string
 	// Now is the clock (tests replace it).
 	Now func() time.Time
 }
 
 // NewStore returns a Store over rdb with key prefix (normally "svc:wh:").
-func NewStore(rdb *redis.Client, prefix string) *Store {
+func NewStore(rdb redis.UniversalClient, prefix string) *Store {
 	return &Store{rdb: rdb, p: prefix, Now: time.Now}
 }
 
@@ -257,13 +263,18 @@ func (s *Store) CreateEndpoint(ctx context.Context, ws uuid.UUID, rawURL string,
 		e.Kinds = []string{}
 	}
 	b, _ := json.Marshal(e)
-	_, err := s.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		p.HSet(ctx, s.epKey(e.ID), "json", b)
-		p.SAdd(ctx, s.wsEpsKey(ws), e.ID.String())
-		p.SAdd(ctx, s.p+"workspaces", ws.String())
-		return nil
-	})
-	return e, err
+	// One key per command, the record first: an endpoint is only found (and delivered
+	// to) once it is listed, so a failure midway leaves nothing half-made in use.
+	for _, step := range []func() error{
+		func() error { return s.rdb.HSet(ctx, s.epKey(e.ID), "json", b).Err() },
+		func() error { return s.rdb.SAdd(ctx, s.wsEpsKey(ws), e.ID.String()).Err() },
+		func() error { return s.rdb.SAdd(ctx, s.p+"workspaces", ws.String()).Err() },
+	} {
+		if err := step(); err != nil {
+			return Endpoint{}, err
+		}
+	}
+	return e, nil
 }
 
 // RotateEndpointSecret adds a new secret to an endpoint; the others stay valid for
@@ -414,9 +425,10 @@ func (s *Store) markSuccess(ctx context.Context, id uuid.UUID) error {
 // ---- events and the delivery schedule ----
 
 func (s *Store) evtKey(id uuid.UUID) string { return s.p + "evt:" + id.String() }
-func (s *Store) schedKey() string           { return s.p + "schedule" }
+func (s *Store) schedKey() string           { return s.p + "{sched}" }
 func member(ep, ev uuid.UUID) string        { return ep.String() + ":" + ev.String() }
-func (s *Store) dlvKey(m string) string     { return s.p + "dlv:" + m }
+func (s *Store) dlvPrefix() string          { return s.p + "{sched}:dlv:" }
+func (s *Store) dlvKey(m string) string     { return s.dlvPrefix() + m }
 
 // putEvent stores body under id unless it is there; it reports whether it was new and
 // returns the body stored (the first one: a re-emission never changes the bytes).
@@ -499,7 +511,7 @@ type Claim struct {
 func (s *Store) claim(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Claim, error) {
 	tok := uuid.NewString()
 	res, err := claimScript.Run(ctx, s.rdb, []string{s.schedKey()}, now.UnixMilli(),
-		now.Add(lease).UnixMilli(), limit, tok, s.p+"dlv:").Slice()
+		now.Add(lease).UnixMilli(), limit, tok, s.dlvPrefix()).Slice()
 	if err != nil {
 		if errors.Is(err, redis.Nil) {
 			return nil, nil
@@ -604,6 +616,9 @@ type Delivery struct {
 // Delivery reads the scheduling state of the delivery of ev to ep.
 func (s *Store) Delivery(ctx context.Context, ep, ev uuid.UUID) (Delivery, error) {
 	m, err := s.rdb.HGetAll(ctx, s.dlvKey(member(ep, ev))).Result()
+	if err == nil && len(m) == 0 {
+		m, err = s.legacyDelivery(ctx, member(ep, ev))
+	}
 	if err != nil {
 		return Delivery{}, err
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -83,84 +82,70 @@ func (tr *Triggers) ScanExpiringKeys(ctx context.Context) error {
 // maxDaysPerScan bounds how far one scan catches up on closed days.
 const maxDaysPerScan = 7
 
-// ScanClosedDays emits rollup.day_closed for each (pixel, environment) with rollup
-// rows on a day that became final (rollup.Status) since the last scan. The last day
-// scanned is kept in Redis; the first scan starts at the newest final day rather than
-// announcing history.
+// ScanClosedDays emits rollup.day_closed for each pixel of a workspace with endpoints
+// whose local day (in the pixel's zone: its own, its workspace's, or UTC; keys.Store)
+// has rollup rows and became final (rollup.StatusIn) since the last scan: the instant
+// it turned final is in (last scan, this scan]. By then the edge accepts no more events
+// for the day, so its rows are complete. The last scan's instant is kept in Redis; the
+// first scan looks back one day rather than announcing history. Ids are stable
+// (closedDayID), so overlapping scans from several processes emit each day once.
 func (tr *Triggers) ScanClosedDays(ctx context.Context) error {
 	if tr.Conn == nil {
 		return nil
 	}
 	now := tr.Now().UTC()
-	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
-	latest := today
-	for rollup.Status(latest, now) != rollup.StatusFinal {
-		latest = latest.AddDate(0, 0, -1)
-	}
 	st := tr.Emitter.Store
-	last, err := st.getState(ctx, "day_closed")
+	since, err := tr.lastClosedScan(ctx, now)
 	if err != nil {
 		return err
-	}
-	from := latest
-	if d, err := time.Parse("2006-01-02", last); err == nil {
-		from = d.AddDate(0, 0, 1)
-		if latest.Sub(from) > maxDaysPerScan*24*time.Hour {
-			from = latest.AddDate(0, 0, -maxDaysPerScan)
-		}
 	}
 	wss, err := st.Workspaces(ctx)
 	if err != nil {
 		return err
 	}
-	for d := from; !d.After(latest); d = d.AddDate(0, 0, 1) {
-		if len(wss) > 0 {
-			if err := tr.closeDay(ctx, d, wss, now); err != nil {
-				return err
-			}
-		}
-		if err := st.setState(ctx, "day_closed", d.Format("2006-01-02")); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-type pixelDay struct {
-	ws, pixel uuid.UUID
-	sandbox   bool
-}
-
-func (tr *Triggers) closeDay(ctx context.Context, day time.Time, wss []uuid.UUID, now time.Time) error {
-	rows, err := tr.Conn.Query(ctx, `SELECT DISTINCT workspace_id, sandbox, pixel_id FROM pixel_rollups_daily
-		WHERE event_date = toDate(?)`, day.Format("2006-01-02"))
-	if err != nil {
-		return fmt.Errorf("closed days: %w", err)
-	}
-	var found []pixelDay
-	for rows.Next() {
-		var p pixelDay
-		var sb uint8
-		if err := rows.Scan(&p.ws, &sb, &p.pixel); err != nil {
-			rows.Close()
-			return err
-		}
-		p.sandbox = sb == 1
-		if slices.Contains(wss, p.ws) {
-			found = append(found, p)
-		}
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, p := range found {
-		data, err := tr.dayClosed(ctx, p, day)
+	for _, ws := range wss {
+		pixels, err := tr.Keys.Pixels(ctx, ws)
 		if err != nil {
 			return err
 		}
-		ev := Event{ID: EventID(KindDayClosed, p.pixel.String(), day.Format("2006-01-02"), fmt.Sprint(p.sandbox)),
-			Kind: KindDayClosed, WorkspaceID: p.ws, CreatedAt: now, Data: data}
+		for _, p := range pixels {
+			if err := tr.closePixelDays(ctx, p, since, now); err != nil {
+				return err
+			}
+		}
+	}
+	return st.setState(ctx, closedScanState, now.Format(time.RFC3339Nano))
+}
+
+// closePixelDays announces each local day of p that turned final in (since, now] and
+// has rollup rows. A pixel's rows are of its workspace's environment (sandbox keys
+// exist only for showroom workspaces, live keys only for the others).
+func (tr *Triggers) closePixelDays(ctx context.Context, p keys.Pixel, since, now time.Time) error {
+	z, err := tr.Keys.TimeZone(ctx, p)
+	if errors.Is(err, keys.ErrNotFound) {
+		return nil // deleted meanwhile
+	}
+	if err != nil {
+		return err
+	}
+	loc, err := schema.LoadZone(z.Name)
+	if err != nil {
+		return fmt.Errorf("pixel %s: %w", ids.Format(ids.Pixel, p.ID), err)
+	}
+	pd := pixelDay{ws: p.WorkspaceID, pixel: p.ID, sandbox: p.Showroom}
+	last := rollup.LocalDate(now.Add(-rollup.Grace), loc)
+	for d := rollup.LocalDate(since.Add(-rollup.Grace), loc).AddDate(0, 0, -1); !d.After(last); d = d.AddDate(0, 0, 1) {
+		if final := rollup.DayEnd(d, loc).Add(rollup.Grace); !final.After(since) || final.After(now) {
+			continue
+		}
+		data, err := tr.dayClosed(ctx, pd, d, z.Name)
+		if err != nil {
+			return err
+		}
+		if len(data.Rows) == 0 {
+			continue // no events that day
+		}
+		ev := Event{ID: closedDayID(pd, d, z.Name), Kind: KindDayClosed, WorkspaceID: pd.ws, CreatedAt: now, Data: data}
 		if _, err := tr.Emitter.Emit(ctx, ev); err != nil {
 			return err
 		}
@@ -168,14 +153,57 @@ func (tr *Triggers) closeDay(ctx context.Context, day time.Time, wss []uuid.UUID
 	return nil
 }
 
-func (tr *Triggers) dayClosed(ctx context.Context, p pixelDay, day time.Time) (DayClosed, error) {
+// closedScanState names the instant of the last complete closed-days scan. Before
+// zones, "day_closed" held the last UTC date announced; a scan upgrades from it.
+const (
+	closedScanState = "day_closed_at"
+	oldClosedState  = "day_closed"
+)
+
+// lastClosedScan returns the instant after which days turning final are still to be
+// announced, at most maxDaysPerScan days before now.
+func (tr *Triggers) lastClosedScan(ctx context.Context, now time.Time) (time.Time, error) {
+	st := tr.Emitter.Store
+	since := now.Add(-24 * time.Hour)
+	if v, err := st.getState(ctx, closedScanState); err != nil {
+		return time.Time{}, err
+	} else if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		since = t
+	} else if v, err := st.getState(ctx, oldClosedState); err != nil {
+		return time.Time{}, err
+	} else if d, err := time.Parse(time.DateOnly, v); err == nil {
+		since = rollup.DayEnd(d, time.UTC).Add(rollup.Grace) // when that UTC day turned final
+	}
+	if oldest := now.Add(-maxDaysPerScan * 24 * time.Hour); since.Before(oldest) {
+		since = oldest
+	}
+	return since, nil
+}
+
+type pixelDay struct {
+	ws, pixel uuid.UUID
+	sandbox   bool
+}
+
+// closedDayID is the stable id of a day_closed event. A UTC day keeps the id it had
+// before zones existed; a day of another zone names its zone (a zone change makes new
+// days, announced anew).
+func closedDayID(p pixelDay, day time.Time, zone string) uuid.UUID {
+	parts := []string{p.pixel.String(), day.Format(time.DateOnly), fmt.Sprint(p.sandbox)}
+	if zone != schema.UTC {
+		parts = append(parts, zone)
+	}
+	return EventID(KindDayClosed, parts...)
+}
+
+func (tr *Triggers) dayClosed(ctx context.Context, p pixelDay, day time.Time, zone string) (DayClosed, error) {
 	rs, err := rollup.QueryDaily(ctx, tr.Conn, rollup.DailyQuery{Workspace: schema.UUID(p.ws), Sandbox: p.sandbox,
-		Pixel: schema.UUID(p.pixel), From: day, To: day, Limit: rollup.MaxLimit})
+		Pixel: schema.UUID(p.pixel), TimeZone: zone, From: day, To: day, Limit: rollup.MaxLimit})
 	if err != nil {
 		return DayClosed{}, err
 	}
 	out := DayClosed{PixelID: ids.Format(ids.Pixel, p.pixel), PixelIDUUID: p.pixel.String(),
-		Date: day.Format("2006-01-02"), Sandbox: p.sandbox, Rows: []DayClosedRow{}}
+		Date: day.Format(time.DateOnly), TimeZone: zone, Sandbox: p.sandbox, Rows: []DayClosedRow{}}
 	for _, r := range rs {
 		out.Events += r.Events
 		out.ConsentedEvents += r.ConsentedEvents

@@ -13,6 +13,7 @@ import (
 	"svc/api/ids"
 	"svc/api/keys"
 	"svc/rollup"
+	"svc/schema"
 )
 
 func TestTriggers(t *testing.T) {
@@ -35,7 +36,12 @@ func TestTriggers(t *testing.T) {
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	// A day is final MaxEventAge (7 days) and an hour after it ends (rollup.Status).
 	final, open := today.AddDate(0, 0, -9), today.AddDate(0, 0, -1)
-	pixel, otherWS := uuid.New(), uuid.New()
+	otherWS := uuid.New()
+	px, err := ks.CreatePixel(ctx, w.ID, "triggers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pixel := px.ID
 	insert := func(ws uuid.UUID, day time.Time, name string, value string) {
 		t.Helper()
 		b, err := e.conn.PrepareBatch(ctx, `INSERT INTO events (workspace_id, pixel_id, sandbox, event_id, event_name,
@@ -65,8 +71,9 @@ func TestTriggers(t *testing.T) {
 	ks.Revoke(ctx, k3.ID)
 
 	tr := &Triggers{Config: e.cfg, Emitter: e.emitter(), Keys: ks, Conn: e.conn, Log: e.log, Now: e.clock.Now}
-	// Pretend the last scan was eleven days ago, so this one covers the final day.
-	if err := st.setState(ctx, "day_closed", today.AddDate(0, 0, -11).Format("2006-01-02")); err != nil {
+	// Pretend the last scan (in the state's form before zones) announced the UTC day of
+	// eleven days ago, so this one covers the final day.
+	if err := st.setState(ctx, oldClosedState, today.AddDate(0, 0, -11).Format("2006-01-02")); err != nil {
 		t.Fatal(err)
 	}
 	for range 2 { // the second scan finds nothing new
@@ -113,11 +120,117 @@ func TestTriggers(t *testing.T) {
 	if byType[KindDayClosed]["id"] != ids.Format(ids.Event, EventID(KindDayClosed, pixel.String(), final.Format("2006-01-02"), "false")) {
 		t.Fatalf("day_closed id is not the stable one: %v", byType[KindDayClosed]["id"])
 	}
-	latestFinal := today
-	for rollup.Status(latestFinal, now) != rollup.StatusFinal {
-		latestFinal = latestFinal.AddDate(0, 0, -1)
+	if dc["time_zone"] != "UTC" {
+		t.Fatalf("day_closed of a pixel without a zone: %v", dc)
 	}
-	if s, _ := st.getState(ctx, "day_closed"); s != latestFinal.Format("2006-01-02") {
-		t.Fatalf("scan state %s, want the latest final day %s", s, latestFinal.Format("2006-01-02"))
+	if s, _ := st.getState(ctx, closedScanState); s != now.Format(time.RFC3339Nano) {
+		t.Fatalf("scan state %s, want the scan's instant %s", s, now.Format(time.RFC3339Nano))
 	}
+}
+
+// TestTriggersLocalDays: a +05:45 pixel's day is announced when its local day (not the
+// UTC one) has turned final, with the events of that local day only.
+func TestTriggersLocalDays(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rcv := newReceiver(t, e.clock, func(w http.ResponseWriter, n int) { w.WriteHeader(200) })
+	ks := keys.NewStore(e.rdb)
+	w, err := ks.CreateWorkspace(ctx, "local days", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	px, err := ks.PutPixel(ctx, keys.Pixel{ID: uuid.New(), WorkspaceID: w.ID, Name: "kathmandu", TimeZone: "Asia/Kathmandu"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := e.store()
+	ep, err := st.CreateEndpoint(ctx, w.ID, rcv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv.secret = ep.Secrets[0].Secret
+	loc, _ := schema.LoadZone("Asia/Kathmandu")
+	// The first local day that turns final more than an hour from now.
+	day := rollup.LocalDate(e.clock.Now(), time.UTC).AddDate(0, 0, -9)
+	for !rollup.DayEnd(day, loc).Add(rollup.Grace).After(e.clock.Now().Add(time.Hour)) {
+		day = day.AddDate(0, 0, 1)
+	}
+	start, end := rollup.DayStart(day, loc), rollup.DayEnd(day, loc)
+	final := end.Add(rollup.Grace)
+	b, err := e.conn.PrepareBatch(ctx, `INSERT INTO events (workspace_id, pixel_id, sandbox, event_id, event_name,
+		occurred_at, event_date, value, has_value, currency, consent, inserted_at)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range []time.Time{start.Add(-time.Second), start, end.Add(-time.Second), end} {
+		if err := b.Append(w.ID, px.ID, uint8(0), uuid.New(), "purchase", at, at.Truncate(24*time.Hour),
+			decimal.RequireFromString("2.5"), uint8(1), "EUR", uint8(1), e.clock.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
+	tr := &Triggers{Config: e.cfg, Emitter: e.emitter(), Keys: ks, Conn: e.conn, Log: e.log, Now: e.clock.Now}
+	deliveries := func() []map[string]any {
+		t.Helper()
+		wk := e.worker("w")
+		for {
+			if n, err := wk.RunOnce(ctx); err != nil {
+				t.Fatal(err)
+			} else if n == 0 {
+				break
+			}
+		}
+		var out []map[string]any
+		for _, h := range rcv.Hits() {
+			var m map[string]any
+			if err := json.Unmarshal(h.Body, &m); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, m)
+		}
+		return out
+	}
+	if err := st.setState(ctx, closedScanState, final.Add(-2*time.Hour).Format(time.RFC3339Nano)); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Set(final.Add(-time.Second)) // a second before the local day is final
+	if err := tr.ScanOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := deliveries(); len(got) != 0 {
+		t.Fatalf("announced before the local day was final: %v", got)
+	}
+	e.clock.Set(final)
+	if err := tr.ScanOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	got := deliveries()
+	if len(got) != 1 {
+		t.Fatalf("%d deliveries, want the one local day: %v", len(got), got)
+	}
+	dc := got[0]["data"].(map[string]any)
+	if dc["date"] != day.Format(time.DateOnly) || dc["time_zone"] != "Asia/Kathmandu" || dc["events"] != float64(2) ||
+		dc["rows"].([]any)[0].(map[string]any)["value"] != "5.0000" {
+		t.Fatalf("day_closed data %v", dc)
+	}
+	if got[0]["id"] != ids.Format(ids.Event, EventID(KindDayClosed, px.ID.String(), day.Format(time.DateOnly), "false", "Asia/Kathmandu")) {
+		t.Fatalf("id %v", got[0]["id"])
+	}
+	// A day later the next local day, with the event of its first second, is final too.
+	e.clock.Set(final.Add(24 * time.Hour))
+	if err := tr.ScanOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got = deliveries(); len(got) != 2 {
+		t.Fatalf("%d deliveries, want two local days: %v", len(got), got)
+	}
+	for _, d := range got {
+		dc := d["data"].(map[string]any)
+		if dc["date"] == day.AddDate(0, 0, 1).Format(time.DateOnly) && dc["events"] == float64(1) {
+			return
+		}
+	}
+	t.Fatalf("the next local day was not announced with its one event: %v", got)
 }

@@ -59,8 +59,14 @@ func defaultWorker() string {
 	return h + "-" + strconv.Itoa(os.Getpid())
 }
 
-// Run makes due attempts every Config.Poll until ctx is done.
+// Run moves what the legacy schedule still holds (see MoveLegacySchedule), then makes
+// due attempts every Config.Poll until ctx is done.
 func (w *Worker) Run(ctx context.Context) error {
+	if n, err := w.Store.MoveLegacySchedule(ctx); err != nil {
+		w.Log.Warn("webhook worker: moving the legacy schedule", "err", err.Error())
+	} else if n > 0 {
+		w.Log.Info("webhook worker: moved deliveries from the legacy schedule", "deliveries", n)
+	}
 	t := time.NewTicker(w.Config.Poll)
 	defer t.Stop()
 	for {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	json "github.com/goccy/go-json"
+	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
 	"svc/api"
@@ -34,7 +35,7 @@ type Command struct {
 // Env is what commands share: the key store and where output goes.
 type Env struct {
 	Keys  *keys.Store
-	Redis *redis.Client
+	Redis redis.UniversalClient
 	Out   io.Writer
 }
 
@@ -44,15 +45,15 @@ type Commands map[string]Command
 // KeyScreens are the commands of the key screens: workspaces, pixels, keys. The
 // catalog's (imports, seeds) and the webhooks role's live in their packages; main.go
 // hands every set to Main.
-var KeyScreens = Commands{
-	"workspace create": {"--name NAME [--showroom]", workspaceCreate},
-	"pixel create":     {"--workspace ID [--name NAME]", pixelCreate},
+var KeyScreens = Merge(timeZoneCommands, Commands{
+	"workspace create": {"--name NAME [--showroom] [--time-zone ZONE]", workspaceCreate},
+	"pixel create":     {"--workspace ID [--name NAME] [--time-zone ZONE]", pixelCreate},
 	"key create":       {"--workspace ID --env live|sandbox --scopes a,b [--expires RFC3339] [--allow CIDR,...] [--version V] [--burst N] [--daily N]", keyCreate},
 	"key revoke":       {"ID", keyRevoke},
 	"key rotate":       {"ID --overlap DURATION", keyRotate},
 	"key set-limits":   {"ID [--burst N] [--daily N]", keySetLimits},
 	"key list":         {"--workspace ID", keyList},
-}
+})
 
 // Merge returns the union of sets; it panics on a name in two of them (a programming
 // error).
@@ -78,11 +79,11 @@ func Main(ctx context.Context, args []string, sets ...Commands) error {
 		return cmds.usageError(name)
 	}
 	r := settings.New()
-	redisURL := r.String("SVC_REDIS_URL")
+	rc := process.RedisFromEnv(r)
 	if err := r.Err(); err != nil {
 		return err
 	}
-	rdb, err := process.OpenRedis(ctx, redisURL)
+	rdb, err := process.OpenRedis(ctx, rc)
 	if err != nil {
 		return err
 	}
@@ -158,27 +159,31 @@ type WorkspaceJSON struct {
 	IDUUID    string    `json:"id_uuid"`
 	Name      string    `json:"name"`
 	Showroom  bool      `json:"showroom"`
+	TimeZone  string    `json:"time_zone"` // the zone of its rollups' days
 	CreatedAt time.Time `json:"created_at"`
 }
 
 // NewWorkspaceJSON formats w.
 func NewWorkspaceJSON(w keys.Workspace) WorkspaceJSON {
-	return WorkspaceJSON{ids.Format(ids.Org, w.ID), w.ID.String(), w.Name, w.Showroom, w.CreatedAt}
+	return WorkspaceJSON{ids.Format(ids.Org, w.ID), w.ID.String(), w.Name, w.Showroom,
+		keys.EffectiveZone(w, "").Name, w.CreatedAt}
 }
 
 func workspaceCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	fs := flag.NewFlagSet("workspace create", flag.ContinueOnError)
 	name := fs.String("name", "", "workspace name")
 	showroom := fs.Bool("showroom", false, "a showroom workspace (demonstration data, sandbox keys)")
+	zone := fs.String("time-zone", "", "IANA time zone of the workspace's rollup days (default UTC)")
 	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
 	if strings.TrimSpace(*name) == "" {
 		return nil, errors.New("--name is required")
 	}
-	w, err := e.Keys.CreateWorkspace(ctx, strings.TrimSpace(*name), *showroom)
+	w, err := e.Keys.PutWorkspace(ctx, keys.Workspace{ID: uuid.New(), Name: strings.TrimSpace(*name), Showroom: *showroom,
+		TimeZone: *zone, CreatedAt: time.Now().UTC().Truncate(time.Second)})
 	if err != nil {
-		return nil, err
+		return nil, zoneError("--time-zone", err)
 	}
 	return NewWorkspaceJSON(w), nil
 }
@@ -201,18 +206,30 @@ func WorkspaceArg(ctx context.Context, ks *keys.Store, raw string) (keys.Workspa
 
 // PixelJSON is a pixel as printed.
 type PixelJSON struct {
-	ID              string    `json:"id"`
-	IDUUID          string    `json:"id_uuid"`
-	WorkspaceID     string    `json:"workspace_id"`
-	WorkspaceIDUUID string    `json:"workspace_id_uuid"`
-	Name            string    `json:"name"`
-	CreatedAt       time.Time `json:"created_at"`
+	ID              string `json:"id"`
+	IDUUID          string `json:"id_uuid"`
+	WorkspaceID     string `json:"workspace_id"`
+	WorkspaceIDUUID string `json:"workspace_id_uuid"`
+	Name            string `json:"name"`
+	// TimeZone is the zone of the pixel's rollup days; TimeZoneSource says whose it is:
+	// "pixel" (its own), "workspace" (inherited) or "default" (UTC).
+	TimeZone       string    `json:"time_zone"`
+	TimeZoneSource string    `json:"time_zone_source"`
+	CreatedAt      time.Time `json:"created_at"`
+}
+
+// NewPixelJSON formats p of workspace w.
+func NewPixelJSON(p keys.Pixel, w keys.Workspace) PixelJSON {
+	z := keys.EffectiveZone(w, p.TimeZone)
+	return PixelJSON{ids.Format(ids.Pixel, p.ID), p.ID.String(), ids.Format(ids.Org, w.ID), w.ID.String(), p.Name,
+		z.Name, z.Source, p.CreatedAt}
 }
 
 func pixelCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	fs := flag.NewFlagSet("pixel create", flag.ContinueOnError)
 	ws := fs.String("workspace", "", "workspace id (org_… or UUID)")
 	name := fs.String("name", "Website pixel", "pixel name")
+	zone := fs.String("time-zone", "", "IANA time zone of the pixel's rollup days (default: the workspace's)")
 	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
@@ -220,11 +237,11 @@ func pixelCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.Keys.CreatePixel(ctx, w.ID, *name)
+	p, err := e.Keys.PutPixel(ctx, keys.Pixel{ID: uuid.New(), WorkspaceID: w.ID, Name: *name, TimeZone: *zone})
 	if err != nil {
-		return nil, err
+		return nil, zoneError("--time-zone", err)
 	}
-	return PixelJSON{ids.Format(ids.Pixel, p.ID), p.ID.String(), ids.Format(ids.Org, w.ID), w.ID.String(), p.Name, p.CreatedAt}, nil
+	return NewPixelJSON(p, w), nil
 }
 
 func keyCreate(ctx context.Context, e *Env, args []string) (any, error) {

@@ -30,18 +30,22 @@ import (
 	"svc/lib/svctest"
 )
 
-// RedisURL is where tests find Redis (svctest.RedisURL).
+// RedisURL is where tests find one Redis server (svctest.RedisURL).
 func RedisURL() string { return svctest.RedisURL() }
 
+// RedisEnv returns the environment entries that point a child process at the test
+// Redis (svctest.RedisEnv).
+func RedisEnv() []string { return svctest.RedisEnv() }
+
 // Redis connects to the test Redis (svctest.Redis).
-func Redis(t testing.TB) *redis.Client { return svctest.Redis(t) }
+func Redis(t testing.TB) redis.UniversalClient { return svctest.Redis(t) }
 
 // Server is a running api.Server for a test.
 type Server struct {
 	URL      string
 	API      *api.Server
 	Deps     api.Deps
-	Redis    *redis.Client
+	Redis    redis.UniversalClient
 	Keys     *keys.Store
 	Registry *prometheus.Registry
 	Client   *http.Client

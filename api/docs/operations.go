@@ -117,8 +117,8 @@ var (
 		"date": "2026-09-14", "impressions": 48210, "clicks": 911, "spend": "774.3500", "currency": "EUR", "conversions": 37}
 	exCampaignActual = map[string]any{"campaign_id": exCampaign, "campaign_id_uuid": uuidOf(exCampaign), "date": "2026-09-14",
 		"impressions": 120400, "clicks": 2210, "spend": "1520.0000", "currency": "EUR", "conversions": 64, "source": "webhook"}
-	exRollup = map[string]any{"pixel_id": exPixel, "pixel_id_uuid": uuidOf(exPixel), "date": "2026-09-14", "event_name": "purchase",
-		"currency": "EUR", "events": 1280, "consented_events": 1175, "value": "60312.5000", "unique_people": 1044, "status": "final"}
+	exRollup = map[string]any{"pixel_id": exPixel, "pixel_id_uuid": uuidOf(exPixel), "date": "2026-09-14", "time_zone": "America/New_York",
+		"event_name": "purchase", "currency": "EUR", "events": 1280, "consented_events": 1175, "value": "60312.5000", "unique_people": 1044, "status": "final"}
 	exWindows = []any{
 		map[string]any{"name": "burst", "quota": 120, "window_seconds": 60, "remaining": 119, "reset": 1, "scope": "key"},
 		map[string]any{"name": "daily", "quota": 10000, "window_seconds": 86400, "remaining": 9999, "reset": 9, "scope": "key"}}
@@ -223,9 +223,11 @@ var Operations = map[string]Op{
 		Response: ref("Finding"), Example: exFindingObj, Codes: []problem.Code{problem.NotFound}},
 
 	// Rollups.
-	"GET /pixel-rollups": {Tag: "Rollups", Description: "Daily rollups of a pixel's events per day, event name and currency. New events appear in the next daily rollup; a day is open while it can still change and final after. Pages by cursor (stable while events arrive); offset paging still works and is deprecated.",
+	"GET /pixel-rollups": {Tag: "Rollups", Description: "Daily rollups of a pixel's events per day, event name and currency. Days are calendar days of a time zone: time_zone if given, else the pixel's reporting zone, else its workspace's, else UTC; each record names its time_zone. New events appear in the next daily rollup; a day is open while it can still change and final after (7 days and 1 hour after the local day ends). Pages by cursor (stable while events arrive; a cursor keeps the zone of its first page); offset paging still works and is deprecated.",
 		Params: params([]Param{{Name: "pixel_id", In: "query", Required: true, Desc: "pxl_<uuid> or the raw UUID.", Schema: Schema{"type": "string"}, Example: exPixel}},
-			pDates, []Param{{Name: "event_name", In: "query", Desc: "Only this event name.", Schema: Schema{"type": "string"}}}, pList),
+			pDates, []Param{{Name: "event_name", In: "query", Desc: "Only this event name.", Schema: Schema{"type": "string"}},
+				{Name: "time_zone", In: "query", Desc: "IANA time zone whose calendar days the rollups are (e.g. America/New_York, Asia/Kolkata, Asia/Kathmandu, UTC), for this request; from and to are days of this zone. Default: the pixel's reporting zone, else its workspace's, else UTC. An unknown zone is 422 invalid_request. With cursor: the cursor's zone (another one is 422).",
+					Schema: Schema{"type": "string", "maxLength": 64, "pattern": `^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9][A-Za-z0-9_+\-]*){0,2}$`}, Example: "America/New_York"}}, pList),
 		Response: list("PixelRollup"), Example: listExample(exRollup), Codes: []problem.Code{problem.InvalidRequest, problem.NotFound}},
 
 	// Self-description (this package).

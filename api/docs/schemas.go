@@ -236,9 +236,11 @@ func components() map[string]Schema {
 			"clicks": integer("Clicks."), "spend": decimalSchema, "currency": currencySchema,
 			"conversions": integer("Conversions."), "source": str("import or webhook."),
 		}), "campaign_id"),
-		"PixelRollup": withIDs(object("A pixel's events of one day, per event name and currency.", []string{"pixel_id", "date", "event_name", "events"}, Schema{
-			"pixel_id": id("pxl_", "The pixel"), "date": dateSchema, "event_name": str("Event name."),
-			"currency": str("Currency of value (empty when none)."), "events": integer("Events."),
+		"PixelRollup": withIDs(object("A pixel's events of one local day, per event name and currency.", []string{"pixel_id", "date", "time_zone", "event_name", "events"}, Schema{
+			"pixel_id": id("pxl_", "The pixel"), "date": Schema{"type": "string", "format": "date", "description": "The calendar day (YYYY-MM-DD) in time_zone."},
+			"time_zone":  str("The IANA time zone whose day date is (the request's time_zone, the pixel's, its workspace's, or UTC)."),
+			"event_name": str("Event name."),
+			"currency":   str("Currency of value (empty when none)."), "events": integer("Events."),
 			"consented_events": integer("Events with consent.measurement true."),
 			"value":            decimalSchema, "unique_people": integer("Distinct hashed emails."),
 			"status": enum("open while the day can still change, final after.", "open", "final"),

@@ -4,7 +4,7 @@
 // different request is idempotency_key_reuse; a repeat while the first still runs is
 // idempotency_key_in_use. Records are per API key, in Redis:
 //
-//	svc:idem2:<key id>:<idempotency key>  string, one of
+//	svc:idem2:{<key id>}:<idempotency key>  string, one of
 //	  "P" <fingerprint> " " <takeover at, Unix ms; 0: never> " " <owner request id>   reserved
 //	  "D" <fingerprint> <status, 3 digits> <content type> "\n" <body>   done
 //
@@ -27,7 +27,10 @@
 // with its expiry (no script), and a record takes about half the memory (MEMORY USAGE of
 // a 202 with one rejection: 720 B as a hash, 376 B as a string). (The earlier
 // hash records lived under svc:idem:; they expire within 24 hours, and a retry that
-// misses one is caught by the consumer's batch-id claim.)
+// misses one is caught by the consumer's batch-id claim.) The hash tag {<key id>} is the
+// one of the key's rate-limit windows (limits.Keys): the gate script reserves a record
+// and takes from the windows in one hash slot of a Redis Cluster. A key's records thus
+// live on one master; the key's daily quota bounds how many there are.
 package idempotency
 
 import (
@@ -90,7 +93,7 @@ func Fingerprint(method, path string, body []byte) string {
 func recordKey(keyID, idemKey string) string { return KeyPrefix(keyID) + idemKey }
 
 // KeyPrefix is the common prefix of key id's records (for tools that drop them).
-func KeyPrefix(keyID string) string { return "svc:idem2:" + keyID + ":" }
+func KeyPrefix(keyID string) string { return "svc:idem2:{" + keyID + "}:" }
 
 // LuaReserve defines the Lua function reserve(k, fp, pending_ms, now_ms, takeover_ms,
 // owner) over the record key k: {0} reserved (proceed; also when it took over an expired

@@ -10,6 +10,9 @@
 //	svc:pixel:<uuid>         JSON Pixel
 //	svc:key:<uuid>           JSON Key (the key record, without secrets)
 //	svc:secret:<sha256 hex>  JSON Secret: which key a digest opens, and its cutover
+//
+// No name has a hash tag: every command touches one record, so in a Redis Cluster the
+// records of different workspaces, pixels and keys spread over every master.
 package keys
 
 import (
@@ -49,6 +52,8 @@ type Workspace struct {
 	Name      string    `json:"name"`
 	Showroom  bool      `json:"showroom"`
 	CreatedAt time.Time `json:"created_at"`
+	// TimeZone is the IANA zone whose days the workspace's rollups are ("" is UTC).
+	TimeZone string `json:"time_zone,omitempty"`
 }
 
 // Pixel is a tracking pixel of a workspace.
@@ -58,6 +63,9 @@ type Pixel struct {
 	Name        string    `json:"name"`
 	Showroom    bool      `json:"showroom"`
 	CreatedAt   time.Time `json:"created_at"`
+	// TimeZone overrides the workspace's zone for this pixel's rollups ("" inherits it).
+	// Store.Pixel caches records for good: read the zone with Store.TimeZone.
+	TimeZone string `json:"time_zone,omitempty"`
 }
 
 // Key is an API key's record. It never holds a secret.

@@ -21,8 +21,13 @@ var ErrUnknownSecret = errors.New("secret matches no key")
 
 // Store reads and writes the records in Redis. Authenticate caches what it reads for
 // CacheTTL, so a revocation or limit change reaches every process within CacheTTL.
+//
+// Every command touches one key, so the records spread over a Redis Cluster's masters
+// by their own names (no hash tags). A change that writes several records writes them
+// one after the other, in an order that leaves nothing usable half-made if it stops
+// midway: a key's secret record, the one thing that makes a secret work, comes last.
 type Store struct {
-	rdb *redis.Client
+	rdb redis.UniversalClient
 	// CacheTTL bounds how stale an authenticated key record may be (default 500 ms,
 	// which keeps revocation under the promised one second).
 	CacheTTL time.Duration
@@ -32,6 +37,7 @@ type Store struct {
 	mu     sync.Mutex
 	byHash map[string]cachedKey
 	pixels sync.Map // uuid.UUID -> Pixel (pixels never change workspace)
+	zones  sync.Map // uuid.UUID (pixel) -> cachedZone
 }
 
 type cachedKey struct {
@@ -42,13 +48,13 @@ type cachedKey struct {
 }
 
 // NewStore returns a Store over rdb.
-func NewStore(rdb *redis.Client) *Store {
+func NewStore(rdb redis.UniversalClient) *Store {
 	return &Store{rdb: rdb, CacheTTL: 500 * time.Millisecond, Now: time.Now,
 		byHash: make(map[string]cachedKey)}
 }
 
 // Redis returns the client (for stores that share the connection pool).
-func (s *Store) Redis() *redis.Client { return s.rdb }
+func (s *Store) Redis() redis.UniversalClient { return s.rdb }
 
 func wsKey(id uuid.UUID) string      { return "svc:ws:" + id.String() }
 func pixelKey(id uuid.UUID) string   { return "svc:pixel:" + id.String() }
@@ -78,6 +84,9 @@ func (s *Store) PutWorkspace(ctx context.Context, w Workspace) (Workspace, error
 	if w.Name == "" {
 		return Workspace{}, errors.New("a workspace needs a name")
 	}
+	if err := checkZone(w.TimeZone); err != nil {
+		return Workspace{}, err
+	}
 	b, _ := json.Marshal(w)
 	return w, s.rdb.Set(ctx, wsKey(w.ID), b, 0).Err()
 }
@@ -95,6 +104,9 @@ func (s *Store) CreatePixel(ctx context.Context, ws uuid.UUID, name string) (Pix
 
 // PutPixel writes p (its workspace must exist); CreatedAt is set when zero.
 func (s *Store) PutPixel(ctx context.Context, p Pixel) (Pixel, error) {
+	if err := checkZone(p.TimeZone); err != nil {
+		return Pixel{}, err
+	}
 	w, err := s.Workspace(ctx, p.WorkspaceID)
 	if err != nil {
 		return Pixel{}, fmt.Errorf("workspace %s: %w", p.WorkspaceID, err)
@@ -104,12 +116,10 @@ func (s *Store) PutPixel(ctx context.Context, p Pixel) (Pixel, error) {
 		p.CreatedAt = s.now()
 	}
 	b, _ := json.Marshal(p)
-	_, err = s.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
-		tx.Set(ctx, pixelKey(p.ID), b, 0)
-		tx.SAdd(ctx, wsKey(p.WorkspaceID)+":pixels", p.ID.String())
-		return nil
-	})
-	return p, err
+	if err := s.rdb.Set(ctx, pixelKey(p.ID), b, 0).Err(); err != nil {
+		return Pixel{}, err
+	}
+	return p, s.rdb.SAdd(ctx, wsKey(p.WorkspaceID)+":pixels", p.ID.String()).Err()
 }
 
 // Pixel reads a pixel, from a process-wide cache after the first read.
@@ -189,14 +199,25 @@ func (s *Store) CreateKey(ctx context.Context, spec KeySpec) (Key, string, error
 	secret := newSecret(k.Env)
 	kb, _ := json.Marshal(k)
 	sb, _ := json.Marshal(Secret{KeyID: k.ID})
-	_, err = s.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
-		tx.Set(ctx, keyKey(k.ID), kb, 0)
-		tx.Set(ctx, secretKey(Digest(secret)), sb, 0)
-		tx.SAdd(ctx, keyKey(k.ID)+":secrets", Digest(secret))
-		tx.SAdd(ctx, wsKey(w.ID)+":keys", k.ID.String())
-		return nil
-	})
-	return k, secret, err
+	err = inOrder(
+		func() error { return s.rdb.Set(ctx, keyKey(k.ID), kb, 0).Err() },
+		func() error { return s.rdb.SAdd(ctx, keyKey(k.ID)+":secrets", Digest(secret)).Err() },
+		func() error { return s.rdb.SAdd(ctx, wsKey(w.ID)+":keys", k.ID.String()).Err() },
+		func() error { return s.rdb.Set(ctx, secretKey(Digest(secret)), sb, 0).Err() })
+	if err != nil {
+		return Key{}, "", err
+	}
+	return k, secret, nil
+}
+
+// inOrder runs steps one after the other and stops at the first error.
+func inOrder(steps ...func() error) error {
+	for _, step := range steps {
+		if err := step(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func orDefault(v, def int) int {
@@ -263,21 +284,35 @@ func (s *Store) Rotate(ctx context.Context, id uuid.UUID, overlap time.Duration)
 	}
 	secret := newSecret(k.Env)
 	nb, _ := json.Marshal(Secret{KeyID: k.ID})
-	_, err = s.rdb.TxPipelined(ctx, func(tx redis.Pipeliner) error {
-		for _, d := range digests {
-			var old Secret
-			if s.getJSON(ctx, secretKey(d), &old) == nil && old.CutoverAt == nil {
-				old.CutoverAt = &cutover
-				ob, _ := json.Marshal(old)
-				tx.Set(ctx, secretKey(d), ob, 0)
-			}
+	d := Digest(secret)
+	// The new secret first: should a step below fail, the caller gets no secret and the
+	// old ones keep working as they did.
+	if err := s.rdb.SAdd(ctx, keyKey(id)+":secrets", d).Err(); err != nil {
+		return Key{}, "", time.Time{}, err
+	}
+	if err := s.rdb.Set(ctx, secretKey(d), nb, 0).Err(); err != nil {
+		return Key{}, "", time.Time{}, err
+	}
+	for _, old := range digests {
+		if err := s.setCutover(ctx, old, cutover); err != nil {
+			return Key{}, "", time.Time{}, err
 		}
-		d := Digest(secret)
-		tx.Set(ctx, secretKey(d), nb, 0)
-		tx.SAdd(ctx, keyKey(id)+":secrets", d)
-		return nil
-	})
-	return k, secret, cutover, err
+	}
+	return k, secret, cutover, nil
+}
+
+// setCutover gives the secret record of digest a cutover, unless it has one.
+func (s *Store) setCutover(ctx context.Context, digest string, cutover time.Time) error {
+	var old Secret
+	if err := s.getJSON(ctx, secretKey(digest), &old); err != nil || old.CutoverAt != nil {
+		if errors.Is(err, ErrNotFound) {
+			return nil
+		}
+		return err
+	}
+	old.CutoverAt = &cutover
+	ob, _ := json.Marshal(old)
+	return s.rdb.Set(ctx, secretKey(digest), ob, 0).Err()
 }
 
 // Keys lists a workspace's keys.
@@ -299,16 +334,6 @@ func (s *Store) Keys(ctx context.Context, ws uuid.UUID) ([]Key, error) {
 	return out, nil
 }
 
-// lookupScript returns [secret JSON, key JSON] for a digest in one round trip.
-var lookupScript = redis.NewScript(`
-local s = redis.call('GET', KEYS[1])
-if not s then return false end
-local id = cjson.decode(s)['key_id']
-local k = redis.call('GET', 'svc:key:' .. id)
-if not k then return false end
-return {s, k}
-`)
-
 // Authenticate finds the key a secret opens. It returns ErrUnknownSecret when none does.
 // The caller checks revocation, expiry and cutover (Check). The secret itself is hashed
 // at once and never kept; the stored digest is compared in constant time.
@@ -321,20 +346,12 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (*Key, Secret, 
 	if ok && now.Sub(c.fetched) < s.CacheTTL && subtle.ConstantTimeCompare([]byte(c.digest), []byte(digest)) == 1 {
 		return c.key, c.secret, nil
 	}
-	res, err := lookupScript.Run(ctx, s.rdb, []string{secretKey(digest)}).StringSlice()
-	if errors.Is(err, redis.Nil) {
+	k, sec, err := s.lookup(ctx, digest)
+	if errors.Is(err, ErrNotFound) {
 		s.forget(digest)
 		return nil, Secret{}, ErrUnknownSecret
 	}
 	if err != nil {
-		return nil, Secret{}, err
-	}
-	var sec Secret
-	k := new(Key)
-	if err := json.Unmarshal([]byte(res[0]), &sec); err != nil {
-		return nil, Secret{}, err
-	}
-	if err := json.Unmarshal([]byte(res[1]), k); err != nil {
 		return nil, Secret{}, err
 	}
 	s.mu.Lock()
@@ -343,6 +360,21 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (*Key, Secret, 
 	}
 	s.byHash[digest] = cachedKey{key: k, secret: sec, digest: digest, fetched: now}
 	s.mu.Unlock()
+	return k, sec, nil
+}
+
+// lookup reads the secret record of digest, then the key record it names: two round
+// trips (the records live in different hash slots of a cluster), taken once per
+// CacheTTL per secret and process. ErrNotFound when either is missing.
+func (s *Store) lookup(ctx context.Context, digest string) (*Key, Secret, error) {
+	var sec Secret
+	if err := s.getJSON(ctx, secretKey(digest), &sec); err != nil {
+		return nil, Secret{}, err
+	}
+	k := new(Key)
+	if err := s.getJSON(ctx, keyKey(sec.KeyID), k); err != nil {
+		return nil, Secret{}, err
+	}
 	return k, sec, nil
 }
 

@@ -133,9 +133,11 @@ return take(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARG
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
 `)
 
-// Keys returns the daily and burst state keys of key id.
+// Keys returns the daily and burst state keys of key id. Both carry the hash tag {<key
+// id>}, as the key's idempotency records do (idempotency.RecordKey), so that the gate
+// script touches one hash slot of a Redis Cluster.
 func Keys(id string) []string {
-	return []string{"svc:rl:" + id + ":daily", "svc:rl:" + id + ":burst"}
+	return []string{"svc:rl:{" + id + "}:daily", "svc:rl:{" + id + "}:burst"}
 }
 
 // Args returns take's ARGV for now and the windows, cost excluded.

@@ -55,7 +55,7 @@ var Tools = []Tool{
 	{"study", "One study", "One study by id (std_… or UUID).", "/studies/{id}"},
 	{"findings", "Findings", "Findings of studies; filter with study_id.", "/findings"},
 	{"finding", "One finding", "One finding by id (fnd_… or UUID).", "/findings/{id}"},
-	{"pixel_rollups", "Daily pixel rollups", "Daily rollups of a pixel's events per day, event name and currency.", "/pixel-rollups"},
+	{"pixel_rollups", "Daily pixel rollups", "Daily rollups of a pixel's events per local day, event name and currency; time_zone (an IANA name such as America/New_York) picks the zone of the days, default the pixel's reporting zone.", "/pixel-rollups"},
 }
 
 // Path is where the endpoint is served.

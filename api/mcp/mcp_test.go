@@ -169,6 +169,16 @@ func TestToolsAtTheCurrentAndPreviousRevision(t *testing.T) {
 				}
 			}
 			check("pixel_rollups", map[string]any{"pixel_id": "pxl_" + catalog.ShowroomPixel.String()})
+			local := check("pixel_rollups", map[string]any{"pixel_id": "pxl_" + catalog.ShowroomPixel.String(), "time_zone": "Asia/Kathmandu"})
+			for _, r := range local["data"].([]any) {
+				if r.(map[string]any)["time_zone"] != "Asia/Kathmandu" {
+					t.Fatalf("pixel_rollups in Asia/Kathmandu: %v", r)
+				}
+			}
+			bad := call(t, cs, "pixel_rollups", map[string]any{"pixel_id": "pxl_" + catalog.ShowroomPixel.String(), "time_zone": "Mars/Olympus"})
+			if p := structured(t, bad); !bad.IsError || p["code"] != "invalid_request" {
+				t.Fatalf("pixel_rollups with an unknown zone: %v", p)
+			}
 		})
 	}
 }

@@ -36,6 +36,7 @@ type cursor struct {
 	Date string    `json:"d,omitempty"`
 	Name string    `json:"n,omitempty"`
 	Cur  string    `json:"c,omitempty"`
+	Zone string    `json:"z,omitempty"` // the time zone of a pixel_rollups listing
 }
 
 // encode returns the opaque (base64url JSON) form of c.

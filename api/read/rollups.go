@@ -18,7 +18,8 @@ import (
 type PixelRollup struct {
 	PixelID         string `json:"pixel_id"`
 	PixelIDUUID     string `json:"pixel_id_uuid"`
-	Date            string `json:"date"`
+	Date            string `json:"date"`      // YYYY-MM-DD, a calendar day of TimeZone
+	TimeZone        string `json:"time_zone"` // the IANA zone whose day Date is
 	EventName       string `json:"event_name"`
 	Currency        string `json:"currency"` // "" when the events carried no value
 	Events          uint64 `json:"events"`
@@ -32,10 +33,14 @@ type PixelRollup struct {
 const maxEventName = 200
 
 // pixelRollups serves GET /pixel-rollups: pixel_id (required; a pixel of the key's
-// workspace, else 404), from, to, event_name; cursor paging (stable while events
-// arrive: rows are ordered by date, event name, currency, and a new event never moves
-// a row) or deprecated offset paging with its headers. Rows of the key's environment
-// only (a sandbox key reads sandbox events).
+// workspace, else 404), from, to, event_name, time_zone; cursor paging (stable while
+// events arrive: rows are ordered by date, event name, currency, and a new event never
+// moves a row) or deprecated offset paging with its headers. Rows of the key's
+// environment only (a sandbox key reads sandbox events).
+//
+// Days are calendar days of one IANA zone: the time_zone parameter, else the pixel's
+// zone, else its workspace's, else UTC. A cursor carries the zone of its listing, so
+// the pages of one listing stay in one zone even if the configuration changes.
 func (a *API) pixelRollups(r *api.Request) error {
 	var errs []problem.FieldError
 	raw := r.Query("pixel_id")
@@ -47,7 +52,11 @@ func (a *API) pixelRollups(r *api.Request) error {
 	if q.EventName = r.Query("event_name"); len(q.EventName) > maxEventName {
 		errs = append(errs, queryError("event_name", "max_length_200", q.EventName[:maxEventName]))
 	}
+	zone := zoneParam(r, &errs)
 	p := parsePage(r, "pixel_rollups", &errs)
+	if p.After != nil {
+		zone = cursorZone(p.After, zone, &errs)
+	}
 	if err := invalidQuery(errs); err != nil {
 		return err
 	}
@@ -55,7 +64,14 @@ func (a *API) pixelRollups(r *api.Request) error {
 	if err != nil {
 		return err
 	}
-	q.Pixel, q.Offset = schema.UUID(pixel), p.Offset
+	if zone == "" {
+		z, err := a.Keys.TimeZone(r.Context(), keys.Pixel{ID: pixel, WorkspaceID: r.Key.WorkspaceID})
+		if err != nil {
+			return api.Unavailable("the key store", 1)
+		}
+		zone = z.Name
+	}
+	q.Pixel, q.Offset, q.TimeZone = schema.UUID(pixel), p.Offset, zone
 	if p.After != nil {
 		q.After = &rollup.DailyCursor{Date: parseCursorDay(p.After.Date), EventName: p.After.Name, Currency: p.After.Cur}
 	}
@@ -65,13 +81,17 @@ func (a *API) pixelRollups(r *api.Request) error {
 	ctx, cancel := a.ctx(r)
 	defer cancel()
 	rows, err := rollup.QueryDaily(ctx, a.Conn, q)
+	if schema.ZoneUnknownToServer(err) {
+		return problem.Invalid("ClickHouse has no zone file for this time zone; choose another zone.",
+			queryError("time_zone", "iana_time_zone", zone))
+	}
 	if err != nil {
 		return a.storeErr(r, err)
 	}
 	pid, puuid := ids.Format(ids.Pixel, pixel), pixel.String()
 	out := make([]PixelRollup, len(rows))
 	for i, w := range rows {
-		out[i] = PixelRollup{PixelID: pid, PixelIDUUID: puuid, Date: day(w.Date), EventName: w.EventName,
+		out[i] = PixelRollup{PixelID: pid, PixelIDUUID: puuid, Date: day(w.Date), TimeZone: w.TimeZone, EventName: w.EventName,
 			Currency: w.Currency, Events: w.Events, ConsentedEvents: w.ConsentedEvents, Value: w.Value,
 			UniquePeople: w.UniquePeople, Status: w.Status}
 	}
@@ -79,8 +99,41 @@ func (a *API) pixelRollups(r *api.Request) error {
 		out = append(out, PixelRollup{}) // a sentinel past the page: writeList offers the cursor
 	}
 	return writeList(r, p, out, func(i int) cursor {
-		return cursor{List: "pixel_rollups", Date: day(rows[i].Date), Name: rows[i].EventName, Cur: rows[i].Currency}
+		return cursor{List: "pixel_rollups", Date: day(rows[i].Date), Name: rows[i].EventName, Cur: rows[i].Currency, Zone: zone}
 	})
+}
+
+// zoneParam reads the optional time_zone parameter: an IANA name ("" when absent).
+func zoneParam(r *api.Request, errs *[]problem.FieldError) string {
+	v := r.Query("time_zone")
+	if v == "" {
+		return ""
+	}
+	if _, err := schema.LoadZone(v); err != nil {
+		if len(v) > 64 {
+			v = v[:64]
+		}
+		*errs = append(*errs, queryError("time_zone", "iana_time_zone", v))
+		return ""
+	}
+	return v
+}
+
+// cursorZone is the zone of the listing a cursor continues: the cursor's (UTC for
+// cursors issued before zones existed). A time_zone parameter must name the same zone.
+func cursorZone(c *cursor, param string, errs *[]problem.FieldError) string {
+	z := c.Zone
+	if z == "" {
+		z = schema.UTC
+	}
+	if _, err := schema.LoadZone(z); err != nil {
+		*errs = append(*errs, queryError("cursor", "cursor", nil))
+		return ""
+	}
+	if param != "" && param != z {
+		*errs = append(*errs, queryError("time_zone", "cursor_time_zone", param))
+	}
+	return z
 }
 
 // pixel resolves the pixel_id parameter to a pixel of the key's workspace; a malformed

@@ -172,6 +172,7 @@ func TestBadQueriesAre422(t *testing.T) {
 		{px + "&cursor=%%%", "cursor"},
 		{px + "&cursor=" + linesCursor, "cursor"},
 		{px + "&offset=-1", "offset"},
+		{px + "&time_zone=Nowhere/Zone", "time_zone"},
 		{px + "&offset=1&cursor=" + linesCursor, "cursor"},
 		{"/plans?status=sold", "status"},
 		{"/plans?channel=tv", "channel"},

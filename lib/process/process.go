@@ -25,8 +25,8 @@ type Config struct {
 	// MetricsAddr serves Prometheus metrics at /metrics (SVC_METRICS_ADDR; "off"
 	// disables it).
 	MetricsAddr string
-	// RedisURL locates Redis (SVC_REDIS_URL).
-	RedisURL string
+	// Redis locates Redis: one server (SVC_REDIS_URL) or a cluster (SVC_REDIS_CLUSTER).
+	Redis RedisConfig
 	// LogLevel is debug, info, warn or error (SVC_LOG_LEVEL).
 	LogLevel string
 	// Pprof serves /debug/pprof/ on the metrics listener too (SVC_PPROF).
@@ -35,7 +35,7 @@ type Config struct {
 
 // ConfigFromEnv reads the SVC_* variables named on each field.
 func ConfigFromEnv(r *settings.Reader) Config {
-	return Config{MetricsAddr: r.String("SVC_METRICS_ADDR"), RedisURL: r.String("SVC_REDIS_URL"),
+	return Config{MetricsAddr: r.String("SVC_METRICS_ADDR"), Redis: RedisFromEnv(r),
 		LogLevel: r.String("SVC_LOG_LEVEL"), Pprof: r.Bool("SVC_PPROF")}
 }
 
@@ -47,8 +47,8 @@ func (c Config) Validate() error {
 			errs = append(errs, fmt.Errorf("SVC_METRICS_ADDR %q: %v", c.MetricsAddr, err))
 		}
 	}
-	if _, err := redis.ParseURL(c.RedisURL); err != nil {
-		errs = append(errs, fmt.Errorf("SVC_REDIS_URL: %w", err))
+	if err := c.Redis.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
@@ -80,8 +80,8 @@ type Process struct {
 	// Log names the process (role = Name); RoleLog names one of its roles.
 	Log      *slog.Logger
 	Registry *prometheus.Registry
-	// Redis is nil until OpenRedis.
-	Redis   *redis.Client
+	// Redis is nil until OpenRedis: a *redis.Client, or a *redis.ClusterClient.
+	Redis   redis.UniversalClient
 	logBase *slog.Logger // Log without the role
 }
 
@@ -95,9 +95,9 @@ func New(name string, cfg Config) *Process {
 	return &Process{Name: name, Config: cfg, Log: log, Registry: NewRegistry(), logBase: base}
 }
 
-// OpenRedis connects the process to Redis (Config.RedisURL); Close closes it.
+// OpenRedis connects the process to Redis (Config.Redis); Close closes it.
 func (p *Process) OpenRedis(ctx context.Context) error {
-	rdb, err := OpenRedis(ctx, p.Config.RedisURL)
+	rdb, err := OpenRedis(ctx, p.Config.Redis)
 	if err != nil {
 		return err
 	}

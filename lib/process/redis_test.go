@@ -2,9 +2,10 @@ package process
 
 import (
 	"context"
-	"os"
 	"strings"
 	"testing"
+
+	"svc/lib/settings"
 )
 
 func TestCheckRedisVersion(t *testing.T) {
@@ -22,12 +23,8 @@ func TestCheckRedisVersion(t *testing.T) {
 			t.Errorf("%q: %v does not say what is needed", info, err)
 		}
 	}
-	// The Redis this suite runs against passes.
-	url := os.Getenv("SVC_REDIS_URL")
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	rdb, err := OpenRedis(context.Background(), url)
+	// The Redis this suite runs against passes (every node of a cluster is asked).
+	rdb, err := OpenRedis(context.Background(), RedisFromEnv(settings.New()))
 	if err != nil {
 		t.Fatal(err)
 	}

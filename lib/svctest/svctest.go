@@ -20,13 +20,24 @@ import (
 	"svc/lib/settings"
 )
 
-// RedisURL is where tests find Redis (SVC_REDIS_URL or its default).
+// RedisURL is where tests find one Redis server (SVC_REDIS_URL or its default).
 func RedisURL() string { return settings.New().String("SVC_REDIS_URL") }
 
+// RedisConfig is the Redis the tests use: the Redis Cluster SVC_REDIS_CLUSTER names
+// when it is set (every Redis-backed test then runs against the cluster), else
+// RedisURL.
+func RedisConfig() process.RedisConfig { return process.RedisFromEnv(settings.New()) }
+
+// RedisEnv returns the environment entries that point a child process at RedisConfig.
+func RedisEnv() []string {
+	rc := RedisConfig()
+	return []string{"SVC_REDIS_URL=" + rc.URL, "SVC_REDIS_CLUSTER=" + strings.Join(rc.Cluster, ",")}
+}
+
 // Redis connects to the test Redis, skipping (or failing under CI) when it is down.
-func Redis(t testing.TB) *redis.Client {
+func Redis(t testing.TB) redis.UniversalClient {
 	t.Helper()
-	rdb, err := process.OpenRedis(context.Background(), RedisURL())
+	rdb, err := process.OpenRedis(context.Background(), RedisConfig())
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("redis: %v", err)

@@ -66,7 +66,7 @@ func NewDB(t testing.TB) (schema.Config, driver.Conn) {
 // Drop drops database db (unless SVC_TEST_KEEP_DB=1) and closes conn.
 func Drop(t testing.TB, conn driver.Conn, db string) {
 	defer conn.Close()
-	if os.Getenv("SVC_TEST_KEEP_DB") == "1" {
+	if settings.New().Bool("SVC_TEST_KEEP_DB") {
 		t.Logf("keeping database %s", db)
 		return
 	}

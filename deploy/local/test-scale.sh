@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# test-scale.sh: `make test-scale`, the tests over the distributed engines. It starts a
+# local Redis Cluster (deploy/local/redis-cluster.sh: 3 masters, 3 replicas) and a
+# ClickHouse cluster (deploy/local/clickhouse-cluster.sh: 2 shards × 2 replicas and
+# ZooKeeper), all as plain processes, then runs
+#
+#   1. the Redis-backed suites (api, ingest, webhooks, rollup) with SVC_REDIS_CLUSTER
+#      set: every key operation, script and pipeline of the service against the cluster
+#      (ClickHouse: the single server of `make services`);
+#   2. over both clusters: TestScaleOnClusters (two edges and two consumers; an edge, a
+#      consumer, a Redis master and a ClickHouse replica killed under load; exact totals)
+#      and TestReplicaReadBack (the consumer's read-back from the replicas);
+#
+# and stops both clusters on the way out, pass or fail (SCALE_KEEP=1 leaves them
+# running). `make test` must have its services up (the Makefile target sees to it).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+GO=${GO:-go}
+start=$(date +%s)
+
+deploy/local/redis-cluster.sh up
+deploy/local/clickhouse-cluster.sh up
+if [ "${SCALE_KEEP:-}" != 1 ]; then
+  trap 'deploy/local/clickhouse-cluster.sh down; deploy/local/redis-cluster.sh down' EXIT
+fi
+redis=$(deploy/local/redis-cluster.sh seeds)
+clickhouse=$(deploy/local/clickhouse-cluster.sh ports)
+
+echo "test-scale: the Redis-backed suites against the Redis Cluster ($redis)"
+SVC_REDIS_CLUSTER=$redis $GO test -count=1 -timeout 10m -p 2 ./api/... ./ingest/... ./webhooks/... ./rollup/...
+
+echo "test-scale: the multi-process test over both clusters ($redis; svc_cluster at $clickhouse)"
+SVC_REDIS_CLUSTER=$redis SVC_CLICKHOUSE_CLUSTER=svc_cluster SVC_CLICKHOUSE_ADDR=$clickhouse \
+  $GO test -count=1 -timeout 10m -v -run '^(TestScaleOnClusters|TestReplicaReadBack)$' . ./rollup/ |
+  grep -vE '^(=== RUN|redis: .*pool\.go)'
+
+echo "test-scale: passed in $(($(date +%s) - start)) s"
