@@ -15,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/api/apitest"
+	"svc/api/signature"
 	"svc/lib/svctest"
 	"svc/schema/chtest"
 )
@@ -90,8 +91,8 @@ func TestBinaryBothDirections(t *testing.T) {
 		uuid.NewString(), time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02"))
 	for i, want := range []string{Processed, Ignored} {
 		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/webhooks/inbound/"+ws, strings.NewReader(body))
-		req.Header.Set(SignatureHeader, SignatureValue(time.Now().Unix(), []byte(body), []byte(secret)))
-		req.Header.Set(MessageIDHeader, "e2e-1")
+		req.Header.Set(signature.Header, signature.Value(time.Now().Unix(), []byte(body), []byte(secret)))
+		req.Header.Set(signature.MessageIDHeader, "e2e-1")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -18,6 +18,7 @@ import (
 	"svc/api/ids"
 	"svc/api/keys"
 	"svc/api/problem"
+	"svc/api/signature"
 )
 
 // Inbound is the receiver of signed partner messages: POST /webhooks/inbound/{workspace}.
@@ -84,7 +85,7 @@ func (in *Inbound) handle(r *api.Request) error {
 		return api.Unavailable("the workspace store", 1)
 	}
 	rec := InboundRow{WorkspaceID: ws, ReceivedAt: in.Now().UTC(), BodyBytes: len(body),
-		BodySHA256: sha256Hex(body), RequestID: r.ID, MessageID: cleanID(string(r.Ctx.Request.Header.Peek(MessageIDHeader)))}
+		BodySHA256: sha256Hex(body), RequestID: r.ID, MessageID: cleanID(string(r.Ctx.Request.Header.Peek(signature.MessageIDHeader)))}
 
 	secrets, err := in.Store.InboundSecrets(ctx, ws)
 	if err != nil {
@@ -99,8 +100,8 @@ func (in *Inbound) handle(r *api.Request) error {
 		p := problem.New(problem.InvalidSignature, "Workspace %s has no inbound signing secret; issue one with svc admin webhook inbound-secret.", ids.Format(ids.Org, ws))
 		return in.fail(ctx, r, rec, "no inbound secret", p)
 	}
-	switch err := Verify(string(r.Ctx.Request.Header.Peek(SignatureHeader)), body, keysB, in.Now(), in.Config.Tolerance); {
-	case errors.Is(err, ErrStale):
+	switch err := signature.Verify(string(r.Ctx.Request.Header.Peek(signature.Header)), body, keysB, in.Now(), in.Config.Tolerance); {
+	case errors.Is(err, signature.ErrStale):
 		p := problem.New(problem.TimestampOutOfRange, "The signature timestamp is more than %d seconds from the server's clock (%s).",
 			int(in.Config.Tolerance/time.Second), in.Now().UTC().Format(time.RFC3339))
 		return in.fail(ctx, r, rec, "timestamp out of range", p)
@@ -108,13 +109,13 @@ func (in *Inbound) handle(r *api.Request) error {
 		return in.fail(ctx, r, rec, "invalid signature: "+err.Error(), problem.New(problem.InvalidSignature, "%s.", capitalize(err.Error())))
 	}
 
-	raw := string(r.Ctx.Request.Header.Peek(MessageIDHeader))
+	raw := string(r.Ctx.Request.Header.Peek(signature.MessageIDHeader))
 	if raw == "" || rec.MessageID != raw {
 		rule, detail := "required", "The SVC-Webhook-Id header is required: a unique id per message, the same on every retry."
 		if raw != "" {
 			rule, detail = "format", "SVC-Webhook-Id must be 1 to 200 printable ASCII characters."
 		}
-		p := problem.Invalid(detail, problem.FieldError{Field: MessageIDHeader, Rule: rule, Value: rec.MessageID})
+		p := problem.Invalid(detail, problem.FieldError{Field: signature.MessageIDHeader, Rule: rule, Value: rec.MessageID})
 		return in.fail(ctx, r, rec, "message id: "+rule, p)
 	}
 
@@ -197,7 +198,7 @@ func (in *Inbound) recordEarly(r *api.Request, outcome, reason string, status in
 		return
 	}
 	rec := InboundRow{WorkspaceID: ws, ReceivedAt: in.Now().UTC(), BodyBytes: len(r.Body()), RequestID: r.ID,
-		MessageID: cleanID(string(r.Ctx.Request.Header.Peek(MessageIDHeader))), Outcome: outcome,
+		MessageID: cleanID(string(r.Ctx.Request.Header.Peek(signature.MessageIDHeader))), Outcome: outcome,
 		Reason: reason, Status: status}
 	if err := in.record(r.Context(), rec); err != nil {
 		in.Log.Warn("inbound: log insert failed", "request_id", r.ID, "err", err.Error())

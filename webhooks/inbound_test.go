@@ -16,6 +16,7 @@ import (
 	"svc/api/apitest"
 	"svc/api/catalog"
 	"svc/api/ids"
+	"svc/api/signature"
 )
 
 type inboundEnv struct {
@@ -64,9 +65,9 @@ func (ie *inboundEnv) send(t *testing.T, body, msgID string, at time.Time, secre
 	for _, s := range secrets {
 		keys = append(keys, []byte(s))
 	}
-	h := []string{SignatureHeader, SignatureValue(at.Unix(), []byte(body), keys...)}
+	h := []string{signature.Header, signature.Value(at.Unix(), []byte(body), keys...)}
 	if msgID != "" {
-		h = append(h, MessageIDHeader, msgID)
+		h = append(h, signature.MessageIDHeader, msgID)
 	}
 	return ie.srv.Do(t, "POST", ie.path, "", body, h...)
 }
@@ -88,16 +89,16 @@ func TestInboundSignatures(t *testing.T) {
 		t.Fatalf("good: %d %s", r.Status, r.Body)
 	}
 	apitest.Problem(t, ie.send(t, body, id(), now, "whsec_wrong"), 401, "invalid_signature")
-	apitest.Problem(t, ie.srv.Do(t, "POST", ie.path, "", body, MessageIDHeader, id()), 401, "invalid_signature")
-	apitest.Problem(t, ie.srv.Do(t, "POST", ie.path, "", body, MessageIDHeader, id(), SignatureHeader, "t=abc"), 401, "invalid_signature")
+	apitest.Problem(t, ie.srv.Do(t, "POST", ie.path, "", body, signature.MessageIDHeader, id()), 401, "invalid_signature")
+	apitest.Problem(t, ie.srv.Do(t, "POST", ie.path, "", body, signature.MessageIDHeader, id(), signature.Header, "t=abc"), 401, "invalid_signature")
 	apitest.Problem(t, ie.send(t, body, id(), now.Add(-301*time.Second), old), 401, "timestamp_out_of_range")
 	apitest.Problem(t, ie.send(t, body, id(), now.Add(301*time.Second), old), 401, "timestamp_out_of_range")
 	if r := ie.send(t, body, id(), now.Add(-299*time.Second), old); r.Status != 200 {
 		t.Fatalf("within tolerance: %d %s", r.Status, r.Body)
 	}
 	// Body changed after signing.
-	sig := SignatureValue(now.Unix(), []byte(body), []byte(old))
-	apitest.Problem(t, ie.srv.Do(t, "POST", ie.path, "", body+" ", SignatureHeader, sig, MessageIDHeader, id()), 401, "invalid_signature")
+	sig := signature.Value(now.Unix(), []byte(body), []byte(old))
+	apitest.Problem(t, ie.srv.Do(t, "POST", ie.path, "", body+" ", signature.Header, sig, signature.MessageIDHeader, id()), 401, "invalid_signature")
 
 	// Rotation: a new secret; the old one stays valid for the overlap (1 h here).
 	next := ie.secret(t)
@@ -118,7 +119,7 @@ func TestInboundSignatures(t *testing.T) {
 	apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/not-an-id", "", body), 404, "not_found")
 	other := ie.srv.Workspace(t, false)
 	apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/"+ids.Format(ids.Org, other.ID), "", body,
-		SignatureHeader, SignatureValue(now.Unix(), []byte(body), []byte(next)), MessageIDHeader, "x"), 401, "invalid_signature")
+		signature.Header, signature.Value(now.Unix(), []byte(body), []byte(next)), signature.MessageIDHeader, "x"), 401, "invalid_signature")
 
 	// Every refusal is recorded as failed, with a reason that names no secret.
 	rows, err := ie.logs.Inbound(context.Background(), ie.ws, Failed, 100)
@@ -140,7 +141,7 @@ func TestInboundOversizeRefusedBeforeParsing(t *testing.T) {
 	sec := ie.secret(t)
 	// 256 KiB + 1 of something that is not JSON and not signed: the size decides.
 	big := strings.Repeat("x", 256*1024+1)
-	r := ie.srv.Do(t, "POST", ie.path, "", big, MessageIDHeader, "big-1")
+	r := ie.srv.Do(t, "POST", ie.path, "", big, signature.MessageIDHeader, "big-1")
 	apitest.Problem(t, r, 413, "payload_too_large")
 	// Exactly 256 KiB, signed, is read (and, not being JSON, refused as malformed).
 	exact := strings.Repeat("x", 256*1024)

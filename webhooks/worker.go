@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/api/ids"
+	"svc/api/signature"
 )
 
 // Worker makes the delivery attempts that are due. Any number of workers (in one
@@ -212,10 +213,10 @@ func (w *Worker) send(ctx context.Context, ep Endpoint, c Claim, body []byte, no
 	h := req.Header
 	h.Set("Content-Type", "application/json")
 	h.Set("User-Agent", "svc-webhooks/1")
-	h.Set(MessageIDHeader, ids.Format(ids.Event, c.Event))
+	h.Set(signature.MessageIDHeader, ids.Format(ids.Event, c.Event))
 	h.Set("SVC-Event-Type", c.Kind)
 	h.Set("SVC-Webhook-Attempt", strconv.Itoa(c.Attempt))
-	h.Set(SignatureHeader, SignatureValue(now.Unix(), body, ep.SigningSecrets(now)...))
+	h.Set(signature.Header, signature.Value(now.Unix(), body, ep.SigningSecrets(now)...))
 	start := time.Now()
 	resp, err := w.Client.Do(req)
 	latency = time.Since(start)

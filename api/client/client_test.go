@@ -21,11 +21,11 @@ import (
 	"svc/api/keys"
 	"svc/api/limits"
 	"svc/api/read"
+	"svc/api/signature"
 	"svc/ingest"
 	"svc/schema"
 	"svc/schema/broker"
 	"svc/schema/chtest"
-	"svc/webhooks"
 )
 
 // rig is the real service in-process: the ingest edge producing to an embedded broker,
@@ -269,7 +269,7 @@ func TestVerifyWebhook(t *testing.T) {
 	old, cur := []byte("whsec_old"), []byte("whsec_current")
 	now := time.Now()
 	// The service's own signer, with two secrets while one rotates.
-	h := webhooks.SignatureValue(now.Unix(), body, old, cur)
+	h := signature.Value(now.Unix(), body, old, cur)
 	if err := client.VerifyWebhook(h, body, now, cur); err != nil {
 		t.Fatalf("valid signature: %v", err)
 	}
@@ -294,7 +294,7 @@ func TestVerifyWebhook(t *testing.T) {
 		t.Errorf("empty header: %v", err)
 	}
 	// And the service accepts what the client signs (partners sending inbound messages).
-	if err := webhooks.Verify(client.SignWebhook(cur, now, body), body, [][]byte{cur}, now, webhooks.Tolerance); err != nil {
+	if err := signature.Verify(client.SignWebhook(cur, now, body), body, [][]byte{cur}, now, signature.Tolerance); err != nil {
 		t.Fatalf("the service rejects the client's signature: %v", err)
 	}
 }

@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"svc/api/client"
+	"svc/api/signature"
 	"svc/rollup"
 	"svc/schema"
 	"svc/schema/broker"
-	"svc/webhooks"
 )
 
 // TestNewcomerFromDiscovery follows what a newcomer has: a key, the discovery document
@@ -83,12 +83,12 @@ func TestNewcomerFromDiscovery(t *testing.T) {
 	}
 
 	sig := disc["auth"].(map[string]any)["webhook_signatures"].(map[string]any)
-	if sig["header"] != webhooks.SignatureHeader || sig["tolerance_seconds"] != float64(300) {
+	if sig["header"] != signature.Header || sig["tolerance_seconds"] != float64(300) {
 		t.Fatalf("discovery's webhook signatures: %v", sig)
 	}
 	body := []byte(`{"type":"rollup.day_closed","data":{}}`)
 	secret := []byte("whsec_newcomer")
-	if err := client.VerifyWebhook(webhooks.SignatureValue(time.Now().Unix(), body, secret), body, time.Now(), secret); err != nil {
+	if err := client.VerifyWebhook(signature.Value(time.Now().Unix(), body, secret), body, time.Now(), secret); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -1,4 +1,8 @@
-package webhooks
+// Package signature is the SVC-Signature scheme of webhooks, both directions (outbound
+// deliveries signed by the webhooks role, inbound partner messages it verifies, and the
+// Go client's VerifyWebhook and SignWebhook), written once. Standard library only, so
+// that the client stays free of the server's dependencies.
+package signature
 
 import (
 	"crypto/hmac"
@@ -10,7 +14,7 @@ import (
 	"time"
 )
 
-// The signature scheme, both directions (README.md, "Signatures"):
+// The scheme (webhooks/README.md, "Signatures"):
 //
 //	SVC-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>.<body>")>[,v1=…]
 //
@@ -19,9 +23,9 @@ import (
 // clock, in either direction. Unknown schemes (v0, v2, …) are ignored, so a receiver
 // keeps working when a later scheme is added alongside v1.
 
-// SignatureHeader and MessageIDHeader are the header names of the scheme.
+// Header and MessageIDHeader are the header names of the scheme.
 const (
-	SignatureHeader = "SVC-Signature"
+	Header          = "SVC-Signature"
 	MessageIDHeader = "SVC-Webhook-Id"
 )
 
@@ -30,10 +34,10 @@ const Tolerance = 300 * time.Second
 
 // Errors of Verify. None of them carries the header, the body or a secret.
 var (
-	ErrNoSignature = errors.New("the SVC-Signature header is missing")
-	ErrMalformed   = errors.New("the SVC-Signature header is not t=<unix>,v1=<hex>")
-	ErrMismatch    = errors.New("no v1 signature matches a valid secret")
-	ErrStale       = errors.New("the signature timestamp is outside the tolerance")
+	ErrMissing   = errors.New("the SVC-Signature header is missing")
+	ErrMalformed = errors.New("the SVC-Signature header is not t=<unix>,v1=<hex>")
+	ErrMismatch  = errors.New("no v1 signature matches a valid secret")
+	ErrStale     = errors.New("the signature timestamp is outside the tolerance")
 )
 
 // Sign returns hex(HMAC-SHA256(secret, "<t>.<body>")).
@@ -45,9 +49,9 @@ func Sign(secret []byte, t int64, body []byte) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// SignatureValue returns the SVC-Signature header value for body at t, with one v1 per
+// Value returns the SVC-Signature header value for body at t, with one v1 per
 // secret (in the order given).
-func SignatureValue(t int64, body []byte, secrets ...[]byte) string {
+func Value(t int64, body []byte, secrets ...[]byte) string {
 	var b strings.Builder
 	b.WriteString("t=")
 	b.WriteString(strconv.FormatInt(t, 10))
@@ -58,8 +62,8 @@ func SignatureValue(t int64, body []byte, secrets ...[]byte) string {
 	return b.String()
 }
 
-// ParsedSignature is a parsed SVC-Signature header.
-type ParsedSignature struct {
+// Parsed is a parsed SVC-Signature header.
+type Parsed struct {
 	T  int64
 	V1 [][]byte // decoded digests
 }
@@ -67,13 +71,13 @@ type ParsedSignature struct {
 // maxSignatures bounds the v1 entries considered (a rotation needs two or three).
 const maxSignatures = 8
 
-// ParseSignature parses an SVC-Signature header value. It returns ErrNoSignature for
+// Parse parses an SVC-Signature header value. It returns ErrMissing for
 // an empty value and ErrMalformed for anything that lacks a t or a well-formed v1.
-func ParseSignature(h string) (ParsedSignature, error) {
-	var p ParsedSignature
+func Parse(h string) (Parsed, error) {
+	var p Parsed
 	h = strings.TrimSpace(h)
 	if h == "" {
-		return p, ErrNoSignature
+		return p, ErrMissing
 	}
 	haveT := false
 	for _, part := range strings.Split(h, ",") {
@@ -111,7 +115,7 @@ func ParseSignature(h string) (ParsedSignature, error) {
 // timestamp is checked before the digests (a stale message is reported as ErrStale
 // whatever its signature), and every comparison is constant-time.
 func Verify(header string, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) error {
-	p, err := ParseSignature(header)
+	p, err := Parse(header)
 	if err != nil {
 		return err
 	}

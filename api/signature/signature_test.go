@@ -1,4 +1,4 @@
-package webhooks
+package signature
 
 import (
 	"errors"
@@ -22,8 +22,8 @@ func TestSignVector(t *testing.T) {
 		t.Fatalf("Sign = %s, want %s", got, vecOld)
 	}
 	want := "t=1700000000,v1=" + vecOld + ",v1=" + vecNew
-	if got := SignatureValue(vecT, []byte(vecBody), []byte("whsec_test"), []byte("whsec_next")); got != want {
-		t.Fatalf("SignatureValue = %s", got)
+	if got := Value(vecT, []byte(vecBody), []byte("whsec_test"), []byte("whsec_next")); got != want {
+		t.Fatalf("Value = %s", got)
 	}
 }
 
@@ -51,7 +51,7 @@ func TestVerifyVectors(t *testing.T) {
 		{"rotation: sender signs with both, receiver knows new", "t=1700000000,v1=" + vecOld + ",v1=" + vecNew, vecBody, [][]byte{next}, at, nil},
 		{"rotation: receiver knows both, sender uses new", "t=1700000000,v1=" + vecNew, vecBody, [][]byte{old, next}, at, nil},
 		{"rotation: neither matches", "t=1700000000,v1=" + vecOld + ",v1=" + vecNew, vecBody, [][]byte{[]byte("other")}, at, ErrMismatch},
-		{"missing", "", vecBody, [][]byte{old}, at, ErrNoSignature},
+		{"missing", "", vecBody, [][]byte{old}, at, ErrMissing},
 		{"no t", "v1=" + vecOld, vecBody, [][]byte{old}, at, ErrMalformed},
 		{"no v1", "t=1700000000", vecBody, [][]byte{old}, at, ErrMalformed},
 		{"short digest", "t=1700000000,v1=abcd", vecBody, [][]byte{old}, at, ErrMalformed},
@@ -74,12 +74,12 @@ func TestVerifyVectors(t *testing.T) {
 	}
 }
 
-func FuzzParseSignature(f *testing.F) {
+func FuzzParse(f *testing.F) {
 	f.Add("t=1700000000,v1=" + vecOld)
 	f.Add("t=1,v1=" + vecOld + ",v1=" + vecNew)
 	f.Add(",,,=")
 	f.Fuzz(func(t *testing.T, h string) {
-		p, err := ParseSignature(h)
+		p, err := Parse(h)
 		if err == nil && (p.T <= 0 || len(p.V1) == 0) {
 			t.Fatalf("accepted %q without t or v1", h)
 		}
