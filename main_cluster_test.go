@@ -148,7 +148,7 @@ func TestScaleOnClusters(t *testing.T) {
 	}
 	reader := in.spawn(t, "api", "SVC_CLICKHOUSE_ADDR="+rotate(cl.chAddrs, 1))
 	for _, p := range append(append(s.edges, s.consumers...), reader) {
-		p.waitReady(t, 60*time.Second)
+		p.WaitReady(t, 60*time.Second)
 	}
 	started := time.Now()
 	t.Logf("set up in %.1fs", time.Since(begin).Seconds())
@@ -156,7 +156,7 @@ func TestScaleOnClusters(t *testing.T) {
 	l := s.startLoad(t, 4)
 	time.Sleep(3 * time.Second)
 	l.killEdge(0)
-	s.consumers[0].kill()
+	s.consumers[0].Kill()
 	gap, gaps := in.failoverGap(time.Now(), 20*time.Second)
 	t.Logf("edge and consumer killed at %.1fs; the consumer's partitions consumed again after %.1fs (%s)", 3.0, gap.Seconds(), formatGaps(gaps))
 	if gap > 10*time.Second {
@@ -187,7 +187,7 @@ func TestScaleOnClusters(t *testing.T) {
 
 	want := l.accepted.Load()
 	logs := func() string {
-		return "consumer log:\n" + s.consumers[1].log.String() + "\nedge log:\n" + s.edges[1].log.String()
+		return "consumer log:\n" + s.consumers[1].Output() + "\nedge log:\n" + s.edges[1].Output()
 	}
 	in.waitExact(t, want, 120*time.Second, logs)
 	checkReplicas(t, cl, db, want)
@@ -265,7 +265,7 @@ func checkReadAPI(t *testing.T, s *scaleSetup, l *load, reader *proc) {
 
 // rollupEvents sums the events of every day of pixel px in GET /v1/pixel-rollups.
 func rollupEvents(reader *proc, secret, px string) (int64, error) {
-	req, _ := http.NewRequest("GET", "http://"+reader.http+"/v1/pixel-rollups?pixel_id="+px, nil)
+	req, _ := http.NewRequest("GET", "http://"+reader.Addr+"/v1/pixel-rollups?pixel_id="+px, nil)
 	req.Header.Set("Authorization", "Bearer "+secret)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -103,44 +102,6 @@ func contains(list []string, s string) bool {
 	return false
 }
 
-// waitLog waits until p's output contains every one of subs.
-func (p *proc) waitLog(t *testing.T, d time.Duration, subs ...string) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for {
-		out := p.output()
-		missing := ""
-		for _, s := range subs {
-			if !strings.Contains(out, s) {
-				missing = s
-				break
-			}
-		}
-		if missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s never logged %q:\n%s", p.name, missing, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
-// stopGracefully sends SIGTERM and waits for the exit.
-func (p *proc) stopGracefully(t *testing.T) {
-	t.Helper()
-	p.cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan struct{})
-	go func() { p.cmd.Wait(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(40 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-		t.Errorf("%s did not stop within 40s", p.name)
-	}
-}
-
 // TestEveryRoleLogsJSONLines runs every role as the built binary through the paths that
 // log: a database that does not exist (svc api exits with its error; svc rollup waits
 // for it), a flush that fails (the events table renamed away), Redis cut under the
@@ -157,22 +118,22 @@ func TestEveryRoleLogsJSONLines(t *testing.T) {
 
 	// svc api against a database that does not exist exits with its error.
 	missing := in.spawn(t, "api", "SVC_CLICKHOUSE_DB="+db+"_missing")
-	if err := missing.cmd.Wait(); err == nil {
+	if err := missing.Cmd.Wait(); err == nil {
 		t.Fatal("svc api started against a missing database")
 	}
-	checkJSONLines(t, "svc api (missing database)", missing.log.Bytes(), "api")
+	checkJSONLines(t, "svc api (missing database)", []byte(missing.Output()), "api")
 
 	// svc rollup waits for its database, then consumes through a Redis that is cut later.
 	redisProxy := newTCPProxy(t, redisAddr(in.getenv("SVC_REDIS_URL")))
 	roll := in.spawn(t, "rollup", kafka, "SVC_REDIS_URL=redis://"+redisProxy.addr+"/0")
-	roll.waitLog(t, 20*time.Second, "ClickHouse not reachable yet")
+	roll.WaitLog(t, 20*time.Second, "ClickHouse not reachable yet")
 	in.run("migrate")
 	ws := field(t, in.run("admin", "workspace", "create", "--name", "Logs"), "id")
 	px := field(t, in.run("admin", "pixel", "create", "--workspace", ws), "id")
 	secret := field(t, in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write"), "secret")
 	edge, api, wh := in.spawn(t, "ingest", kafka), in.spawn(t, "api"), in.spawn(t, "webhooks")
 	for _, p := range []*proc{edge, api, wh, roll} {
-		p.waitReady(t, 30*time.Second)
+		p.WaitReady(t, 30*time.Second)
 	}
 	post := func(n int) int {
 		body := fmt.Sprintf(`{"pixel_id":%q,"events":[{"event_name":"purchase","occurred_at":%q,"value":%d,"currency":"EUR","consent":{"measurement":true}}]}`,
@@ -191,7 +152,7 @@ func TestEveryRoleLogsJSONLines(t *testing.T) {
 	if st := post(2); st != 202 {
 		t.Fatalf("POST /events: %d", st)
 	}
-	roll.waitLog(t, 20*time.Second, "flush failed; retrying")
+	roll.WaitLog(t, 20*time.Second, "flush failed; retrying")
 	chq(t, "RENAME TABLE "+db+".events_away TO "+db+".events")
 	waitCount(t, db, 2)
 
@@ -200,22 +161,22 @@ func TestEveryRoleLogsJSONLines(t *testing.T) {
 	if st := post(3); st != 202 {
 		t.Fatalf("POST /events: %d", st)
 	}
-	roll.waitLog(t, 20*time.Second, "failed to dial")
+	roll.WaitLog(t, 20*time.Second, "failed to dial")
 
 	// The broker stops under the consumer.
 	for _, p := range []*proc{edge, api, wh} {
-		p.stopGracefully(t)
+		p.Stop(t, 40*time.Second)
 	}
-	brk.stopGracefully(t)
+	brk.Stop(t, 40*time.Second)
 	time.Sleep(2 * time.Second)
-	roll.stopGracefully(t)
-	checkJSONLines(t, "svc broker", brk.log.Bytes(), "broker")
-	checkJSONLines(t, "svc ingest", edge.log.Bytes(), "ingest")
-	checkJSONLines(t, "svc api", api.log.Bytes(), "api")
-	checkJSONLines(t, "svc webhooks", wh.log.Bytes(), "webhooks")
-	checkJSONLines(t, "svc rollup", roll.log.Bytes(), "rollup")
-	if !strings.Contains(roll.output(), `"lib":"go-redis"`) || !strings.Contains(roll.output()+edge.output(), `"lib":"franz-go"`) {
-		t.Errorf("the libraries' own lines are missing:\nrollup:\n%s\ningest:\n%s", roll.output(), edge.output())
+	roll.Stop(t, 40*time.Second)
+	checkJSONLines(t, "svc broker", []byte(brk.Output()), "broker")
+	checkJSONLines(t, "svc ingest", []byte(edge.Output()), "ingest")
+	checkJSONLines(t, "svc api", []byte(api.Output()), "api")
+	checkJSONLines(t, "svc webhooks", []byte(wh.Output()), "webhooks")
+	checkJSONLines(t, "svc rollup", []byte(roll.Output()), "rollup")
+	if !strings.Contains(roll.Output(), `"lib":"go-redis"`) || !strings.Contains(roll.Output()+edge.Output(), `"lib":"franz-go"`) {
+		t.Errorf("the libraries' own lines are missing:\nrollup:\n%s\ningest:\n%s", roll.Output(), edge.Output())
 	}
 
 	// svc dev: every role in one process, each line naming its role.

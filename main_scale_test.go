@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
@@ -19,40 +18,12 @@ import (
 )
 
 // proc is one svc process of a multi-process topology.
-type proc struct {
-	name string
-	cmd  *exec.Cmd
-	http string
-	log  syncBuffer // stdout and stderr
-}
-
-// syncBuffer is a bytes.Buffer that the process's output copiers and the test may use
-// at the same time.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) Bytes() []byte { return []byte(s.String()) }
-
-func (p *proc) output() string { return p.log.String() }
+type proc struct{ *svctest.Proc }
 
 // post sends body to p's POST /v1/events with the secret and headers (name, value, ...).
 func (p *proc) post(t *testing.T, secret, body string, headers ...string) (int, []byte) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", "http://"+p.http+"/v1/events", strings.NewReader(body))
+	req, _ := http.NewRequest("POST", "http://"+p.Addr+"/v1/events", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+secret)
 	req.Header.Set("Content-Type", "application/json")
 	for i := 0; i+1 < len(headers); i += 2 {
@@ -69,41 +40,10 @@ func (p *proc) post(t *testing.T, secret, body string, headers ...string) (int, 
 
 func (in *instance) spawn(t *testing.T, name string, extra ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, http: svctest.FreeAddr(t)}
-	args := strings.Fields(name)
-	p.cmd = exec.Command(svcBin, args[0])
-	p.cmd.Env = append(append(append([]string{}, in.env...), "SVC_HTTP_ADDR="+p.http, "SVC_METRICS_ADDR=off"), extra...)
-	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			p.cmd.Process.Kill()
-			p.cmd.Wait()
-		}
-	})
+	env := append(append(append([]string{}, in.env...), "SVC_METRICS_ADDR=off"), extra...)
+	p := &proc{svctest.Start(t, env, svctest.FreeAddr(t), strings.Fields(name)[0])}
+	p.Name = name
 	return p
-}
-
-func (p *proc) waitReady(t *testing.T, d time.Duration) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for time.Now().Before(deadline) {
-		if resp, err := http.Get("http://" + p.http + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	t.Fatalf("%s not ready:\n%s", p.name, p.log.String())
-}
-
-func (p *proc) kill() {
-	p.cmd.Process.Kill()
-	p.cmd.Wait()
 }
 
 // scaleSetup is a multi-process topology: a migrated database, one workspace with
@@ -216,7 +156,7 @@ func (l *load) edge(i int) *proc {
 }
 
 func (l *load) send(edge *proc, body, key string) (int, error) {
-	req, _ := http.NewRequest("POST", "http://"+edge.http+"/v1/events", strings.NewReader(body))
+	req, _ := http.NewRequest("POST", "http://"+edge.Addr+"/v1/events", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+l.s.secret)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)
@@ -232,7 +172,7 @@ func (l *load) send(edge *proc, body, key string) (int, error) {
 // killEdge kills edge i; clients retry on the others from then on.
 func (l *load) killEdge(i int) {
 	l.dead[i].Store(true)
-	l.s.edges[i].kill()
+	l.s.edges[i].Kill()
 }
 
 func (l *load) finish() {
@@ -364,13 +304,13 @@ func TestScaleOutSurvivesLosingAnEdgeAndAConsumer(t *testing.T) {
 	s.edges = []*proc{in.spawn(t, "ingest", kafka), in.spawn(t, "ingest", kafka)}
 	s.consumers = []*proc{in.spawn(t, "rollup", kafka), in.spawn(t, "rollup", kafka)}
 	for _, p := range append(s.edges, s.consumers...) {
-		p.waitReady(t, 30*time.Second)
+		p.WaitReady(t, 30*time.Second)
 	}
 
 	l := s.startLoad(t, 4)
 	time.Sleep(3 * time.Second)
 	l.killEdge(0)
-	s.consumers[0].kill()
+	s.consumers[0].Kill()
 	killedAt := time.Now()
 	gap, gaps := in.failoverGap(killedAt, 20*time.Second)
 	if rest := 8*time.Second - time.Since(l.start); rest > 0 {
@@ -389,5 +329,5 @@ func TestScaleOutSurvivesLosingAnEdgeAndAConsumer(t *testing.T) {
 	if gap > 10*time.Second {
 		t.Errorf("the killed consumer's partitions were consumed again only after %.1fs (%s); want within 10 s", gap.Seconds(), formatGaps(gaps))
 	}
-	in.waitExact(t, l.accepted.Load(), 60*time.Second, func() string { return "consumer log:\n" + s.consumers[1].log.String() })
+	in.waitExact(t, l.accepted.Load(), 60*time.Second, func() string { return "consumer log:\n" + s.consumers[1].Output() })
 }

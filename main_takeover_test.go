@@ -33,8 +33,8 @@ func TestRetryAfterEdgeDeathAnsweredWithinTenSeconds(t *testing.T) {
 	px := field(t, in.run("admin", "pixel", "create", "--workspace", ws), "id")
 	secret := field(t, in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write"), "secret")
 	first, roll := in.spawn(t, "ingest", kafka), in.spawn(t, "rollup", kafka)
-	first.waitReady(t, 30*time.Second)
-	roll.waitReady(t, 30*time.Second)
+	first.WaitReady(t, 30*time.Second)
+	roll.WaitReady(t, 30*time.Second)
 	at := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
 	batch := func(n int) string {
 		var evs []string
@@ -51,19 +51,19 @@ func TestRetryAfterEdgeDeathAnsweredWithinTenSeconds(t *testing.T) {
 	// The batch goes in while the broker is paused; once its key is reserved, the edge dies.
 	key := fmt.Sprintf("in-flight-%d", time.Now().UnixNano())
 	body := batch(7)
-	if err := brk.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+	if err := brk.Cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	defer brk.cmd.Process.Signal(syscall.SIGCONT)
+	defer brk.Cmd.Process.Signal(syscall.SIGCONT)
 	go first.post(t, secret, body, "Idempotency-Key", key)
 	waitReserved(t, in.getenv("SVC_REDIS_URL"), key)
 	time.Sleep(300 * time.Millisecond) // the record is handed to the producer
-	first.kill()
+	first.Kill()
 	killed := time.Now()
-	brk.cmd.Process.Signal(syscall.SIGCONT)
+	brk.Cmd.Process.Signal(syscall.SIGCONT)
 
 	second := in.spawn(t, "ingest", kafka)
-	second.waitReady(t, 30*time.Second)
+	second.WaitReady(t, 30*time.Second)
 	var answer []byte
 	for {
 		st, b, retryAfter := postRetryAfter(t, second, secret, body, key)
@@ -110,7 +110,7 @@ func TestRetryAfterEdgeDeathAnsweredWithinTenSeconds(t *testing.T) {
 // idempotency_key_in_use.
 func postRetryAfter(t *testing.T, p *proc, secret, body, key string) (int, []byte, time.Duration) {
 	t.Helper()
-	req, _ := http.NewRequest("POST", "http://"+p.http+"/v1/events", strings.NewReader(body))
+	req, _ := http.NewRequest("POST", "http://"+p.Addr+"/v1/events", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+secret)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", key)

@@ -85,15 +85,7 @@ func (in *instance) getenv(name string) string {
 // run runs `svc args...` to completion and returns stdout.
 func (in *instance) run(args ...string) []byte {
 	in.t.Helper()
-	cmd := exec.Command(svcBin, args...)
-	cmd.Env = in.env
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		in.t.Fatalf("svc %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return out
+	return svctest.Run(in.t, in.env, args...)
 }
 
 func (in *instance) start() {

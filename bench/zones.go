@@ -18,6 +18,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"svc/api/paging"
 	"svc/lib/settings"
 	"svc/rollup"
 	"svc/schema"
@@ -56,7 +57,7 @@ func zonesMain(ctx context.Context, args []string) error {
 		return err
 	}
 	if *pixels < 1 || *days < 1 || *perDay < 1 || *reads < 1 || *flushRows < 50 || *flushes < 1 || *rounds < 1 ||
-		*limit < 1 || *limit > rollup.MaxLimit {
+		*limit < 1 || *limit > paging.MaxLimit {
 		return errors.New("every count must be positive (-flush-rows at least 50, -limit at most 1000)")
 	}
 	r := settings.New()

@@ -332,23 +332,15 @@ func (e *Edge) produceFailed(err error) error {
 	return api.Unavailable("Kafka", 2)
 }
 
-// pixel resolves the batch's pixel within the key's workspace: a malformed id is 422;
-// an unknown one, or one of another workspace (a sandbox key reaching past the
-// showroom included), is 404.
+// pixel resolves the batch's pixel within the key's workspace (api.PixelOfKey): a
+// malformed id is 422.
 func (e *Edge) pixel(r *api.Request, raw string) (keys.Pixel, error) {
-	id, err := ids.Parse(ids.Pixel, raw)
-	if err != nil {
-		return keys.Pixel{}, problem.Invalid("pixel_id is not a pixel id.",
+	px, err := api.PixelOfKey(r, e.keys, raw)
+	if errors.Is(err, ids.ErrMalformed) {
+		return px, problem.Invalid("pixel_id is not a pixel id.",
 			problem.FieldError{Field: "pixel_id", Rule: "pixel_id", Value: raw, Pointer: "/pixel_id"})
 	}
-	px, err := e.keys.Pixel(r.Context(), id)
-	if errors.Is(err, keys.ErrNotFound) || err == nil && px.WorkspaceID != r.Key.WorkspaceID {
-		return keys.Pixel{}, problem.New(problem.NotFound, "No pixel %s in this key's workspace.", ids.Format(ids.Pixel, id))
-	}
-	if err != nil {
-		return keys.Pixel{}, api.Unavailable("the pixel store", 1)
-	}
-	return px, nil
+	return px, err
 }
 
 var schemaV1 = []byte(schema.SchemaEventsV1)

@@ -1,14 +1,11 @@
 package rollup
 
 import (
-	"bytes"
 	"context"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,11 +17,8 @@ import (
 // later, between an INSERT and its commit), restarts it each time, and finally stops
 // it with SIGTERM: the totals must be exact and the exit clean.
 func TestBinaryKilledAndRestarted(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	svctest.SkipShort(t)
 	w := newWorld(t, 4)
-	bin := svctest.Binary(t)
 	env := append(os.Environ(),
 		"SVC_KAFKA_BROKERS="+strings.Join(w.seeds, ","),
 		"SVC_CLICKHOUSE_ADDR="+w.ch.Addr,
@@ -41,23 +35,17 @@ func TestBinaryKilledAndRestarted(t *testing.T) {
 		"SVC_ROLLUP_RETRY_MIN=20ms",
 		"SVC_ROLLUP_RETRY_MAX=300ms",
 	)
-	var logs bytes.Buffer
-	var logMu sync.Mutex
-	start := func() *exec.Cmd {
-		cmd := exec.Command(bin, "rollup")
-		cmd.Env = env
-		out := writerFunc(func(p []byte) (int, error) { logMu.Lock(); defer logMu.Unlock(); return logs.Write(p) })
-		cmd.Stdout, cmd.Stderr = out, out
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		return cmd
+	var procs []*svctest.Proc
+	start := func() *svctest.Proc {
+		p := svctest.Start(t, env, "", "rollup") // SVC_HTTP_ADDR is in env: any free port
+		procs = append(procs, p)
+		return p
 	}
 	defer func() {
 		if t.Failed() {
-			logMu.Lock()
-			t.Logf("svc rollup output:\n%s", logs.String())
-			logMu.Unlock()
+			for i, p := range procs {
+				t.Logf("svc rollup #%d output:\n%s", i+1, p.Output())
+			}
 		}
 	}()
 
@@ -72,27 +60,19 @@ func TestBinaryKilledAndRestarted(t *testing.T) {
 		}
 	}()
 	for i := 0; i < 3; i++ {
-		cmd := start()
+		p := start()
 		time.Sleep(time.Duration(1500+rand.IntN(1000)) * time.Millisecond)
-		_ = cmd.Process.Kill() // SIGKILL
-		_ = cmd.Wait()
+		p.Kill() // SIGKILL
 	}
 	cancel()
 	wg.Wait()
 	if n, _ := w.rawCheck(); n == 0 {
 		t.Fatal("the killed processes inserted nothing")
 	}
-	cmd := start()
+	p := start()
 	w.waitExact(30 * time.Second)
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
+	if err := p.Stop(t, 30*time.Second); err != nil {
 		t.Fatalf("svc rollup after SIGTERM: %v", err)
 	}
 	w.waitExact(time.Second)
 }
-
-type writerFunc func([]byte) (int, error)
-
-func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -51,7 +51,7 @@ type DailyQuery struct {
 	EventName string    // optional exact filter
 	After     *DailyCursor
 	Offset    int       // offset paging (deprecated in the API); only without After
-	Limit     int       // 1..1000
+	Limit     int       // at least 1; the caller bounds it (the API: api/paging.MaxLimit)
 	Now       time.Time // for Status; zero means time.Now()
 	// Buckets reads UTC days from the 15-minute table too (tests and benchmarks compare
 	// the two paths).
@@ -84,14 +84,11 @@ func (r DailyRow) Cursor() DailyCursor {
 	return DailyCursor{Date: r.Date, EventName: r.EventName, Currency: r.Currency}
 }
 
-// MaxLimit caps DailyQuery.Limit.
-const MaxLimit = 1000
-
 // QueryDaily reads the daily rollup rows selected by q from conn's database, merging
 // the aggregate states. It returns at most q.Limit rows; fewer means the last page.
 func QueryDaily(ctx context.Context, conn driver.Conn, q DailyQuery) ([]DailyRow, error) {
-	if q.Limit < 1 || q.Limit > MaxLimit {
-		return nil, fmt.Errorf("rollup: limit %d: want 1..%d", q.Limit, MaxLimit)
+	if q.Limit < 1 {
+		return nil, fmt.Errorf("rollup: limit %d: want at least 1", q.Limit)
 	}
 	if q.Offset < 0 {
 		return nil, errors.New("rollup: negative offset")

@@ -1,13 +1,10 @@
 package webhooks
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -26,33 +23,18 @@ import (
 // key.expiring event is delivered after one failure, the attempts in `webhook
 // deliveries`, a redelivery, and a clean exit on SIGTERM.
 func TestBinaryBothDirections(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the binary")
-	}
+	svctest.SkipShort(t)
 	apitest.Redis(t)
 	cc, _ := chtest.NewDB(t)
-	bin := svctest.Binary(t)
 	addr := svctest.FreeAddr(t)
 	prefix := "test:wh:e2e:" + uuid.NewString()[:8] + ":"
 	t.Cleanup(func() { cleanPrefix(apitest.Redis(t), prefix) })
-	env := append(os.Environ(), "SVC_HTTP_ADDR="+addr, "SVC_METRICS_ADDR=off", "SVC_REDIS_URL="+apitest.RedisURL(),
+	env := append(os.Environ(), "SVC_METRICS_ADDR=off", "SVC_REDIS_URL="+apitest.RedisURL(),
 		"SVC_CLICKHOUSE_ADDR="+cc.Addr, "SVC_CLICKHOUSE_DB="+cc.Database, "SVC_WEBHOOKS_REDIS_PREFIX="+prefix,
 		"SVC_WEBHOOKS_POLL=50ms", "SVC_WEBHOOKS_SCAN_INTERVAL=200ms", "SVC_WEBHOOKS_SCHEDULE=0s,1s,1h")
 	run := func(args ...string) map[string]any {
 		t.Helper()
-		cmd := exec.Command(bin, args...)
-		cmd.Env = env
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("svc %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-		}
-		var m map[string]any
-		if err := json.Unmarshal(out, &m); err != nil {
-			t.Fatalf("svc %s printed %q", strings.Join(args, " "), out)
-		}
-		return m
+		return svctest.RunJSON(t, env, args...)
 	}
 
 	clock := &fakeClock{t: time.Now()}
@@ -70,22 +52,8 @@ func TestBinaryBothDirections(t *testing.T) {
 	exp := time.Now().Add(48 * time.Hour).UTC().Format(time.RFC3339)
 	run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write", "--expires", exp)
 
-	var logs bytes.Buffer
-	srv := exec.Command(bin, "webhooks")
-	srv.Env = env
-	srv.Stdout, srv.Stderr = &logs, &logs
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Process.Kill()
-	waitFor(t, 30*time.Second, "svc webhooks ready", func() bool {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	})
+	srv := svctest.Start(t, env, addr, "webhooks")
+	srv.WaitReady(t, 30*time.Second)
 
 	body := fmt.Sprintf(`{"type":"actuals.reported","data":{"campaign_id":"cmp_%s","currency":"EUR","days":[{"date":"%s","impressions":5}]}}`,
 		uuid.NewString(), time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02"))
@@ -109,47 +77,28 @@ func TestBinaryBothDirections(t *testing.T) {
 		t.Fatalf("inbound-log: %v", logRows)
 	}
 
-	waitFor(t, 20*time.Second, "key.expiring delivered after one failure", func() bool { return len(rcv.Hits()) >= 2 })
+	svctest.WaitFor(t, 20*time.Second, "key.expiring delivered after one failure", func() bool { return len(rcv.Hits()) >= 2 })
 	hits := rcv.Hits()
 	if hits[0].EventID != hits[1].EventID || hits[1].Attempt != "2" || !hits[1].Valid {
 		t.Fatalf("deliveries %+v", hits)
 	}
 	var dl []any
-	waitFor(t, 10*time.Second, "two rows in webhook deliveries", func() bool {
+	svctest.WaitFor(t, 10*time.Second, "two rows in webhook deliveries", func() bool {
 		dl = run("admin", "webhook", "deliveries", "--event", hits[0].EventID)["data"].([]any)
 		return len(dl) == 2
 	})
 	run("admin", "webhook", "redeliver", hits[0].EventID)
-	waitFor(t, 10*time.Second, "redelivery", func() bool { return len(rcv.Hits()) == 3 })
+	svctest.WaitFor(t, 10*time.Second, "redelivery", func() bool { return len(rcv.Hits()) == 3 })
 	if h := rcv.Hits()[2]; h.EventID != hits[0].EventID || h.Attempt != "3" || string(h.Body) != string(hits[0].Body) {
 		t.Fatalf("redelivery %+v", h)
 	}
 
-	srv.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- srv.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("svc webhooks after SIGTERM: %v\n%s", err, logs.String())
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("svc webhooks did not stop on SIGTERM")
+	if err := srv.Stop(t, 30*time.Second); err != nil {
+		t.Fatalf("svc webhooks after SIGTERM: %v\n%s", err, srv.Output())
 	}
 	for _, s := range []string{secret, rcv.secret} {
-		if strings.Contains(logs.String(), s) {
+		if strings.Contains(srv.Output(), s) {
 			t.Fatal("a secret reached the log")
 		}
-	}
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"svc/api/ids"
 	"svc/api/keys"
+	"svc/api/paging"
 	"svc/rollup"
 	"svc/schema"
 )
@@ -198,7 +199,7 @@ func closedDayID(p pixelDay, day time.Time, zone string) uuid.UUID {
 
 func (tr *Triggers) dayClosed(ctx context.Context, p pixelDay, day time.Time, zone string) (DayClosed, error) {
 	rs, err := rollup.QueryDaily(ctx, tr.Conn, rollup.DailyQuery{Workspace: schema.UUID(p.ws), Sandbox: p.sandbox,
-		Pixel: schema.UUID(p.pixel), TimeZone: zone, From: day, To: day, Limit: rollup.MaxLimit})
+		Pixel: schema.UUID(p.pixel), TimeZone: zone, From: day, To: day, Limit: paging.MaxLimit})
 	if err != nil {
 		return DayClosed{}, err
 	}

@@ -149,7 +149,7 @@ type ActualsQuery struct {
 	After *ActualKey
 	// Offset skips rows after After (offset paging); 0 for none.
 	Offset int
-	Limit  int // 1..MaxLimit+1
+	Limit  int // 1..paging.MaxLimit+1
 }
 
 // ActualKey is the position of an actuals row in its list.

@@ -20,6 +20,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
+
+	"svc/api/paging"
 )
 
 // ErrNotFound is returned by single-object reads when the object does not exist in the
@@ -29,20 +31,15 @@ var ErrNotFound = errors.New("catalog: not found")
 // ErrInvalid wraps every validation failure of a write; nothing was written.
 var ErrInvalid = errors.New("catalog: invalid")
 
-// MaxLimit is the largest page of every list. Queries accept Limit up to MaxLimit+1 so
-// that a caller can fetch one row past a page to learn whether another page exists.
-const MaxLimit = 1000
-
-// MaxOffset bounds offset paging (deprecated in the API).
-const MaxOffset = 1_000_000
-
-// limitClause validates limit and offset and renders the LIMIT clause.
+// limitClause validates limit and offset and renders the LIMIT clause. Limit goes up to
+// paging.MaxLimit+1, so that a caller can fetch one row past a page to learn whether
+// another page exists.
 func limitClause(limit, offset int) (string, error) {
-	if limit < 1 || limit > MaxLimit+1 {
-		return "", invalidf("limit %d: want 1..%d", limit, MaxLimit)
+	if limit < 1 || limit > paging.MaxLimit+1 {
+		return "", invalidf("limit %d: want 1..%d", limit, paging.MaxLimit)
 	}
-	if offset < 0 || offset > MaxOffset {
-		return "", invalidf("offset %d: want 0..%d", offset, MaxOffset)
+	if offset < 0 || offset > paging.MaxOffset {
+		return "", invalidf("offset %d: want 0..%d", offset, paging.MaxOffset)
 	}
 	if offset > 0 {
 		return " LIMIT " + strconv.Itoa(offset) + ", " + strconv.Itoa(limit), nil

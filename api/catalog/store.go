@@ -26,7 +26,7 @@ type ListQuery struct {
 	After uuid.UUID
 	// Offset skips rows after After (offset paging); 0 for none.
 	Offset int
-	Limit  int // 1..MaxLimit+1
+	Limit  int // 1..paging.MaxLimit+1
 }
 
 // table describes how one object kind is stored and scanned.

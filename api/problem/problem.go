@@ -128,6 +128,11 @@ type FieldError struct {
 	Detail  string `json:"detail,omitempty"`
 }
 
+// QueryParam is the errors[] entry for query parameter name, invalid by rule.
+func QueryParam(name, rule string, value any) FieldError {
+	return FieldError{Field: name, Rule: rule, Value: value, Detail: "query parameter " + name}
+}
+
 // Problem is a problem document. Type, Title, Status, DocURL, Retryable and
 // SuggestedAction are filled from the table when written; handlers set Code, Detail and
 // the code's own extension fields.

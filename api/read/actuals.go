@@ -15,6 +15,7 @@ import (
 	"svc/api"
 	"svc/api/catalog"
 	"svc/api/ids"
+	"svc/api/paging"
 	"svc/api/problem"
 )
 
@@ -58,8 +59,8 @@ func (a *API) listPlanActuals(r *api.Request) error {
 	for i := range rows {
 		out[i] = planActualView(&rows[i])
 	}
-	return writeList(r, p, out, func(i int) cursor {
-		return cursor{List: "plan_actuals", ID: rows[i].LineID, Date: day(rows[i].Date)}
+	return api.WriteList(r, p, out, func(i int) paging.Cursor {
+		return paging.Cursor{List: "plan_actuals", ID: rows[i].LineID, Date: day(rows[i].Date)}
 	})
 }
 
@@ -97,7 +98,7 @@ func (a *API) listCampaignActuals(r *api.Request) error {
 	for i := range rows {
 		out[i] = campaignActualView(&rows[i])
 	}
-	return writeList(r, p, out, func(i int) cursor { return cursor{List: "campaign_actuals", Date: day(rows[i].Date)} })
+	return api.WriteList(r, p, out, func(i int) paging.Cursor { return paging.Cursor{List: "campaign_actuals", Date: day(rows[i].Date)} })
 }
 
 // parseCursorDay reads a cursor's day (decodeCursor has checked it).

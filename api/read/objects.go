@@ -13,6 +13,7 @@ import (
 	"svc/api/catalog"
 	"svc/api/ids"
 	"svc/api/keys"
+	"svc/api/paging"
 	"svc/api/problem"
 )
 
@@ -91,7 +92,7 @@ func listOf[T, V any](a *API, r *api.Request, tag string, errs []problem.FieldEr
 	for i := range rows {
 		out[i] = view(&rows[i])
 	}
-	return writeList(r, p, out, func(i int) cursor { return cursor{List: tag, ID: idOf(&rows[i])} })
+	return api.WriteList(r, p, out, func(i int) paging.Cursor { return paging.Cursor{List: tag, ID: idOf(&rows[i])} })
 }
 
 // enumFilter adds "col = ?" for query parameter name when given; a value outside

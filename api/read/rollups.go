@@ -8,6 +8,7 @@ import (
 	"svc/api"
 	"svc/api/ids"
 	"svc/api/keys"
+	"svc/api/paging"
 	"svc/api/problem"
 	"svc/rollup"
 	"svc/schema"
@@ -75,9 +76,9 @@ func (a *API) pixelRollups(r *api.Request) error {
 	if p.After != nil {
 		q.After = &rollup.DailyCursor{Date: parseCursorDay(p.After.Date), EventName: p.After.Name, Currency: p.After.Cur}
 	}
-	// One row past the page tells whether another page exists; at the largest page the
-	// query cannot take one more, and a full page then always offers a next cursor.
-	q.Limit = min(p.Limit+1, rollup.MaxLimit)
+	// One row past the page tells whether another page exists; the query asks for at most
+	// paging.MaxLimit rows, so at the largest page a full page always offers a cursor.
+	q.Limit = min(p.Limit+1, paging.MaxLimit)
 	ctx, cancel := a.ctx(r)
 	defer cancel()
 	rows, err := rollup.QueryDaily(ctx, a.Conn, q)
@@ -95,11 +96,11 @@ func (a *API) pixelRollups(r *api.Request) error {
 			Currency: w.Currency, Events: w.Events, ConsentedEvents: w.ConsentedEvents, Value: w.Value,
 			UniquePeople: w.UniquePeople, Status: w.Status}
 	}
-	if p.Limit == rollup.MaxLimit && len(out) == p.Limit {
+	if p.Limit == paging.MaxLimit && len(out) == p.Limit {
 		out = append(out, PixelRollup{}) // a sentinel past the page: writeList offers the cursor
 	}
-	return writeList(r, p, out, func(i int) cursor {
-		return cursor{List: "pixel_rollups", Date: day(rows[i].Date), Name: rows[i].EventName, Cur: rows[i].Currency, Zone: zone}
+	return api.WriteList(r, p, out, func(i int) paging.Cursor {
+		return paging.Cursor{List: "pixel_rollups", Date: day(rows[i].Date), Name: rows[i].EventName, Cur: rows[i].Currency, Zone: zone}
 	})
 }
 
@@ -121,7 +122,7 @@ func zoneParam(r *api.Request, errs *[]problem.FieldError) string {
 
 // cursorZone is the zone of the listing a cursor continues: the cursor's (UTC for
 // cursors issued before zones existed). A time_zone parameter must name the same zone.
-func cursorZone(c *cursor, param string, errs *[]problem.FieldError) string {
+func cursorZone(c *paging.Cursor, param string, errs *[]problem.FieldError) string {
 	z := c.Zone
 	if z == "" {
 		z = schema.UTC
@@ -136,19 +137,12 @@ func cursorZone(c *cursor, param string, errs *[]problem.FieldError) string {
 	return z
 }
 
-// pixel resolves the pixel_id parameter to a pixel of the key's workspace; a malformed
-// id, an unknown pixel and another workspace's pixel are all 404 not_found.
+// pixel resolves the pixel_id parameter to a pixel of the key's workspace
+// (api.PixelOfKey); a malformed id is 404 not_found as well.
 func (a *API) pixel(r *api.Request, raw string) (uuid.UUID, error) {
-	id, err := ids.Parse(ids.Pixel, raw)
-	if err != nil {
+	px, err := api.PixelOfKey(r, a.Keys, raw)
+	if errors.Is(err, ids.ErrMalformed) {
 		return uuid.Nil, notFound("pixel", raw)
 	}
-	px, err := a.Keys.Pixel(r.Context(), id)
-	if errors.Is(err, keys.ErrNotFound) || err == nil && px.WorkspaceID != r.Key.WorkspaceID {
-		return uuid.Nil, notFound("pixel", raw)
-	}
-	if err != nil {
-		return uuid.Nil, api.Unavailable("the key store", 1)
-	}
-	return id, nil
+	return px.ID, err
 }

@@ -88,9 +88,19 @@ func Build() (string, error) {
 	return build.bin, build.err
 }
 
-// Binary is Build for one test, failing it when the build fails.
+// SkipShort skips a test that builds and runs the binary under go test -short.
+func SkipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+}
+
+// Binary is Build for one test, failing it when the build fails (and skipping it under
+// -short).
 func Binary(t testing.TB) string {
 	t.Helper()
+	SkipShort(t)
 	bin, err := Build()
 	if err != nil {
 		t.Fatal(err)

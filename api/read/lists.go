@@ -1,0 +1,60 @@
+package read
+
+import (
+	"time"
+
+	"svc/api"
+	"svc/api/catalog"
+	"svc/api/paging"
+	"svc/api/problem"
+)
+
+// parsePage reads the paging parameters (api/paging) for list; a cursor of a dated list
+// must carry a day.
+func parsePage(r *api.Request, list string, errs *[]problem.FieldError) paging.Page {
+	return api.ParsePage(r, list, func(c paging.Cursor) bool {
+		if !datedLists[list] {
+			return true
+		}
+		_, err := catalog.ParseDay(c.Date)
+		return err == nil
+	}, errs)
+}
+
+// datedLists are the lists whose cursor carries a day.
+var datedLists = map[string]bool{"plan_actuals": true, "campaign_actuals": true, "pixel_rollups": true}
+
+// invalidQuery is the 422 answer for errs, or nil when there are none.
+func invalidQuery(errs []problem.FieldError) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	return problem.Invalid("Some query parameters are not valid; see errors[].", errs...)
+}
+
+// queryError is an errors[] entry for query parameter name.
+func queryError(name, rule string, value any) problem.FieldError {
+	return problem.QueryParam(name, rule, value)
+}
+
+// parseDay reads an optional YYYY-MM-DD query parameter.
+func parseDay(r *api.Request, name string, errs *[]problem.FieldError) time.Time {
+	v := r.Query(name)
+	if v == "" {
+		return time.Time{}
+	}
+	t, err := catalog.ParseDay(v)
+	if err != nil {
+		*errs = append(*errs, queryError(name, "date", v))
+	}
+	return t
+}
+
+// dateRange reads from and to (inclusive days; to not before from).
+func dateRange(r *api.Request, errs *[]problem.FieldError) (time.Time, time.Time) {
+	from, to := parseDay(r, "from", errs), parseDay(r, "to", errs)
+	if !from.IsZero() && !to.IsZero() && to.Before(from) {
+		*errs = append(*errs, queryError("to", "not_before_from", r.Query("to")))
+	}
+	return from, to
+}
