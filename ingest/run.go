@@ -17,7 +17,11 @@ func Start(p *api.Process, bc broker.Config, seeds []string, cfg Config) (*Edge,
 	if err != nil {
 		return nil, err
 	}
-	return NewEdge(cfg, producer, p.Deps.Keys, p.Registry), nil
+	e := NewEdge(cfg, producer, p.Deps.Keys, p.Registry)
+	if p.Redis != nil {
+		e.UseSuppression(p.Redis, p.Registry)
+	}
+	return e, nil
 }
 
 // Main runs `svc ingest`: the edge alone (with an embedded broker when
@@ -45,5 +49,5 @@ func Main(ctx context.Context, _ []string) error {
 // Role returns the edge as a process role: POST /events, the producer check, and a
 // close that flushes the producer.
 func (e *Edge) Role() api.Role {
-	return api.Role{Name: "ingest", Routes: e.Routes(), Checks: []api.Check{e.Ready()}, Close: e.Close}
+	return api.Role{Name: "ingest", Routes: e.Routes(), Checks: []api.Check{e.Ready()}, Run: e.runSuppression, Close: e.Close}
 }
