@@ -124,7 +124,9 @@ redis.call('HSET', KEYS[1], ARGV[1], string.format('%d:%d', t, s))
 return redis.call('INCR', KEYS[2])
 `)
 
-func field(ws uuid.UUID, email [32]byte) string { return ws.String() + ":" + hex.EncodeToString(email[:]) }
+func field(ws uuid.UUID, email [32]byte) string {
+	return ws.String() + ":" + hex.EncodeToString(email[:])
+}
 
 // Register adds (or widens) an identity. It is idempotent.
 func (r *Registry) Register(ctx context.Context, id Identity) error {
