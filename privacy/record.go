@@ -184,7 +184,7 @@ FROM ` + Table + ` FINAL`
 
 // Get returns erasure id of workspace ws.
 func Get(ctx context.Context, conn driver.Conn, ws, id uuid.UUID) (*Erasure, error) {
-	es, err := query(ctx, conn, selectRecord+" WHERE workspace_id = ? AND erasure_id = ?", ws, id)
+	es, err := query(ctx, conn, selectRecord+" WHERE workspace_id = toUUID(?) AND erasure_id = toUUID(?)", ws.String(), id.String())
 	if err != nil {
 		return nil, err
 	}
@@ -209,16 +209,16 @@ type ListQuery struct {
 // never changes, so keyset paging neither skips nor repeats while requests arrive.
 func List(ctx context.Context, conn driver.Conn, q ListQuery) ([]*Erasure, error) {
 	var b strings.Builder
-	b.WriteString("SELECT * FROM (" + selectRecord + " WHERE workspace_id = ?)")
-	args := []any{q.Workspace}
+	b.WriteString("SELECT * FROM (" + selectRecord + " WHERE workspace_id = toUUID(?))")
+	args := []any{q.Workspace.String()}
 	var where []string
 	if q.Status != "" {
 		where = append(where, "multiIf(stage = 'pending', 'pending', stage = 'completed', 'completed', 'running') = ?")
 		args = append(args, q.Status)
 	}
 	if !q.AfterTime.IsZero() {
-		where = append(where, "(requested_at, erasure_id) < (?, ?)")
-		args = append(args, q.AfterTime.UTC(), q.AfterID)
+		where = append(where, "(requested_at, erasure_id) < (toDateTime(?), toUUID(?))")
+		args = append(args, q.AfterTime.Unix(), q.AfterID.String())
 	}
 	if len(where) > 0 {
 		b.WriteString(" WHERE " + strings.Join(where, " AND "))

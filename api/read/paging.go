@@ -36,6 +36,7 @@ type cursor struct {
 	Date string    `json:"d,omitempty"`
 	Name string    `json:"n,omitempty"`
 	Cur  string    `json:"c,omitempty"`
+	T    int64     `json:"t,omitempty"` // a time key (unix seconds): erasures
 }
 
 // encode returns the opaque (base64url JSON) form of c.
