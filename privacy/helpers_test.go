@@ -90,7 +90,9 @@ func (w *world) request(ws uuid.UUID, sandbox bool, address string, suppress boo
 	if err := privacy.Write(context.Background(), w.conn, at, e); err != nil {
 		w.t.Fatal(err)
 	}
-	w.t.Cleanup(func() { _ = w.rdb.HDel(context.Background(), "svc:privacy:{ids}", ws.String()+":"+hexOf(e.Email)).Err() })
+	w.t.Cleanup(func() {
+		_ = w.rdb.HDel(context.Background(), "svc:privacy:{ids}", ws.String()+":"+hexOf(e.Email)).Err()
+	})
 	return e
 }
 

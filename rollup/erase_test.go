@@ -38,7 +38,9 @@ func TestConsumerClearsErasedIdentitiesInFlight(t *testing.T) {
 	if err := privacy.NewRegistry(rdb).Register(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { rdb.HDel(context.Background(), "svc:privacy:{ids}", uuid.UUID(w.ws).String()+":"+hexDigest(id.Email)) })
+	t.Cleanup(func() {
+		rdb.HDel(context.Background(), "svc:privacy:{ids}", uuid.UUID(w.ws).String()+":"+hexDigest(id.Email))
+	})
 	rs := []*schema.Batch{
 		oneEvent(w.ws, 1, "gone@example.com", at.Add(-time.Second)), // in flight at the request
 		oneEvent(w.ws, 1, "gone@example.com", at),                   // same second: in scope
