@@ -2,6 +2,7 @@ package privacy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -122,24 +123,73 @@ func count(ctx context.Context, conn driver.Conn, q string) (uint64, error) {
 	return n, nil
 }
 
-// mutate runs an ALTER … UPDATE/DELETE (asynchronous on ClickHouse 18.16: the
-// statement returns once the mutation is queued) and waits until the count query,
-// which selects what the mutation must change, answers 0 through the plain
-// (Distributed, when clustered) table: that is the mutation done on every shard.
-func mutate(ctx context.Context, conn driver.Conn, alter, remaining string, poll time.Duration) error {
-	if err := conn.Exec(ctx, alter); err != nil {
-		return fmt.Errorf("privacy: %w\n%s", err, alter)
+// mutation is one ALTER … UPDATE or DELETE, with the count of rows it must still
+// change (read through the plain table: Distributed when clustered, so it covers
+// every shard).
+type mutation struct {
+	table     string // the table mutated (plain name)
+	alter     string
+	remaining string
+}
+
+// errLateRows: rows the mutation must change appeared after it was queued (a mutation
+// covers only the parts that existed then).
+var errLateRows = errors.New("privacy: rows in scope arrived after the mutation was queued")
+
+// mutate queues m (asynchronous on ClickHouse 18.16: the ALTER returns once the
+// mutation is queued) and waits until m.remaining answers 0. If rows remain while the
+// server has no unfinished mutation of the table, they arrived after the mutation:
+// with requeue it queues m again, else it returns errLateRows for the caller to plan
+// again (the late rows may be on days it did not plan).
+func (t target) mutate(ctx context.Context, conn driver.Conn, m mutation, poll time.Duration, requeue bool) error {
+	if err := conn.Exec(ctx, m.alter); err != nil {
+		return fmt.Errorf("privacy: %w\n%s", err, m.alter)
 	}
+	queued := time.Now()
 	for {
-		n, err := count(ctx, conn, remaining)
+		n, err := count(ctx, conn, m.remaining)
 		if err != nil {
 			return err
 		}
 		if n == 0 {
 			return nil
 		}
+		pending, err := t.pendingMutations(ctx, conn, m.table)
+		if err != nil {
+			return err
+		}
+		// Clustered, this server sees only its shard's mutations: give the others a
+		// minute before calling what remains late.
+		if pending == 0 && (t.cluster == "" || time.Since(queued) > time.Minute) {
+			// Counted before the check: a mutation that finished in between leaves rows
+			// only if they are late. Count once more to be sure.
+			if n, err = count(ctx, conn, m.remaining); err != nil || n == 0 {
+				return err
+			}
+			if !requeue {
+				return errLateRows
+			}
+			if err := conn.Exec(ctx, m.alter); err != nil {
+				return fmt.Errorf("privacy: %w\n%s", err, m.alter)
+			}
+			queued = time.Now()
+		}
 		if !sleep(ctx, poll) {
-			return fmt.Errorf("privacy: mutation not done (%d rows left): %w\n%s", n, ctx.Err(), alter)
+			return fmt.Errorf("privacy: mutation not done (%d rows left): %w\n%s", n, ctx.Err(), m.alter)
 		}
 	}
+}
+
+// pendingMutations counts the unfinished mutations of table on the server this
+// connection reaches (its shard's replica when clustered).
+func (t target) pendingMutations(ctx context.Context, conn driver.Conn, table string) (uint64, error) {
+	if t.cluster != "" {
+		table += schema.LocalSuffix
+	}
+	var n uint64
+	err := conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = ? AND table = ? AND is_done = 0", t.db, table).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("privacy: read system.mutations: %w", err)
+	}
+	return n, nil
 }

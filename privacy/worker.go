@@ -227,37 +227,61 @@ func (w *Worker) eraseEvents(ctx context.Context, es []*Erasure) error {
 	for _, e := range es {
 		sc.add(e)
 	}
-	found, total, err := w.affected(ctx, sc)
-	if err != nil {
-		return err
-	}
-	now := w.Now()
-	for _, e := range es {
-		f := found[scopeKey{e.Workspace, e.Sandbox, e.Email}]
-		if e.Stage == StagePending {
-			e.StartedAt, e.EventsAffected = now.UTC().Truncate(time.Second), f.events
-		} else {
-			e.EventsAffected = max(e.EventsAffected, f.events) // a resumed run: part may be erased already
-		}
-		e.addDays(f.days...)
-		e.Stage, e.LastError = StagePlanned, ""
-	}
-	if err := Write(ctx, w.Conn, now, es...); err != nil {
-		return err
-	}
-	if total > 0 {
-		mctx, cancel := context.WithTimeout(ctx, w.Config.MutationTimeout)
-		defer cancel()
-		err := mutate(mctx, w.Conn, w.tgt.alter("events")+" UPDATE has_email = 0, email_sha256 = toFixedString('', 32) WHERE "+sc.cond(),
-			"SELECT count() FROM "+w.tgt.table("events")+" WHERE "+sc.cond(), w.pollEvery())
+	mctx, cancel := context.WithTimeout(ctx, w.Config.MutationTimeout)
+	defer cancel()
+	for first := true; ; first = false {
+		total, err := w.plan(mctx, es, sc, first)
 		if err != nil {
 			return err
 		}
+		if total == 0 {
+			break
+		}
+		err = w.tgt.mutate(mctx, w.Conn, mutation{table: "events",
+			alter:     w.tgt.alter("events") + " UPDATE has_email = 0, email_sha256 = toFixedString('', 32) WHERE " + sc.cond(),
+			remaining: "SELECT count() FROM " + w.tgt.table("events") + " WHERE " + sc.cond()}, w.pollEvery(), false)
+		if errors.Is(err, errLateRows) {
+			w.Log.Warn("privacy: events in scope arrived after the mutation; planning again")
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		break
 	}
 	for _, e := range es {
 		e.Stage, e.EventsRemaining = StageErased, 0
 	}
 	return Write(ctx, w.Conn, w.Now(), es...)
+}
+
+// plan counts the stored events in scope and records them and their days on each
+// erasure (stage planned), before anything changes: a run that dies later resumes
+// with the days to rebuild. first is the first plan of this run; later ones (rows that
+// arrived after a mutation) add to the counts.
+func (w *Worker) plan(ctx context.Context, es []*Erasure, sc scope, first bool) (uint64, error) {
+	found, total, err := w.affected(ctx, sc)
+	if err != nil {
+		return 0, err
+	}
+	now := w.Now()
+	for _, e := range es {
+		f := found[scopeKey{e.Workspace, e.Sandbox, e.Email}]
+		if f == nil {
+			f = &affectedRows{}
+		}
+		switch {
+		case e.Stage == StagePending:
+			e.StartedAt, e.EventsAffected = now.UTC().Truncate(time.Second), f.events
+		case first:
+			e.EventsAffected = max(e.EventsAffected, f.events) // resumed: part may be erased already
+		default:
+			e.EventsAffected += f.events
+		}
+		e.addDays(f.days...)
+		e.Stage, e.LastError = StagePlanned, ""
+	}
+	return total, Write(ctx, w.Conn, now, es...)
 }
 
 func (w *Worker) pollEvery() time.Duration { return min(w.Config.Poll, 200*time.Millisecond) }
@@ -374,8 +398,8 @@ func (w *Worker) deleteSlices(ctx context.Context, ss []slice) error {
 	defer cancel()
 	for _, t := range w.Tables {
 		cond := slicesCond(ss, t.Day)
-		if err := mutate(mctx, w.Conn, w.tgt.alter(t.Name)+" DELETE WHERE "+cond,
-			"SELECT count() FROM "+w.tgt.table(t.Name)+" WHERE "+cond, w.pollEvery()); err != nil {
+		if err := w.tgt.mutate(mctx, w.Conn, mutation{table: t.Name, alter: w.tgt.alter(t.Name) + " DELETE WHERE " + cond,
+			remaining: "SELECT count() FROM " + w.tgt.table(t.Name) + " WHERE " + cond}, w.pollEvery(), true); err != nil {
 			return err
 		}
 	}
@@ -455,8 +479,8 @@ func (w *Worker) ApplyRetention(ctx context.Context) (uint64, error) {
 	}
 	mctx, cancel := context.WithTimeout(ctx, w.Config.MutationTimeout)
 	defer cancel()
-	if err := mutate(mctx, w.Conn, w.tgt.alter("events")+" DELETE WHERE "+cond,
-		"SELECT count() FROM "+w.tgt.table("events")+" WHERE "+cond, w.pollEvery()); err != nil {
+	if err := w.tgt.mutate(mctx, w.Conn, mutation{table: "events", alter: w.tgt.alter("events") + " DELETE WHERE " + cond,
+		remaining: "SELECT count() FROM " + w.tgt.table("events") + " WHERE " + cond}, w.pollEvery(), true); err != nil {
 		return 0, err
 	}
 	w.m.retention.Add(float64(n))
