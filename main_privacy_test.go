@@ -230,6 +230,9 @@ func TestErasureEndToEnd(t *testing.T) {
 	if strings.Contains(in.log.String(), "@example.com") || strings.Contains(string(deliveries[0]), "@example.com") {
 		t.Fatal("an address reached the log or the webhook")
 	}
+	if strings.Contains(in.log.String(), ada) {
+		t.Fatal("the erased digest reached the log")
+	}
 }
 
 // TestErasureRacesIngestion: events of two people keep arriving while one is erased

@@ -15,7 +15,9 @@ import (
 )
 
 // Every statement here is rendered from typed values only (UUIDs, digests as \x
-// escapes, dates, integers): nothing a client sent reaches SQL as text.
+// escapes, dates, integers): nothing a client sent reaches SQL as text. Statements
+// carry digests, so no error or log line quotes one (the server's own error text
+// names the failure, not the statement).
 
 func uuidLit(u uuid.UUID) string { return "toUUID('" + u.String() + "')" }
 
@@ -118,7 +120,7 @@ func slicesCond(ss []slice, day string) string {
 func count(ctx context.Context, conn driver.Conn, q string) (uint64, error) {
 	var n uint64
 	if err := conn.QueryRow(ctx, q).Scan(&n); err != nil {
-		return 0, fmt.Errorf("privacy: %w\n%s", err, q)
+		return 0, fmt.Errorf("privacy: count: %w", err)
 	}
 	return n, nil
 }
@@ -143,7 +145,7 @@ var errLateRows = errors.New("privacy: rows in scope arrived after the mutation 
 // again (the late rows may be on days it did not plan).
 func (t target) mutate(ctx context.Context, conn driver.Conn, m mutation, poll time.Duration, requeue bool) error {
 	if err := conn.Exec(ctx, m.alter); err != nil {
-		return fmt.Errorf("privacy: %w\n%s", err, m.alter)
+		return fmt.Errorf("privacy: mutation of %s: %w", m.table, err)
 	}
 	queued := time.Now()
 	for {
@@ -170,12 +172,12 @@ func (t target) mutate(ctx context.Context, conn driver.Conn, m mutation, poll t
 				return errLateRows
 			}
 			if err := conn.Exec(ctx, m.alter); err != nil {
-				return fmt.Errorf("privacy: %w\n%s", err, m.alter)
+				return fmt.Errorf("privacy: mutation of %s: %w", m.table, err)
 			}
 			queued = time.Now()
 		}
 		if !sleep(ctx, poll) {
-			return fmt.Errorf("privacy: mutation not done (%d rows left): %w\n%s", n, ctx.Err(), m.alter)
+			return fmt.Errorf("privacy: mutation of %s not done (%d rows left): %w", m.table, n, ctx.Err())
 		}
 	}
 }

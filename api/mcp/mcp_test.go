@@ -169,6 +169,7 @@ func TestToolsAtTheCurrentAndPreviousRevision(t *testing.T) {
 				}
 			}
 			check("pixel_rollups", map[string]any{"pixel_id": "pxl_" + catalog.ShowroomPixel.String()})
+			check("erasures", map[string]any{"status": "completed"})
 		})
 	}
 }
@@ -186,6 +187,10 @@ func TestToolErrorsCarryTheProblemDocument(t *testing.T) {
 	res = call(t, cs, "plan", map[string]any{"id": "pln_00000000-0000-4000-8000-000000000000"})
 	if p := structured(t, res); !res.IsError || p["code"] != "not_found" || p["status"] != float64(404) {
 		t.Fatalf("unknown plan: %v %v", res.IsError, p)
+	}
+	res = call(t, cs, "erasure", map[string]any{"id": "era_00000000-0000-4000-8000-000000000000"})
+	if p := structured(t, res); !res.IsError || p["code"] != "not_found" {
+		t.Fatalf("unknown erasure: %v %v", res.IsError, p)
 	}
 	res = call(t, cs, "plans", map[string]any{"limit": "lots"})
 	if p := structured(t, res); !res.IsError || p["code"] != "invalid_request" {
