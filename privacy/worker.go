@@ -457,11 +457,13 @@ func (w *Worker) retentionIfDue(ctx context.Context) error {
 	if err != nil || !ok {
 		return err
 	}
-	if _, err := w.Registry.Prune(ctx, w.Now(), w.Config.KeepIdentities); err != nil {
+	_, perr := w.Registry.Prune(ctx, w.Now(), w.Config.KeepIdentities)
+	_, rerr := w.ApplyRetention(ctx)
+	if err := errors.Join(perr, rerr); err != nil {
+		_ = w.Redis.Del(context.WithoutCancel(ctx), w.retainKey).Err() // due again at the next poll
 		return err
 	}
-	_, err = w.ApplyRetention(ctx)
-	return err
+	return nil
 }
 
 // ApplyRetention removes every workspace's raw events older than its retention (whole
