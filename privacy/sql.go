@@ -81,22 +81,28 @@ func (s scope) add(e *Erasure) {
 const farFuture = int64(4102444800) // 2100-01-01
 
 // cond is the condition over events that selects the rows in scope: carrying one of
-// the identities and received at or before its cutoff.
+// the identities and received at or before its cutoff. The cutoff of a row is looked up
+// with transform over a hash of its (digest, workspace, environment), computed by the
+// server on both sides: one hash lookup per row, where a multiIf over a batch of 100
+// identities took four to six times as long on 20 million rows (18.16). A hash
+// collision could only pick another identity's cutoff for a row that already matched
+// one of the identities exactly (the IN before it).
 func (s scope) cond() string {
 	keys := make([]string, 0, len(s))
-	cut := make([]string, 0, 2*len(s)+1)
+	from := make([]string, 0, len(s))
+	to := make([]string, 0, len(s))
 	for k, id := range s {
-		tuple := "(" + uuidLit(k.ws) + ", " + u8Lit(k.sandbox) + ", " + digestLit(k.email) + ")"
-		keys = append(keys, tuple)
+		keys = append(keys, "("+uuidLit(k.ws)+", "+u8Lit(k.sandbox)+", "+digestLit(k.email)+")")
+		from = append(from, "cityHash64(toFixedString("+digestLit(k.email)+", 32), toString("+uuidLit(k.ws)+"), toUInt8("+u8Lit(k.sandbox)+"))")
 		at := id.RequestedAt
 		if id.Suppress {
 			at = farFuture
 		}
-		cut = append(cut, "(workspace_id, sandbox, email_sha256) = "+tuple, "toDateTime("+strconv.FormatInt(at, 10)+")")
+		to = append(to, "toUInt32("+strconv.FormatInt(at, 10)+")")
 	}
-	cut = append(cut, "toDateTime(0)")
-	return "has_email = 1 AND (workspace_id, sandbox, email_sha256) IN (" + strings.Join(keys, ", ") +
-		") AND received_at <= multiIf(" + strings.Join(cut, ", ") + ")"
+	return "has_email = 1 AND (workspace_id, sandbox, email_sha256) IN (" + strings.Join(keys, ", ") + ")" +
+		" AND toUInt32(received_at) <= transform(cityHash64(email_sha256, toString(workspace_id), sandbox), [" +
+		strings.Join(from, ", ") + "], [" + strings.Join(to, ", ") + "], toUInt32(0))"
 }
 
 // slice is one (workspace, environment, pixel, day) of the rollups.

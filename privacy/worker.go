@@ -369,7 +369,11 @@ func (w *Worker) rebuildRollups(ctx context.Context, es []*Erasure) error {
 // stalled delete) it starts over, since rows may have arrived meanwhile.
 func (w *Worker) rebuild(ctx context.Context, ss []slice) error {
 	pixels := distinctPixels(ss)
-	defer func() { _ = w.Fence.Release(context.WithoutCancel(ctx), pixels) }()
+	start := time.Now()
+	defer func() {
+		_ = w.Fence.Release(context.WithoutCancel(ctx), pixels)
+		w.Log.Info("rollups rebuilt", "pixel_days", len(ss), "pixels", len(pixels), "held_ms", time.Since(start).Milliseconds())
+	}()
 	for {
 		active, err := w.Fence.Hold(ctx, pixels, w.Config.HoldLease)
 		if err != nil {
@@ -430,23 +434,33 @@ func distinctPixels(ss []slice) []uuid.UUID {
 	return out
 }
 
-// complete announces each erasure (Completed) and records it completed.
+// complete announces each erasure (Completed) and records the announced ones completed
+// (one INSERT). An erasure whose announcement failed stays recomputed and is announced
+// again by the next run (its event id is stable: receivers see one event).
 func (w *Worker) complete(ctx context.Context, es []*Erasure) error {
+	var done []*Erasure
+	var failed error
 	for _, e := range es {
 		e.Stage, e.CompletedAt, e.LastError = StageCompleted, w.Now().UTC().Truncate(time.Second), ""
 		if w.Completed != nil {
 			if err := w.Completed(ctx, e); err != nil {
-				e.Stage = StageRecomputed
-				return fmt.Errorf("privacy: announce erasure %s: %w", e.ID, err)
+				e.Stage, e.CompletedAt = StageRecomputed, time.Time{}
+				failed = fmt.Errorf("privacy: announce erasure %s: %w", e.ID, err)
+				break
 			}
 		}
-		if err := Write(ctx, w.Conn, w.Now(), e); err != nil {
+		done = append(done, e)
+	}
+	if len(done) > 0 {
+		if err := Write(ctx, w.Conn, w.Now(), done...); err != nil {
 			return err
 		}
+	}
+	for _, e := range done {
 		w.m.erasures.Inc()
 		w.Log.Info("erasure completed", "erasure_id", e.ID.String(), "events_affected", e.EventsAffected, "days", len(e.Days))
 	}
-	return nil
+	return failed
 }
 
 // retentionIfDue removes raw events past their workspace's retention, at most once

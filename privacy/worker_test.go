@@ -111,9 +111,19 @@ func TestErasureScopeFollowsRequestTime(t *testing.T) {
 		ev{ws: ws, pixel: px, day: today, name: "c", consent: true, email: "x@example.com", received: at.Add(time.Second)},
 		ev{ws: ws, pixel: px, day: today, name: "d", consent: true, email: "y@example.com", received: at.Add(time.Second)},
 		ev{ws: ws, pixel: px, sandbox: true, day: today, name: "s", consent: true, email: "y@example.com", received: at},
+		ev{ws: ws, pixel: px, day: today, name: "e", consent: true, email: "z@example.com", received: at.Add(-time.Hour - time.Second)},
+		ev{ws: ws, pixel: px, day: today, name: "f", consent: true, email: "z@example.com", received: at.Add(-time.Hour + time.Second)},
 	)
+	// x and z in one batch, each with its own request time.
 	w.request(ws, false, "x@example.com", false, at)
+	w.request(ws, false, "z@example.com", false, at.Add(-time.Hour))
 	w.runOnce()
+	if n := w.count("SELECT count() FROM events WHERE has_email = 1 AND event_name = 'e'"); n != 0 {
+		t.Fatalf("z's event received before z's request kept the identity")
+	}
+	if n := w.count("SELECT count() FROM events WHERE has_email = 1 AND event_name = 'f'"); n != 1 {
+		t.Fatalf("z's event received after z's request (but before x's) lost the identity")
+	}
 	if n := w.count("SELECT count() FROM events WHERE has_email = 1 AND event_name IN ('a', 'b')"); n != 0 {
 		t.Fatalf("%d events received up to the request kept the identity", n)
 	}
