@@ -4,6 +4,7 @@ package main
 // binary: svc dev, the admin commands, the HTTP API, ClickHouse as an analyst sees it.
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
+	"svc/api/apitest"
 	"svc/webhooks"
 )
 
@@ -55,6 +57,26 @@ func (in *instance) waitFor(what string, timeout time.Duration, cond func() bool
 			in.t.Fatalf("%s: not within %v\nlog:\n%s", what, timeout, in.log)
 		}
 	}
+}
+
+// forgetIdentities removes, at the end of the test, the erased identities the test's
+// workspaces registered in the shared Redis (the pipeline's list is global).
+func forgetIdentities(t *testing.T, workspaces ...string) {
+	rdb := apitest.Redis(t)
+	t.Cleanup(func() {
+		ctx := context.Background()
+		fields, err := rdb.HKeys(ctx, "svc:privacy:{ids}").Result()
+		if err != nil {
+			return
+		}
+		for _, f := range fields {
+			for _, ws := range workspaces {
+				if strings.HasPrefix(f, strings.TrimPrefix(ws, "org_")+":") {
+					rdb.HDel(ctx, "svc:privacy:{ids}", f)
+				}
+			}
+		}
+	})
 }
 
 func sha(email string) string {
@@ -130,6 +152,7 @@ func TestErasureEndToEnd(t *testing.T) {
 	wsB := field(t, in.run("admin", "workspace", "create", "--name", "Erase B"), "id")
 	pxB := field(t, in.run("admin", "pixel", "create", "--workspace", wsB), "id")
 	keyB := field(t, in.run("admin", "key", "create", "--workspace", wsB, "--env", "live", "--scopes", "events:write,pixels:read", "--burst", "1000"), "secret")
+	forgetIdentities(t, wsA, wsB)
 
 	var mu sync.Mutex
 	var deliveries [][]byte
@@ -248,6 +271,7 @@ func TestErasureRacesIngestion(t *testing.T) {
 	ws := field(t, in.run("admin", "workspace", "create", "--name", "Race"), "id")
 	px := field(t, in.run("admin", "pixel", "create", "--workspace", ws), "id")
 	key := field(t, in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write,pixels:read,identities:erase", "--burst", "100000", "--daily", "1000000"), "secret")
+	forgetIdentities(t, ws)
 	in.start()
 
 	var accepted atomic.Int64
