@@ -173,10 +173,13 @@ func (w *Worker) noteError(ctx context.Context, batch []*Erasure, err error) {
 	if len(msg) > 500 {
 		msg = msg[:500]
 	}
-	for _, e := range batch {
+	open := pick(batch, StageCompleted)
+	for _, e := range open {
 		e.LastError = msg
 	}
-	_ = Write(context.WithoutCancel(ctx), w.Conn, w.Now(), batch...)
+	if len(open) > 0 {
+		_ = Write(context.WithoutCancel(ctx), w.Conn, w.Now(), open...)
+	}
 }
 
 // process runs a batch through every stage it has not reached. Each stage is recorded
