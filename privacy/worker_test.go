@@ -190,3 +190,56 @@ func TestRetentionRemovesOldRowsOnly(t *testing.T) {
 		t.Fatalf("rollups of the other workspace changed")
 	}
 }
+
+// TestResumeRebuildsRecordedDays: a worker that died after erasing the stored events
+// but before rebuilding the rollups left the erasure planned, with its days recorded;
+// the next run finds nothing left to erase yet rebuilds those days, and an announcement
+// that failed is retried by the run after.
+func TestResumeRebuildsRecordedDays(t *testing.T) {
+	w := newWorld(t)
+	ws, px := uuid.New(), uuid.New()
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	recv := time.Now().Add(-time.Minute)
+	w.store(ev{ws: ws, pixel: px, day: today, name: "purchase", consent: true, email: "gone@example.com", received: recv},
+		ev{ws: ws, pixel: px, day: today, name: "purchase", consent: true, email: "stays@example.com", received: recv})
+	e := w.request(ws, false, "gone@example.com", false, time.Now())
+	// The dead worker's work: planned (days recorded), then the mutation.
+	e.Stage, e.EventsAffected, e.StartedAt = privacy.StagePlanned, 1, time.Now().UTC().Truncate(time.Second)
+	e.Days = []privacy.PixelDay{{Pixel: px, Date: today}}
+	if err := privacy.Write(context.Background(), w.conn, time.Now(), e); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.conn.Exec(context.Background(), "ALTER TABLE events UPDATE has_email = 0, email_sha256 = toFixedString('', 32) WHERE workspace_id = toUUID(?) AND email_sha256 = unhex(?)",
+		ws.String(), hexOf(email("gone@example.com"))); err != nil {
+		t.Fatal(err)
+	}
+	for w.withHash(ws, "gone@example.com") > 0 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if p := w.rollups(ws, px, false)[today.Format("2006-01-02")+"|purchase"].people; p != 2 {
+		t.Fatalf("before the resumed run unique_people is %d, want 2 (the view never saw the mutation)", p)
+	}
+	fail := true
+	w.worker.Completed = func(_ context.Context, got *privacy.Erasure) error {
+		if fail {
+			fail = false
+			return context.DeadlineExceeded
+		}
+		w.done = append(w.done, got)
+		return nil
+	}
+	if err := w.worker.RunOnce(context.Background()); err == nil {
+		t.Fatal("a failed announcement did not fail the run")
+	}
+	if got := w.get(e); got.Stage != privacy.StageRecomputed || got.LastError == "" {
+		t.Fatalf("after a failed announcement: stage %s, last error %q", got.Stage, got.LastError)
+	}
+	if p := w.rollups(ws, px, false)[today.Format("2006-01-02")+"|purchase"].people; p != 1 {
+		t.Fatalf("the recorded day was not rebuilt: unique_people %d, want 1", p)
+	}
+	w.runOnce()
+	got := w.get(e)
+	if got.Stage != privacy.StageCompleted || got.EventsAffected != 1 || len(got.Days) != 1 || len(w.done) != 1 || got.LastError != "" {
+		t.Fatalf("resumed erasure: %+v, announced %d", got.View(), len(w.done))
+	}
+}
