@@ -22,6 +22,9 @@ func Start(p *api.Process, bc broker.Config, seeds []string, cfg Config) (*Edge,
 	}
 	e := NewEdge(cfg, producer, p.Deps.Keys, p.Registry)
 	e.UseLogger(p.Log)
+	if p.Redis != nil {
+		e.UseSuppression(p.Redis, p.Registry)
+	}
 	return e, nil
 }
 
@@ -51,5 +54,5 @@ func Main(ctx context.Context, _ []string) error {
 // Role returns the edge as a process role: POST /events, the producer check, and a
 // close that flushes the producer.
 func (e *Edge) Role() api.Role {
-	return api.Role{Name: "ingest", Routes: e.Routes(), Checks: []api.Check{e.Ready()}, Close: e.Close}
+	return api.Role{Name: "ingest", Routes: e.Routes(), Checks: []api.Check{e.Ready()}, Run: e.runSuppression, Close: e.Close}
 }

@@ -6,6 +6,7 @@ package webhooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"svc/api"
 	"svc/api/env"
+	"svc/privacy"
 	"svc/schema"
 )
 
@@ -28,11 +30,11 @@ func Main(ctx context.Context, _ []string) error {
 // (`svc webhooks` and `svc dev`).
 func FromEnv(ctx context.Context, p *api.Process) (api.Role, error) {
 	r := env.New()
-	cfg, ccfg := ConfigFromEnv(r), schema.FromEnv(r)
+	cfg, ccfg, pcfg := ConfigFromEnv(r), schema.FromEnv(r), privacy.ConfigFromEnv(r)
 	if err := r.Err(); err != nil {
 		return api.Role{}, err
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(cfg.Validate(), pcfg.Validate()); err != nil {
 		return api.Role{}, err
 	}
 	if err := ccfg.Validate(); err != nil {
@@ -42,7 +44,9 @@ func FromEnv(ctx context.Context, p *api.Process) (api.Role, error) {
 	if err != nil {
 		return api.Role{}, fmt.Errorf("webhooks: %w", err)
 	}
-	return New(cfg, p, conn, NewMetrics(p.Registry)).Role(), nil
+	role := New(cfg, p, conn, NewMetrics(p.Registry))
+	role.UsePrivacy(privacy.NewWorker(pcfg, conn, p.Redis, ccfg, p.Registry, p.Log))
+	return role.Role(), nil
 }
 
 // Role is the webhooks role's parts, wired together.
@@ -51,7 +55,9 @@ type Role struct {
 	Worker   *Worker
 	Triggers *Triggers
 	Emitter  *Emitter
-	conn     driver.Conn
+	// Privacy runs erasures and raw-event retention (erasure.go); nil: not here.
+	Privacy *privacy.Worker
+	conn    driver.Conn
 }
 
 // New wires the role over p's Redis and key store and the ClickHouse conn (which the
@@ -78,11 +84,14 @@ func (r *Role) Role() api.Role {
 		Routes: []api.Route{r.Inbound.Route()},
 		Checks: []api.Check{{Name: "clickhouse", Fn: func(ctx context.Context) error { return r.conn.Ping(ctx) }}},
 		Run: func(ctx context.Context) error {
-			errc := make(chan error, 1)
+			errc := make(chan error, 2)
 			go func() { errc <- r.Triggers.Run(ctx) }()
+			go func() { errc <- r.runPrivacy(ctx) }()
 			err := r.Worker.Run(ctx)
-			if terr := <-errc; err == nil {
-				err = terr
+			for range 2 {
+				if terr := <-errc; err == nil {
+					err = terr
+				}
 			}
 			return err
 		},

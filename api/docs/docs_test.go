@@ -401,7 +401,7 @@ func TestDiscoveryLinksResolve(t *testing.T) {
 	if d["mcp"].(map[string]any)["endpoint"] != s.URL+"/mcp" {
 		t.Errorf("mcp endpoint %v", d["mcp"])
 	}
-	if len(d["scopes"].([]any)) != 7 {
+	if len(d["scopes"].([]any)) != 8 {
 		t.Errorf("scopes: %v", d["scopes"])
 	}
 	links := []string{d["openapi"].(string), d["api_catalog"].(string)}

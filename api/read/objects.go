@@ -14,6 +14,7 @@ import (
 	"svc/api/ids"
 	"svc/api/keys"
 	"svc/api/problem"
+	"svc/privacy"
 )
 
 func (a *API) catalogRoutes() []api.Route {
@@ -224,6 +225,9 @@ type Account struct {
 	Environment string    `json:"environment"` // "live", or "sandbox" for a showroom
 	Showroom    bool      `json:"showroom"`
 	CreatedAt   time.Time `json:"created_at"`
+	// RawEventRetentionDays is how long raw events are kept (null: unlimited); rollups
+	// keep every day (privacy/README.md).
+	RawEventRetentionDays *int `json:"raw_event_retention_days"`
 }
 
 func (a *API) account(r *api.Request) error {
@@ -249,6 +253,13 @@ func (a *API) account(r *api.Request) error {
 	}
 	if w.Showroom {
 		out.Environment = keys.Sandbox
+	}
+	days, err := privacy.NewRetention(a.Keys.Redis()).Get(r.Context(), ws)
+	if err != nil {
+		return api.Unavailable("the key store", 1)
+	}
+	if days > 0 {
+		out.RawEventRetentionDays = &days
 	}
 	return r.JSON(200, out)
 }
