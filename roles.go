@@ -127,7 +127,7 @@ func (s *ingestSet) build(_ context.Context, p *process.Process, front *api.Fron
 	if err != nil {
 		return nil, err
 	}
-	edge, err := ingest.New(s.Ingest, s.Broker, seeds, front.Deps.Keys, p.Registry, p.Log)
+	edge, err := ingest.New(s.Ingest, s.Broker, seeds, front.Deps.Keys, p.Redis, p.Registry, p.Log)
 	if err != nil {
 		return []process.Role{brk}, err
 	}
@@ -211,7 +211,7 @@ func (s *devSet) build(ctx context.Context, p *process.Process, front *api.Front
 		return nil, err
 	}
 	roles := []process.Role{brk}
-	edge, err := ingest.New(s.Ingest, s.Broker, seeds, front.Deps.Keys, p.Registry, p.RoleLog("ingest"))
+	edge, err := ingest.New(s.Ingest, s.Broker, seeds, front.Deps.Keys, p.Redis, p.Registry, p.RoleLog("ingest"))
 	if err != nil {
 		return roles, err
 	}

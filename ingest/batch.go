@@ -561,13 +561,13 @@ func (p *Parser) email(b *Batch, st *eventState, idx int, e *schema.Event) {
 	if !p.optional(b, st, idx, "identity.email", kString, false) {
 		return
 	}
-	v := s.str()
-	if rule := emailRule(v); rule != "" {
+	digest, rule := EmailDigest(s.str())
+	if rule != "" {
 		p.reject(b, st, idx, "identity.email", rule, "(withheld: contact details are never echoed)")
 		return
 	}
 	e.HasEmail = true
-	e.EmailSHA = sha256.Sum256(v)
+	e.EmailSHA = digest
 }
 
 // emailRule returns "" for a trimmed, lowercased address of plausible shape.

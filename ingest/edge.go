@@ -25,6 +25,7 @@ import (
 	"svc/lib/logs"
 	"svc/lib/process"
 	"svc/lib/settings"
+	"svc/privacy"
 	"svc/schema"
 	"svc/schema/broker"
 )
@@ -156,6 +157,9 @@ type Edge struct {
 	work     sync.Pool // *work
 	accepted prometheus.Counter
 	health   *brokerHealth
+	// suppress holds the identities erased with suppression (suppress.go); nil: none.
+	suppress   *privacy.Registry
+	suppressed prometheus.Counter
 }
 
 // work is the per-request scratch a pooled goroutine reuses: parser, batch, record
@@ -257,6 +261,7 @@ func (e *Edge) postEvents(r *api.Request) error {
 		return perr
 	}
 	e.countRejections(b)
+	e.dropSuppressed(r.Key.WorkspaceID, b)
 	if len(b.Events) == 0 {
 		return problem.Invalid(fmt.Sprintf("None of the %d events is acceptable; see errors[].", b.Total), fieldErrors(b.Rejections)...)
 	}

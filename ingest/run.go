@@ -4,6 +4,7 @@ import (
 	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"svc/api/keys"
 	"svc/lib/process"
@@ -11,10 +12,11 @@ import (
 )
 
 // New builds the edge producing to seeds (Kafka per bc), checking keys and pixels in ks,
-// with its metrics on reg and its lines on log. main.go serves its Routes behind the
+// dropping suppressed identities listed in rdb (nil: none), with its metrics on reg and
+// its lines on log. main.go serves its Routes behind the
 // HTTP front and runs its Role: on SIGTERM the front stops accepting and drains
 // in-flight requests, then Close flushes the producer so every 202 it gave is in Kafka.
-func New(cfg Config, bc broker.Config, seeds []string, ks *keys.Store, reg prometheus.Registerer, log *slog.Logger) (*Edge, error) {
+func New(cfg Config, bc broker.Config, seeds []string, ks *keys.Store, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*Edge, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -27,11 +29,14 @@ func New(cfg Config, bc broker.Config, seeds []string, ks *keys.Store, reg prome
 	}
 	e := NewEdge(cfg, producer, ks, reg)
 	e.UseLogger(log)
+	if rdb != nil {
+		e.UseSuppression(rdb, reg)
+	}
 	return e, nil
 }
 
-// Role returns the edge as a process role: the producer check, and a close that
-// flushes the producer.
+// Role returns the edge as a process role: the producer check, the suppression list's
+// refresh as its work, and a close that flushes the producer.
 func (e *Edge) Role() process.Role {
-	return process.Role{Name: "ingest", Checks: []process.Check{e.Ready()}, Close: e.Close}
+	return process.Role{Name: "ingest", Checks: []process.Check{e.Ready()}, Run: e.runSuppression, Close: e.Close}
 }

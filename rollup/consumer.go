@@ -53,6 +53,7 @@ type consumer struct {
 	sink *Sink
 	m    *metrics
 	log  *slog.Logger
+	gate *gate // the privacy fence (erase.go); nil without Redis
 
 	mu       sync.Mutex
 	dead     bool                      // stopped by the test hook: callbacks do nothing
@@ -84,6 +85,7 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		commit:  map[int32]kgo.EpochOffset{},
 		handled: map[int32]int64{},
 		claims:  map[recordPos]bool{},
+		gate:    newGate(cfg),
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
@@ -423,6 +425,7 @@ func (c *consumer) flushRows(ctx context.Context) error {
 		if err := waitQueryGone(ctx, c.rb, c.lastID, c.cfg.InsertTimeout); err != nil {
 			return err
 		}
+		c.endInserts(ctx)
 		parts := c.sink.Partitions()
 		keys := make([]int32, 0, len(parts))
 		for p := range parts {
@@ -442,11 +445,15 @@ func (c *consumer) flushRows(ctx context.Context) error {
 	c.lastID = newQueryID()
 	ictx, cancel := context.WithTimeout(clickhouse.Context(ctx, clickhouse.WithQueryID(c.lastID), clickhouse.WithSettings(insertSettings)), c.cfg.InsertTimeout)
 	defer cancel()
+	if err := c.beginInsert(ctx, c.lastID); err != nil {
+		return err
+	}
 	start := time.Now()
 	if err := c.sink.Flush(ictx, start); err != nil {
 		c.unsure = true
 		return err
 	}
+	c.endInserts(ctx)
 	done := time.Now()
 	c.m.flushDuration.Observe(done.Sub(start).Seconds())
 	c.m.batchRows.Observe(float64(n))
@@ -586,6 +593,10 @@ func (c *consumer) commitHandled(ctx context.Context) {
 // fail records a failed step and schedules the retry with exponential backoff and
 // jitter. While failing, the consumer does not poll.
 func (c *consumer) fail(err error) {
+	if errors.Is(err, errHeld) {
+		c.waitHeld()
+		return
+	}
 	c.failures++
 	d := c.cfg.RetryMin << min(c.failures-1, 20)
 	if d > c.cfg.RetryMax || d <= 0 {

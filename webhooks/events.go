@@ -15,12 +15,13 @@ import (
 
 // Event kinds delivered to outbound endpoints (payloads in README.md).
 const (
-	KindDayClosed   = "rollup.day_closed"
-	KindKeyExpiring = "key.expiring"
+	KindDayClosed        = "rollup.day_closed"
+	KindKeyExpiring      = "key.expiring"
+	KindErasureCompleted = "erasure.completed" // erasure.go
 )
 
 // Kinds lists every outbound event kind.
-var Kinds = []string{KindDayClosed, KindKeyExpiring}
+var Kinds = []string{KindDayClosed, KindKeyExpiring, KindErasureCompleted}
 
 // eventNamespace derives stable event ids (UUID v5) from what an event is about.
 var eventNamespace = uuid.MustParse("8f0c8a52-4f4e-4d0a-9b7e-3c7f1f0f5e21")

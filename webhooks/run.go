@@ -17,6 +17,7 @@ import (
 	"svc/api"
 	"svc/api/keys"
 	"svc/lib/process"
+	"svc/privacy"
 	"svc/schema"
 )
 
@@ -26,18 +27,23 @@ type Role struct {
 	Worker   *Worker
 	Triggers *Triggers
 	Emitter  *Emitter
-	conn     driver.Conn
+	// Privacy runs erasures and raw-event retention (erasure.go); nil: not here.
+	Privacy *privacy.Worker
+	conn    driver.Conn
 }
 
 // Open builds the role (`svc webhooks` and `svc dev`): it connects to ClickHouse per
 // cfg.ClickHouse (the role owns that pool and closes it on Close), keeps its schedule in
-// rdb, reads keys from ks, and registers its metrics on reg. cfg must be valid.
+// rdb, reads keys from ks, runs the privacy worker (erasure.go), and registers its
+// metrics on reg. cfg must be valid.
 func Open(ctx context.Context, cfg Config, rdb redis.UniversalClient, ks *keys.Store, reg prometheus.Registerer, log *slog.Logger) (*Role, error) {
 	conn, err := schema.Open(ctx, cfg.ClickHouse)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
-	return New(cfg, rdb, ks, conn, NewMetrics(reg), log), nil
+	role := New(cfg, rdb, ks, conn, NewMetrics(reg), log)
+	role.UsePrivacy(privacy.NewWorker(cfg.Privacy, conn, rdb, cfg.ClickHouse, reg, log))
+	return role, nil
 }
 
 // New wires the role over Redis, the key store and the ClickHouse conn (which the role
@@ -66,11 +72,14 @@ func (r *Role) Role() process.Role {
 		Name:   "webhooks",
 		Checks: []process.Check{{Name: "clickhouse", Fn: func(ctx context.Context) error { return r.conn.Ping(ctx) }}},
 		Run: func(ctx context.Context) error {
-			errc := make(chan error, 1)
+			errc := make(chan error, 2)
 			go func() { errc <- r.Triggers.Run(ctx) }()
+			go func() { errc <- r.runPrivacy(ctx) }()
 			err := r.Worker.Run(ctx)
-			if terr := <-errc; err == nil {
-				err = terr
+			for range 2 {
+				if terr := <-errc; err == nil {
+					err = terr
+				}
 			}
 			return err
 		},

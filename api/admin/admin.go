@@ -45,7 +45,7 @@ type Commands map[string]Command
 // KeyScreens are the commands of the key screens: workspaces, pixels, keys. The
 // catalog's (imports, seeds) and the webhooks role's live in their packages; main.go
 // hands every set to Main.
-var KeyScreens = Merge(timeZoneCommands, Commands{
+var KeyScreens = Merge(timeZoneCommands, retentionCommands, Commands{
 	"workspace create": {"--name NAME [--showroom] [--time-zone ZONE]", workspaceCreate},
 	"pixel create":     {"--workspace ID [--name NAME] [--time-zone ZONE]", pixelCreate},
 	"key create":       {"--workspace ID --env live|sandbox --scopes a,b [--expires RFC3339] [--allow CIDR,...] [--version V] [--burst N] [--daily N]", keyCreate},

@@ -18,13 +18,14 @@ const ServiceName = "svc"
 const MCPPath = "/mcp"
 
 var scopeText = map[string]string{
-	"events:write":   "Send events (POST /events).",
-	"actuals:write":  "Write delivered performance into plans (POST /imports/actuals).",
-	"pixels:read":    "Read daily pixel rollups.",
-	"plans:read":     "Read media plans, their line items and actuals.",
-	"campaigns:read": "Read campaigns and their actuals.",
-	"studies:read":   "Read studies and findings.",
-	"account:read":   "Read the account (organisation) of the workspace.",
+	"events:write":     "Send events (POST /events).",
+	"actuals:write":    "Write delivered performance into plans (POST /imports/actuals).",
+	"pixels:read":      "Read daily pixel rollups.",
+	"plans:read":       "Read media plans, their line items and actuals.",
+	"campaigns:read":   "Read campaigns and their actuals.",
+	"studies:read":     "Read studies and findings.",
+	"account:read":     "Read the account (organisation) of the workspace.",
+	"identities:erase": "Erase a person from stored events and rollups, and read erasure records (POST /erasures, GET /erasures).",
 }
 
 // Discovery is the service-wide part of /.well-known/svc for routes served at

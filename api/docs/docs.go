@@ -55,6 +55,7 @@ var Pages = []Page{
 	{"mcp", "MCP endpoint"},
 	{"go-client", "Go client"},
 	{"decisions", "Conventions and decisions"},
+	{"privacy", "Privacy: erasure and retention"},
 }
 
 var (

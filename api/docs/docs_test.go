@@ -378,7 +378,7 @@ func TestDiscoveryNeedsAKeyAndDescribesIt(t *testing.T) {
 	if key["id"] != "key_"+k.ID.String() || key["environment"] != "live" || fmt.Sprint(key["granted_scopes"]) != "[pixels:read]" {
 		t.Errorf("key %v", key)
 	}
-	if d["base_url"] != s.URL+"/v1" || len(d["scopes"].([]any)) != 7 {
+	if d["base_url"] != s.URL+"/v1" || len(d["scopes"].([]any)) != len(keys.Scopes) {
 		t.Errorf("service-wide facts: base_url %v, scopes %v", d["base_url"], d["scopes"])
 	}
 }
@@ -401,7 +401,7 @@ func TestDiscoveryLinksResolve(t *testing.T) {
 	if d["mcp"].(map[string]any)["endpoint"] != s.URL+"/mcp" {
 		t.Errorf("mcp endpoint %v", d["mcp"])
 	}
-	if len(d["scopes"].([]any)) != 7 {
+	if len(d["scopes"].([]any)) != 8 {
 		t.Errorf("scopes: %v", d["scopes"])
 	}
 	links := []string{d["openapi"].(string), d["api_catalog"].(string)}

@@ -150,7 +150,7 @@ func OpenAPI(routes []api.Route, publicURL string) map[string]any {
 		}
 	}
 	var tagList []any
-	for _, t := range []string{"Events", "Rollups", "Plans", "Campaigns", "Studies", "Account", "Webhooks", "Discovery", "Operations"} {
+	for _, t := range []string{"Events", "Rollups", "Plans", "Campaigns", "Studies", "Account", "Privacy", "Webhooks", "Discovery", "Operations"} {
 		if tags[t] {
 			tagList = append(tagList, map[string]any{"name": t})
 		}

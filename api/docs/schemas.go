@@ -81,7 +81,7 @@ func codeValues() []string {
 // components are the document's named schemas. Read resources list the fields a
 // client can rely on; servers may add fields (additive changes never remove one).
 func components() map[string]Schema {
-	return map[string]Schema{
+	m := map[string]Schema{
 		"Problem": object("RFC 9457 problem document: every failure.",
 			[]string{"type", "title", "status", "code", "detail", "request_id", "doc_url", "retryable", "suggested_action"},
 			Schema{
@@ -194,6 +194,7 @@ func components() map[string]Schema {
 			"id": id("org_", "The workspace"), "name": str("Trading name."), "legal_name": str("Legal name."),
 			"country": str("ISO 3166-1 alpha-2."), "currency": currencySchema, "timezone": str("IANA zone."),
 			"industry": str("Industry."), "created_at": timeSchema, "updated_at": timeSchema,
+			"raw_event_retention_days": Schema{"type": []string{"integer", "null"}, "minimum": 8, "description": "Days raw events are kept (null: unlimited); rollups keep every day."},
 		}), "id"),
 		"Plan": withIDs(object("A media plan.", []string{"id"}, Schema{
 			"id": id("pln_", "The plan"), "name": str("Name."), "advertiser": str("Brand."),
@@ -331,4 +332,8 @@ func components() map[string]Schema {
 			"result": Schema{"type": "object"}, "error": Schema{"type": "object"},
 		}),
 	}
+	for k, v := range privacyComponents() {
+		m[k] = v
+	}
+	return m
 }

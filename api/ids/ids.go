@@ -15,7 +15,7 @@ import (
 // Prefix is a resource kind's prefix, with its underscore.
 type Prefix string
 
-// Prefixes of the spec, plus lin_ (line items), key_ and whk_/evt_ (additive).
+// Prefixes of the spec, plus lin_ (line items), key_, whk_/evt_ and era_ (erasures) (additive).
 const (
 	Org      Prefix = "org_"
 	Pixel    Prefix = "pxl_"
@@ -27,6 +27,7 @@ const (
 	Key      Prefix = "key_"
 	Endpoint Prefix = "whk_"
 	Event    Prefix = "evt_"
+	Erasure  Prefix = "era_"
 )
 
 // ErrMalformed is returned for input that is neither prefix+UUID nor a raw UUID.

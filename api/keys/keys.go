@@ -37,7 +37,7 @@ const (
 
 // Scopes a key can hold.
 var Scopes = []string{"events:write", "actuals:write", "pixels:read", "plans:read",
-	"campaigns:read", "studies:read", "account:read"}
+	"campaigns:read", "studies:read", "account:read", "identities:erase"}
 
 // Default limits of a new key: 120 requests per 60 s burst, 10,000 per rolling day.
 const (

@@ -56,6 +56,11 @@ var Tools = []Tool{
 	{"findings", "Findings", "Findings of studies; filter with study_id.", "/findings"},
 	{"finding", "One finding", "One finding by id (fnd_… or UUID).", "/findings/{id}"},
 	{"pixel_rollups", "Daily pixel rollups", "Daily rollups of a pixel's events per local day, event name and currency; time_zone (an IANA name such as America/New_York) picks the zone of the days, default the pixel's reporting zone.", "/pixel-rollups"},
+	// Erasure records (identities:erase), read-only: the status and proof of erasures
+	// a customer's backend requested. Requesting one is deliberately not a tool: it is
+	// irreversible, and belongs to the customer's own compliance process (POST /erasures).
+	{"erasures", "Erasure requests", "Erasure requests of the workspace, newest first, with their status and proof (events affected, days rebuilt).", "/erasures"},
+	{"erasure", "One erasure request", "One erasure request by id (era_… or UUID): status, events affected, days whose rollups were rebuilt.", "/erasures/{id}"},
 }
 
 // Path is where the endpoint is served.
@@ -71,7 +76,7 @@ type Endpoint struct {
 // New returns the endpoint.
 func New() *Endpoint {
 	e := &Endpoint{server: sdk.NewServer(&sdk.Implementation{Name: "svc", Title: "svc API", Version: api.Stable}, &sdk.ServerOptions{
-		Instructions: "Read-only tools over the svc API (media plans, campaigns, studies, findings, actuals, daily pixel rollups). " +
+		Instructions: "Read-only tools over the svc API (media plans, campaigns, studies, findings, actuals, daily pixel rollups, erasure records). " +
 			"They use the caller's API key, its scopes and its rate limits; a failing tool returns the API's problem document.",
 	})}
 	for _, t := range Tools {

@@ -179,6 +179,7 @@ func TestToolsAtTheCurrentAndPreviousRevision(t *testing.T) {
 			if p := structured(t, bad); !bad.IsError || p["code"] != "invalid_request" {
 				t.Fatalf("pixel_rollups with an unknown zone: %v", p)
 			}
+			check("erasures", map[string]any{"status": "completed"})
 		})
 	}
 }
@@ -196,6 +197,10 @@ func TestToolErrorsCarryTheProblemDocument(t *testing.T) {
 	res = call(t, cs, "plan", map[string]any{"id": "pln_00000000-0000-4000-8000-000000000000"})
 	if p := structured(t, res); !res.IsError || p["code"] != "not_found" || p["status"] != float64(404) {
 		t.Fatalf("unknown plan: %v %v", res.IsError, p)
+	}
+	res = call(t, cs, "erasure", map[string]any{"id": "era_00000000-0000-4000-8000-000000000000"})
+	if p := structured(t, res); !res.IsError || p["code"] != "not_found" {
+		t.Fatalf("unknown erasure: %v %v", res.IsError, p)
 	}
 	res = call(t, cs, "plans", map[string]any{"limit": "lots"})
 	if p := structured(t, res); !res.IsError || p["code"] != "invalid_request" {

@@ -15,6 +15,7 @@ import (
 	"svc/api/keys"
 	"svc/api/paging"
 	"svc/api/problem"
+	"svc/privacy"
 )
 
 func (a *API) catalogRoutes() []api.Route {
@@ -225,6 +226,9 @@ type Account struct {
 	Environment string    `json:"environment"` // "live", or "sandbox" for a showroom
 	Showroom    bool      `json:"showroom"`
 	CreatedAt   time.Time `json:"created_at"`
+	// RawEventRetentionDays is how long raw events are kept (null: unlimited); rollups
+	// keep every day (privacy/README.md).
+	RawEventRetentionDays *int `json:"raw_event_retention_days"`
 }
 
 func (a *API) account(r *api.Request) error {
@@ -250,6 +254,13 @@ func (a *API) account(r *api.Request) error {
 	}
 	if w.Showroom {
 		out.Environment = keys.Sandbox
+	}
+	days, err := privacy.NewRetention(a.Keys.Redis()).Get(r.Context(), ws)
+	if err != nil {
+		return api.Unavailable("the key store", 1)
+	}
+	if days > 0 {
+		out.RawEventRetentionDays = &days
 	}
 	return r.JSON(200, out)
 }

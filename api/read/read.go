@@ -103,6 +103,7 @@ func (a *API) Routes() []api.Route {
 		{Method: "GET", Path: "/pixel-rollups", Scope: ScopePixels, Summary: "Daily rollups of a pixel's events.",
 			Handle: a.cached(a.pixelRollups)},
 	}
+	rs = append(rs, a.erasureRoutes()...)
 	return append(rs, a.catalogRoutes()...)
 }
 

@@ -153,6 +153,20 @@ var Table = []Setting{
 	{Name: "SVC_WEBHOOKS_WORKER", Group: GroupWebhooks, Kind: String, Shown: "host-pid",
 		ReadBy: webhooks, Meaning: "this process's name in the delivery log (default: host name and pid)"},
 
+	// The privacy worker, run by the webhooks role (privacy.Config).
+	{Name: "SVC_PRIVACY_POLL", Group: GroupPrivacy, Kind: Duration, Default: "2s",
+		ReadBy: webhooks, Meaning: "how often the worker looks for erasures (10ms..1h)"},
+	{Name: "SVC_PRIVACY_BATCH", Group: GroupPrivacy, Kind: Int, Default: "100",
+		ReadBy: webhooks, Meaning: "erasures run together, one mutation of events and one rebuild per rollup table (1..1000)"},
+	{Name: "SVC_PRIVACY_MUTATION_TIMEOUT", Group: GroupPrivacy, Kind: Duration, Default: "1h",
+		ReadBy: webhooks, Meaning: "longest wait for one mutation; the run fails and the next resumes"},
+	{Name: "SVC_PRIVACY_HOLD_LEASE", Group: GroupPrivacy, Kind: Duration, Default: "5m",
+		ReadBy: webhooks, Meaning: "how long pixels stay held while their rollups are rebuilt (extended before inserting)"},
+	{Name: "SVC_PRIVACY_RETENTION_INTERVAL", Group: GroupPrivacy, Kind: Duration, Default: "1h",
+		ReadBy: webhooks, Meaning: "how often raw events past their workspace's retention are removed"},
+	{Name: "SVC_PRIVACY_KEEP_IDENTITIES", Group: GroupPrivacy, Kind: Duration, Default: "192h",
+		ReadBy: webhooks, Meaning: "how long an identity erased without suppression stays in the pipeline's list (Kafka keeps records 7 days; at least 168h)"},
+
 	// Tests and scripts.
 	{Name: "SVC_TEST_KEEP_DB", Group: GroupTests, Kind: Bool, Default: "false",
 		ReadBy: []string{Tests}, Meaning: "keep each test's ClickHouse database for inspection (`schema/chtest`)"},
@@ -199,6 +213,7 @@ const (
 	GroupRollup     = "rollup"     // rollup
 	GroupRead       = "read"       // api/read
 	GroupWebhooks   = "webhooks"   // webhooks
+	GroupPrivacy    = "privacy"    // privacy
 	GroupTests      = "tests"      // schema/chtest
 	GroupScripts    = "scripts"    // Makefile, deploy/local, deploy/lint.sh
 )

@@ -1,0 +1,252 @@
+package privacy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Fence coordinates the consumer's INSERTs into one database with the erasure worker,
+// through Redis (per database, so that deployments and tests sharing a Redis do not
+// wait on each other):
+//
+//	svc:privacy:{<db>}:flushes  ZSET query id of a consumer INSERT → lease end (unix ms)
+//	svc:privacy:{<db>}:holds    ZSET pixel uuid → hold end (unix ms)
+//
+// A consumer registers each INSERT before sending it (Begin: ZADD flushes, then read
+// holds and the identities generation) and ends it once the INSERT is known to be
+// finished (End). The worker changes state first and reads the flushes after (Hold:
+// ZADD holds, then read flushes; or register an identity, then Active). Each side
+// writes before it reads, so for any INSERT either the worker sees its registration
+// and waits for it (Drain), or the INSERT's registration came later and it saw the
+// worker's change: the new identity (and clears it from its rows) or the hold (and
+// waits). That is the whole argument; no lock is held across an INSERT.
+type Fence struct {
+	rdb     redis.UniversalClient
+	flushes string
+	holds   string
+	// Now is the clock of leases (time.Now when nil); hosts' clocks must agree within
+	// a fraction of a lease.
+	Now func() time.Time
+}
+
+// NewFence returns the fence of database db.
+func NewFence(rdb redis.UniversalClient, db string) *Fence {
+	p := "svc:privacy:{" + db + "}:"
+	return &Fence{rdb: rdb, flushes: p + "flushes", holds: p + "holds"}
+}
+
+func (f *Fence) now() time.Time {
+	if f.Now != nil {
+		return f.Now()
+	}
+	return time.Now()
+}
+
+// FenceView is what a consumer learns when it registers an INSERT.
+type FenceView struct {
+	// Held are the pixels whose rows must not be inserted now (a rebuild of their
+	// rollups is under way); the consumer ends its registration and retries shortly.
+	Held map[uuid.UUID]bool
+	// Generation of the identities registry: load the Set at it (Registry.Load) and
+	// clear matching identities from the rows before sending the INSERT.
+	Generation int64
+}
+
+// Begin registers INSERT id for lease (it must be ended, or its query gone from the
+// server, within it) and returns the current holds and identities generation.
+func (f *Fence) Begin(ctx context.Context, id string, lease time.Duration) (FenceView, error) {
+	now := f.now()
+	var holds *redis.StringSliceCmd
+	var gen *redis.StringCmd
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZAdd(ctx, f.flushes, redis.Z{Score: float64(now.Add(lease).UnixMilli()), Member: id})
+		holds = p.ZRangeByScore(ctx, f.holds, &redis.ZRangeBy{Min: strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"})
+		gen = p.Get(ctx, genKey)
+		return nil
+	})
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return FenceView{}, fmt.Errorf("privacy: register insert: %w", err)
+	}
+	v := FenceView{}
+	for _, s := range holds.Val() {
+		if u, err := uuid.Parse(s); err == nil {
+			if v.Held == nil {
+				v.Held = map[uuid.UUID]bool{}
+			}
+			v.Held[u] = true
+		}
+	}
+	if g, err := gen.Int64(); err == nil {
+		v.Generation = g
+	}
+	return v, nil
+}
+
+// End ends the registration of INSERTs ids: each has finished (or never reached the
+// server).
+func (f *Fence) End(ctx context.Context, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	members := make([]any, len(ids))
+	for i, id := range ids {
+		members[i] = id
+	}
+	return f.rdb.ZRem(ctx, f.flushes, members...).Err()
+}
+
+// Active returns the INSERTs registered now whose lease has not ended. Call it after
+// the change the consumers must see (an identity registered).
+func (f *Fence) Active(ctx context.Context) ([]string, error) {
+	now := f.now().UnixMilli()
+	_ = f.rdb.ZRemRangeByScore(ctx, f.flushes, "-inf", strconv.FormatInt(now-int64(time.Hour/time.Millisecond), 10)).Err()
+	ids, err := f.rdb.ZRangeByScore(ctx, f.flushes, &redis.ZRangeBy{Min: strconv.FormatInt(now, 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, fmt.Errorf("privacy: list registered inserts: %w", err)
+	}
+	return ids, nil
+}
+
+// Hold marks pixels held until lease from now and returns the INSERTs registered at
+// that moment (to Drain before touching the pixels' rollups).
+func (f *Fence) Hold(ctx context.Context, pixels []uuid.UUID, lease time.Duration) ([]string, error) {
+	if len(pixels) > 0 {
+		end := float64(f.now().Add(lease).UnixMilli())
+		zs := make([]redis.Z, len(pixels))
+		for i, p := range pixels {
+			zs[i] = redis.Z{Score: end, Member: p.String()}
+		}
+		if err := f.rdb.ZAdd(ctx, f.holds, zs...).Err(); err != nil {
+			return nil, fmt.Errorf("privacy: hold pixels: %w", err)
+		}
+	}
+	return f.Active(ctx)
+}
+
+// Extend moves the holds of pixels to lease from now, if every one of them is still
+// held; it reports false (and extends nothing) when one had lapsed, since then
+// consumers may have inserted rows of that pixel meanwhile.
+func (f *Fence) Extend(ctx context.Context, pixels []uuid.UUID, lease time.Duration) (bool, error) {
+	now := f.now()
+	scores, err := f.rdb.ZMScore(ctx, f.holds, uuidStrings(pixels)...).Result()
+	if err != nil {
+		return false, fmt.Errorf("privacy: check holds: %w", err)
+	}
+	for _, s := range scores {
+		if s < float64(now.UnixMilli()) {
+			return false, nil
+		}
+	}
+	_, err = f.Hold(ctx, pixels, lease)
+	return err == nil, err
+}
+
+// Release ends the holds of pixels.
+func (f *Fence) Release(ctx context.Context, pixels []uuid.UUID) error {
+	if len(pixels) == 0 {
+		return nil
+	}
+	members := make([]any, len(pixels))
+	for i, p := range pixels {
+		members[i] = p.String()
+	}
+	return f.rdb.ZRem(ctx, f.holds, members...).Err()
+}
+
+func uuidStrings(us []uuid.UUID) []string {
+	out := make([]string, len(us))
+	for i, u := range us {
+		out[i] = u.String()
+	}
+	return out
+}
+
+// Drain waits until every INSERT in ids has ended (left the registry, or its lease
+// ran out) and ClickHouse no longer runs it, and until every consumer INSERT the
+// server runs at the start of the wait has finished (one of a consumer that died after
+// ending nothing). From then on, rows of INSERTs registered before the caller's change
+// are stored and those of later INSERTs honour the change.
+func (f *Fence) Drain(ctx context.Context, conn driver.Conn, ids []string) error {
+	running, err := runningInserts(ctx, conn)
+	if err != nil {
+		return err
+	}
+	wait := append(append([]string(nil), ids...), running...)
+	for len(wait) > 0 {
+		still, err := f.unfinished(ctx, conn, wait)
+		if err != nil {
+			return err
+		}
+		if wait = still; len(wait) == 0 {
+			break
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return fmt.Errorf("privacy: %d consumer inserts still running: %w", len(wait), ctx.Err())
+		}
+	}
+	return nil
+}
+
+// unfinished returns the ids still registered (with a live lease) or still running on
+// the server.
+func (f *Fence) unfinished(ctx context.Context, conn driver.Conn, ids []string) ([]string, error) {
+	scores, err := f.rdb.ZMScore(ctx, f.flushes, ids...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("privacy: check registered inserts: %w", err)
+	}
+	running, err := runningInserts(ctx, conn)
+	if err != nil {
+		return nil, err
+	}
+	onServer := map[string]bool{}
+	for _, id := range running {
+		onServer[id] = true
+	}
+	now := float64(f.now().UnixMilli())
+	var out []string
+	for i, id := range ids {
+		if onServer[id] || scores[i] >= now {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+// InsertQueryPrefix starts the query id of every consumer INSERT (rollup/consumer.go).
+const InsertQueryPrefix = "svc-rollup-"
+
+func runningInserts(ctx context.Context, conn driver.Conn) ([]string, error) {
+	rows, err := conn.Query(ctx, "SELECT query_id FROM system.processes WHERE startsWith(query_id, ?)", InsertQueryPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("privacy: list running inserts: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
+}
+
+// sleep waits d or until ctx is done; it reports whether the full wait elapsed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,70 @@
+package privacy_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"svc/api/apitest"
+	"svc/privacy"
+)
+
+// TestFenceSeesEitherSide: an INSERT registered before a hold is in the hold's list of
+// INSERTs to wait for; one registered after sees the hold; End removes it; a lapsed
+// hold is not extended.
+func TestFenceSeesEitherSide(t *testing.T) {
+	rdb := apitest.Redis(t)
+	ctx := context.Background()
+	db := "fence_" + uuid.NewString()[:8]
+	f := privacy.NewFence(rdb, db)
+	t.Cleanup(func() { rdb.Del(ctx, "svc:privacy:{"+db+"}:flushes", "svc:privacy:{"+db+"}:holds") })
+	px := uuid.New()
+	if v, err := f.Begin(ctx, "svc-rollup-before", time.Minute); err != nil || len(v.Held) != 0 {
+		t.Fatalf("begin before the hold: %v %v", v, err)
+	}
+	active, err := f.Hold(ctx, []uuid.UUID{px}, time.Minute)
+	if err != nil || !slices.Contains(active, "svc-rollup-before") {
+		t.Fatalf("the hold does not list the INSERT registered before it: %v %v", active, err)
+	}
+	v, err := f.Begin(ctx, "svc-rollup-after", time.Minute)
+	if err != nil || !v.Held[px] {
+		t.Fatalf("an INSERT registered after the hold does not see it: %v %v", v, err)
+	}
+	if err := f.End(ctx, "svc-rollup-before", "svc-rollup-after"); err != nil {
+		t.Fatal(err)
+	}
+	if active, err := f.Active(ctx); err != nil || len(active) != 0 {
+		t.Fatalf("ended INSERTs still active: %v %v", active, err)
+	}
+	if ok, err := f.Extend(ctx, []uuid.UUID{px}, time.Minute); err != nil || !ok {
+		t.Fatalf("extend a live hold: %v %v", ok, err)
+	}
+	f.Now = func() time.Time { return time.Now().Add(2 * time.Minute) } // the hold has lapsed
+	if ok, err := f.Extend(ctx, []uuid.UUID{px}, time.Minute); err != nil || ok {
+		t.Fatalf("a lapsed hold was extended: %v %v", ok, err)
+	}
+	if v, err := f.Begin(ctx, "svc-rollup-late", time.Minute); err != nil || len(v.Held) != 0 {
+		t.Fatalf("a lapsed hold still holds: %v %v", v, err)
+	}
+}
+
+// TestLaterStageWins: a write of an earlier stage after a later one (a retried request,
+// a late worker) never hides the later stage.
+func TestLaterStageWins(t *testing.T) {
+	w := newWorld(t)
+	e := w.request(uuid.New(), false, "a@example.com", false, time.Now().Add(-time.Minute))
+	e.Stage = privacy.StageErased
+	if err := privacy.Write(context.Background(), w.conn, time.Now(), e); err != nil {
+		t.Fatal(err)
+	}
+	e.Stage = privacy.StagePending
+	if err := privacy.Write(context.Background(), w.conn, time.Now().Add(time.Hour), e); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.get(e); got.Stage != privacy.StageErased || got.Status() != privacy.StatusRunning {
+		t.Fatalf("stage %s after a late pending write, want erased", got.Stage)
+	}
+}

@@ -1,0 +1,146 @@
+package rollup
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/privacy"
+)
+
+// Erasures and the consumer (privacy/README.md). Before each INSERT the consumer
+// registers it with the privacy fence, which tells it the identities generation and
+// the pixels held for a rollup rebuild:
+//
+//   - rows of a held pixel must not be inserted now: the consumer ends the
+//     registration and retries the flush shortly (heldRetry), without polling;
+//   - rows carrying an erased identity, received at or before the erasure was
+//     requested (or at any time, when it suppresses), lose the identity before the
+//     INSERT is sent: events still in flight when the erasure was requested.
+//
+// The registration ends once the INSERT is known to be over: after it succeeded, or
+// after the server no longer runs a failed one (flushRows' unsure path). The erasure
+// worker waits for every registration older than its change, so an INSERT either saw
+// the change or is finished before the worker acts.
+
+// errHeld: a flush held rows of a pixel whose rollups are being rebuilt.
+var errHeld = errors.New("rollup: a pixel of this flush is held for a rollup rebuild")
+
+// heldRetry is how soon a held flush is tried again.
+const heldRetry = 200 * time.Millisecond
+
+// gate is the consumer's side of the privacy fence (nil without Redis).
+type gate struct {
+	fence *privacy.Fence
+	reg   *privacy.Registry
+	lease time.Duration
+	open  []string // registered INSERT query ids not yet ended
+
+	erased prometheus.Counter
+	held   prometheus.Counter
+}
+
+func newGate(cfg Config) *gate {
+	if cfg.Redis == nil {
+		return nil
+	}
+	reg := cfg.Registerer
+	if reg == nil {
+		reg = prometheus.DefaultRegisterer
+	}
+	return &gate{
+		fence: privacy.NewFence(cfg.Redis, cfg.ClickHouse.Database),
+		reg:   privacy.NewRegistry(cfg.Redis),
+		lease: 2 * cfg.InsertTimeout,
+		erased: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_rollup_erased_identities_total",
+			Help: "Events whose identity the consumer cleared before inserting them (erased while in flight, or suppressed)."})),
+		held: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_rollup_held_flushes_total",
+			Help: "Flushes put back because a pixel in them was held for a rollup rebuild after an erasure."})),
+	}
+}
+
+// beginInsert registers the INSERT about to be sent as query id and applies what the
+// registration returned to the buffered rows. On errHeld or any error nothing may be
+// sent. mu must be held.
+func (c *consumer) beginInsert(ctx context.Context, id string) error {
+	g := c.gate
+	if g == nil {
+		return nil
+	}
+	v, err := g.fence.Begin(ctx, id, g.lease)
+	if err != nil {
+		return err
+	}
+	g.open = append(g.open, id)
+	if len(v.Held) > 0 && c.sink.AnyPixel(v.Held) {
+		g.held.Inc()
+		c.endInserts(ctx)
+		return errHeld
+	}
+	set, err := g.reg.Load(ctx, v.Generation)
+	if err != nil {
+		c.endInserts(ctx)
+		return err
+	}
+	if set.Len() > 0 {
+		g.erased.Add(float64(c.sink.EraseIdentities(set)))
+	}
+	return nil
+}
+
+// endInserts ends every registration this consumer holds: their INSERTs are over. A
+// failure to reach Redis is harmless (the registrations lapse with their lease).
+func (c *consumer) endInserts(ctx context.Context) {
+	g := c.gate
+	if g == nil || len(g.open) == 0 {
+		return
+	}
+	if err := g.fence.End(context.WithoutCancel(ctx), g.open...); err != nil {
+		c.log.Warn("end insert registration (it lapses with its lease)", "err", err)
+	}
+	g.open = g.open[:0]
+}
+
+// waitHeld schedules the retry of a held flush: soon, without backoff, and without
+// polling meanwhile (the held rows stay buffered).
+func (c *consumer) waitHeld() {
+	c.flushBad = true
+	c.failures = max(c.failures, 1)
+	c.retryAt = time.Now().Add(heldRetry)
+}
+
+// AnyPixel reports whether a buffered row belongs to one of pixels.
+func (s *Sink) AnyPixel(pixels map[uuid.UUID]bool) bool {
+	for _, p := range s.c.pixel {
+		if pixels[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// EraseIdentities clears the email hash of every buffered row whose identity set
+// erases (privacy.Identity.Applies on the row's received_at) and returns how many.
+// The event itself stays, as an event without identity.
+func (s *Sink) EraseIdentities(set *privacy.Set) int {
+	c := &s.c
+	n := 0
+	for i, has := range c.hasEmail {
+		if has == 0 {
+			continue
+		}
+		var email [32]byte
+		copy(email[:], c.email[i*32:i*32+32])
+		id, ok := set.Lookup(c.workspace[i], email)
+		if !ok || !id.Applies(c.received[i].Unix()) {
+			continue
+		}
+		c.hasEmail[i] = 0
+		copy(c.email[i*32:i*32+32], zero32[:])
+		n++
+	}
+	return n
+}

@@ -1,0 +1,161 @@
+package rollup
+
+import (
+	"context"
+	"crypto/sha256"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/api/apitest"
+	"svc/privacy"
+	"svc/schema"
+)
+
+// oneEvent is a batch of one consented event of person at pixel px, received at recv.
+func oneEvent(ws schema.UUID, px byte, person string, recv time.Time) *schema.Batch {
+	b := &schema.Batch{Workspace: ws, ReceivedAt: recv.UnixMilli(), RequestID: "req_erase"}
+	b.Pixel[0], b.Pixel[1] = 0x50, px
+	ev := schema.Event{Name: "purchase", OccurredAt: recv.UnixMilli(), Consent: true, HasEmail: true,
+		EmailSHA: sha256.Sum256([]byte(person))}
+	ev.ID = schema.UUID(uuid.New())
+	b.Events = []schema.Event{ev}
+	return b
+}
+
+// TestConsumerClearsErasedIdentitiesInFlight: an identity erased while its events are
+// still in Kafka loses the identity in the rows the consumer inserts when the event was
+// received up to the request; a later event keeps it; another person is untouched.
+func TestConsumerClearsErasedIdentitiesInFlight(t *testing.T) {
+	w := newWorld(t, 1)
+	rdb := apitest.Redis(t)
+	cfg := w.config("erase-inflight")
+	cfg.Redis = rdb
+	at := time.Now().Add(-time.Minute).Truncate(time.Second)
+	id := privacy.Identity{Workspace: uuid.UUID(w.ws), Email: sha256.Sum256([]byte("gone@example.com")), RequestedAt: at.Unix()}
+	if err := privacy.NewRegistry(rdb).Register(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rdb.HDel(context.Background(), "svc:privacy:{ids}", uuid.UUID(w.ws).String()+":"+hexDigest(id.Email))
+	})
+	rs := []*schema.Batch{
+		oneEvent(w.ws, 1, "gone@example.com", at.Add(-time.Second)), // in flight at the request
+		oneEvent(w.ws, 1, "gone@example.com", at),                   // same second: in scope
+		oneEvent(w.ws, 1, "gone@example.com", at.Add(time.Second)),  // after: kept
+		oneEvent(w.ws, 1, "stays@example.com", at.Add(-time.Second)),
+	}
+	for _, b := range rs {
+		if err := w.prod.ProduceSync(context.Background(), record(b, 0)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.start(cfg)
+	waitCount(t, w, "SELECT count() FROM events", 4)
+	if n := count(t, w, "SELECT count() FROM events WHERE has_email = 1 AND email_sha256 = unhex(?)", hexDigest(id.Email)); n != 1 {
+		t.Fatalf("%d rows carry the erased identity, want 1 (the event received after the request)", n)
+	}
+	if n := count(t, w, "SELECT count() FROM events WHERE has_email = 1"); n != 2 {
+		t.Fatalf("%d rows carry an identity, want 2", n)
+	}
+}
+
+// TestConsumerWaitsForHeldPixels: while a pixel is held for a rollup rebuild the
+// consumer inserts none of its rows (nor anything of the same flush), and inserts them
+// once the hold is released; a registration the worker saw is drained.
+func TestConsumerWaitsForHeldPixels(t *testing.T) {
+	w := newWorld(t, 1)
+	rdb := apitest.Redis(t)
+	cfg := w.config("erase-held")
+	cfg.Redis = rdb
+	fence := privacy.NewFence(rdb, w.ch.Database)
+	var held uuid.UUID
+	held[0], held[1] = 0x50, 7
+	active, err := fence.Hold(context.Background(), []uuid.UUID{held}, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(active) != 0 {
+		t.Fatalf("registered inserts in a fresh database: %v", active)
+	}
+	w.start(cfg)
+	now := time.Now()
+	for _, b := range []*schema.Batch{oneEvent(w.ws, 7, "a@example.com", now), oneEvent(w.ws, 8, "b@example.com", now)} {
+		if err := w.prod.ProduceSync(context.Background(), record(b, 0)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := cfg.Registerer.(*prometheus.Registry)
+	for deadline := time.Now().Add(20 * time.Second); heldFlushes(t, reg) < 2; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the consumer never found its flush held")
+		}
+	}
+	if n := count(t, w, "SELECT count() FROM events"); n != 0 {
+		t.Fatalf("%d rows inserted while their flush held a held pixel", n)
+	}
+	if err := fence.Release(context.Background(), []uuid.UUID{held}); err != nil {
+		t.Fatal(err)
+	}
+	waitCount(t, w, "SELECT count() FROM events", 2)
+	// The consumer deregisters an INSERT right after it returns: give it a moment.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		active, err := fence.Active(context.Background())
+		if err == nil && len(active) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("registrations left 5 s after the inserts: %v %v", active, err)
+		}
+	}
+}
+
+// heldFlushes reads svc_rollup_held_flushes_total.
+func heldFlushes(t *testing.T, reg *prometheus.Registry) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "svc_rollup_held_flushes_total" {
+			return mf.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	return 0
+}
+
+func hexDigest(d [32]byte) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 64)
+	for i, c := range d {
+		out[2*i], out[2*i+1] = digits[c>>4], digits[c&15]
+	}
+	return string(out)
+}
+
+func count(t *testing.T, w *world, q string, args ...any) uint64 {
+	t.Helper()
+	var n uint64
+	if err := w.conn.QueryRow(context.Background(), q, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func waitCount(t *testing.T, w *world, q string, want uint64) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		n := count(t, w, q)
+		if n == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d, want %d", q, n, want)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
