@@ -1,13 +1,16 @@
 package api
 
 import (
+	"context"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/valyala/fasthttp"
 
 	"svc/api/idempotency"
 	"svc/api/limits"
+	"svc/api/problem"
 )
 
 // idemState is an Idempotency-Key request's key, fingerprint and what the gate found.
@@ -77,4 +80,148 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 		idem.outcome, idem.stored = idempotency.OutcomeOf(res[limits.Results:])
 	}
 	return dec, nil
+}
+
+// gate takes one request from the key's windows and, for an Idempotency-Key request,
+// reserves the key, in one Redis round trip (gate.go). A conflicting Idempotency-Key
+// (reuse, in use) spends nothing.
+func (s *Server) gate(r *Request) *problem.Problem {
+	if pre, ok := r.Ctx.UserValue(prechargedKey).(precharged); ok && pre.keyID == r.Key.ID.String() {
+		dec := pre.dec
+		r.Limits, r.charged = &dec, true // the outer request's unit: a 4xx here refunds it
+		return nil
+	}
+	var idem *idemState
+	if r.route.Idempotent {
+		if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 {
+			if len(k) > idempotency.MaxKeyLen {
+				r.Limits = s.peek(r, r.Key)
+				return problem.Invalid("The Idempotency-Key header is too long.",
+					problem.FieldError{Field: "Idempotency-Key", Rule: "max_length", Value: idempotency.MaxKeyLen})
+			}
+			idem = &idemState{key: string(k),
+				fp: idempotency.Fingerprint(string(r.Ctx.Method()), stripVersion(string(r.Ctx.Path())), r.Ctx.PostBody())}
+		}
+	}
+	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
+	dec, err := s.take(r, b, d, idem)
+	if err != nil {
+		s.Deps.Log.Error("rate limiter failed", "request_id", r.ID, "err", err.Error())
+		full := limits.Full(b, d) // the key's own policy; what is left is unknown
+		r.Limits = &full
+		return unavailable("the rate limiter")
+	}
+	r.Limits, r.idem = &dec, idem
+	if dec.Allowed {
+		r.charged = idem == nil || idem.outcome == idempotency.Proceed || idem.outcome == idempotency.Replay
+		return nil
+	}
+	var p *problem.Problem
+	if dec.Denied == "daily" {
+		p = problem.New(problem.QuotaExceeded, "The key's daily quota of %d requests is spent.", d.Quota)
+	} else {
+		p = problem.New(problem.RateLimited, "The key's burst limit of %d requests per %d s is spent.", b.Quota, b.Seconds)
+	}
+	p.RetryAfter = max(1, dec.RetryAfter)
+	return p
+}
+
+// Precharge marks ctx, an in-process request a handler dispatches through Handle on
+// behalf of its own request r (the MCP endpoint's tool calls), as already counted: when
+// ctx authenticates as r's key, the limiter is not asked again and r's decision stands
+// (a 4xx answer still refunds, as for any request). Everything else (authentication,
+// version, scope, problem documents) applies as usual. Only code in this process can
+// set a user value, so no client can claim it.
+func Precharge(ctx *fasthttp.RequestCtx, r *Request) {
+	if r.Key != nil && r.Limits != nil {
+		ctx.SetUserValue(prechargedKey, precharged{keyID: r.Key.ID.String(), dec: *r.Limits})
+	}
+}
+
+const prechargedKey = "svc.precharged"
+
+type precharged struct {
+	keyID string
+	dec   limits.Decision
+}
+
+// refundIfRejected gives back the quota of a request answered with a 4xx.
+func (s *Server) refundIfRejected(r *Request) {
+	st := r.Ctx.Response.StatusCode()
+	if r.Limits == nil || !r.charged || st < 400 || st >= 500 {
+		return
+	}
+	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
+	dec, err := s.Deps.Limits.Refund(r.Context(), r.Key.ID.String(), b, d)
+	if err != nil {
+		s.Deps.Log.Warn("quota refund failed", "request_id", r.ID, "err", err.Error())
+		return
+	}
+	dec.Allowed = true
+	r.Limits = &dec
+	s.rateHeaders(r.Ctx, r.Limits)
+}
+
+// idempotent runs an Idempotency-Key request whose key the gate looked up: replay,
+// conflict, or run and store.
+func (s *Server) idempotent(r *Request) {
+	kid, in := r.Key.ID.String(), r.idem
+	switch in.outcome {
+	case idempotency.Reuse:
+		s.writeProblem(r.Ctx, r.ID, r.Limits, problem.New(problem.IdempotencyKeyReuse, "This Idempotency-Key was used with a different request."))
+		return
+	case idempotency.InUse:
+		p := problem.New(problem.IdempotencyKeyInUse, "A request with this Idempotency-Key is still running.")
+		p.RetryAfter = 1
+		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
+		return
+	case idempotency.Replay:
+		r.Raw(in.stored.Status, in.stored.ContentType, in.stored.Body)
+		r.Ctx.Response.Header.Set("Idempotent-Replayed", "true")
+		s.finish(r, nil)
+		s.refundIfRejected(r)
+		return
+	}
+	s.finish(r, r.route.Handle(r))
+	st := r.Ctx.Response.StatusCode()
+	if st >= 500 && r.pending != nil {
+		go s.settle(kid, in.key, in.fp, r.pending, r.ID)
+		return
+	}
+	if st >= 500 || st == fasthttp.StatusTooManyRequests {
+		if err := s.Deps.Idem.Release(r.Context(), kid, in.key, in.fp, r.ID); err != nil {
+			s.Deps.Log.Warn("idempotency release failed", "request_id", r.ID, "err", err.Error())
+		}
+		return
+	}
+	// Recorded before the answer, so that a repeat sent after it always replays. If this
+	// process dies between Kafka's acknowledgement and here, a repeat takes the
+	// reservation over after the route's TakeoverAfter (else it lapses after PendingTTL)
+	// and runs again: the consumer drops that second copy of an event batch by its batch
+	// id.
+	start := time.Now()
+	err := s.Deps.Idem.Complete(r.Context(), kid, in.key, in.fp, idempotency.Stored{Status: st,
+		ContentType: string(r.Ctx.Response.Header.ContentType()), Body: r.Ctx.Response.Body()})
+	s.Deps.Metrics.RedisStore.Observe(time.Since(start).Seconds())
+	if err != nil {
+		s.Deps.Log.Error("idempotency completion failed", "request_id", r.ID, "err", err.Error())
+	}
+	s.refundIfRejected(r)
+}
+
+// settle decides an ambiguous idempotent request (reqID, the reservation's owner) once its
+// outcome is known.
+func (s *Server) settle(kid, key, fp string, wait func() (idempotency.Stored, bool), reqID string) {
+	st, ok := wait()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var err error
+	if ok {
+		err = s.Deps.Idem.Complete(ctx, kid, key, fp, st)
+	} else {
+		err = s.Deps.Idem.Release(ctx, kid, key, fp, reqID)
+	}
+	if err != nil {
+		s.Deps.Log.Error("idempotency settle failed", "request_id", reqID, "err", err.Error())
+	}
 }

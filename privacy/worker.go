@@ -5,76 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sort"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"svc/lib/settings"
 	"svc/schema"
 )
-
-// Config of the privacy worker (SVC_PRIVACY_*).
-type Config struct {
-	// Poll is how often the worker looks for erasures to run (SVC_PRIVACY_POLL, 2s).
-	Poll time.Duration
-	// Batch is the most erasures run together, with one mutation of events and one
-	// rebuild per rollup table (SVC_PRIVACY_BATCH, 100).
-	Batch int
-	// MutationTimeout bounds the wait for one mutation; past it the run fails and the
-	// next one resumes (SVC_PRIVACY_MUTATION_TIMEOUT, 1h).
-	MutationTimeout time.Duration
-	// HoldLease is how long pixels stay held while their rollups are rebuilt; the
-	// worker extends it before inserting (SVC_PRIVACY_HOLD_LEASE, 5m).
-	HoldLease time.Duration
-	// RetentionInterval is how often raw events past their workspace's retention are
-	// removed (SVC_PRIVACY_RETENTION_INTERVAL, 1h).
-	RetentionInterval time.Duration
-	// KeepIdentities is how long an identity erased without suppression stays in the
-	// pipeline's list (events received before the request may still be in Kafka, which
-	// keeps records 7 days) (SVC_PRIVACY_KEEP_IDENTITIES, 192h).
-	KeepIdentities time.Duration
-}
-
-// ConfigFromEnv reads the SVC_PRIVACY_* variables.
-func ConfigFromEnv(r *settings.Reader) Config {
-	return Config{
-		Poll:              r.Duration("SVC_PRIVACY_POLL"),
-		Batch:             r.Int("SVC_PRIVACY_BATCH"),
-		MutationTimeout:   r.Duration("SVC_PRIVACY_MUTATION_TIMEOUT"),
-		HoldLease:         r.Duration("SVC_PRIVACY_HOLD_LEASE"),
-		RetentionInterval: r.Duration("SVC_PRIVACY_RETENTION_INTERVAL"),
-		KeepIdentities:    r.Duration("SVC_PRIVACY_KEEP_IDENTITIES"),
-	}
-}
-
-// Validate reports a configuration that cannot work.
-func (c Config) Validate() error {
-	var errs []error
-	if c.Poll < 10*time.Millisecond || c.Poll > time.Hour {
-		errs = append(errs, fmt.Errorf("SVC_PRIVACY_POLL %v: want 10ms..1h", c.Poll))
-	}
-	if c.Batch < 1 || c.Batch > 1000 {
-		errs = append(errs, fmt.Errorf("SVC_PRIVACY_BATCH %d: want 1..1000", c.Batch))
-	}
-	if c.MutationTimeout < time.Second {
-		errs = append(errs, fmt.Errorf("SVC_PRIVACY_MUTATION_TIMEOUT %v: want at least 1s", c.MutationTimeout))
-	}
-	if c.HoldLease < 10*time.Second {
-		errs = append(errs, fmt.Errorf("SVC_PRIVACY_HOLD_LEASE %v: want at least 10s", c.HoldLease))
-	}
-	if c.RetentionInterval < time.Second {
-		errs = append(errs, fmt.Errorf("SVC_PRIVACY_RETENTION_INTERVAL %v: want at least 1s", c.RetentionInterval))
-	}
-	if c.KeepIdentities < 7*24*time.Hour {
-		errs = append(errs, fmt.Errorf("SVC_PRIVACY_KEEP_IDENTITIES %v: want at least 168h (Kafka's retention)", c.KeepIdentities))
-	}
-	return errors.Join(errs...)
-}
 
 // Worker runs erasures and raw-event retention for one database. Any number of
 // processes may run one: a lease in Redis lets one of them work at a time, which also
@@ -330,113 +269,6 @@ func (w *Worker) affected(ctx context.Context, sc scope) (map[scopeKey]*affected
 	return out, total, rows.Err()
 }
 
-// rebuildRollups rebuilds every rollup table's rows of the erasures' recorded days
-// from the (erased) events, then records them recomputed.
-func (w *Worker) rebuildRollups(ctx context.Context, es []*Erasure) error {
-	if len(es) == 0 {
-		return nil
-	}
-	seen := map[slice]bool{}
-	var ss []slice
-	for _, e := range es {
-		for _, d := range e.Days {
-			s := slice{e.Workspace, e.Sandbox, d.Pixel, d.Date}
-			if !seen[s] {
-				seen[s] = true
-				ss = append(ss, s)
-			}
-		}
-	}
-	if len(ss) > 0 {
-		if err := w.rebuild(ctx, ss); err != nil {
-			return err
-		}
-	}
-	for _, e := range es {
-		e.Stage, e.LastError = StageRecomputed, ""
-	}
-	return Write(ctx, w.Conn, w.Now(), es...)
-}
-
-// rebuild replaces the rows of slices in every rollup table with rows aggregated
-// afresh from events.
-//
-// The race with the consumer: a rollup row of a slice comes from the materialized
-// view of the INSERT that carried its events. Deleting a slice's rows and inserting
-// them again from events is exact only if no INSERT of that pixel lands in between
-// (its rows would be counted twice, or lost if it landed before the delete but after
-// the read). So the pixels are held first (Fence.Hold): a consumer INSERT that
-// registers after the hold sees it and waits; the ones registered before are drained.
-// With no INSERT of these pixels possible, the delete and the re-insert are exact. The
-// hold is a lease: before inserting, the worker extends it, and if it had lapsed (a
-// stalled delete) it starts over, since rows may have arrived meanwhile.
-func (w *Worker) rebuild(ctx context.Context, ss []slice) error {
-	pixels := distinctPixels(ss)
-	start := time.Now()
-	defer func() {
-		_ = w.Fence.Release(context.WithoutCancel(ctx), pixels)
-		w.Log.Info("rollups rebuilt", "pixel_days", len(ss), "pixels", len(pixels), "held_ms", time.Since(start).Milliseconds())
-	}()
-	for {
-		active, err := w.Fence.Hold(ctx, pixels, w.Config.HoldLease)
-		if err != nil {
-			return err
-		}
-		if err := w.Fence.Drain(ctx, w.Conn, active); err != nil {
-			return err
-		}
-		if err := w.deleteSlices(ctx, ss); err != nil {
-			return err
-		}
-		held, err := w.Fence.Extend(ctx, pixels, w.Config.HoldLease)
-		if err != nil {
-			return err
-		}
-		if !held {
-			w.Log.Warn("privacy: a hold lapsed while deleting rollup rows; deleting again", "pixels", len(pixels))
-			continue
-		}
-		return w.insertSlices(ctx, ss)
-	}
-}
-
-func (w *Worker) deleteSlices(ctx context.Context, ss []slice) error {
-	mctx, cancel := context.WithTimeout(ctx, w.Config.MutationTimeout)
-	defer cancel()
-	for _, t := range w.Tables {
-		cond := slicesCond(ss, t.Day)
-		if err := w.tgt.mutate(mctx, w.Conn, mutation{table: t.Name, alter: w.tgt.alter(t.Name) + " DELETE WHERE " + cond,
-			remaining: "SELECT count() FROM " + w.tgt.table(t.Name) + " WHERE " + cond}, w.pollEvery(), true); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (w *Worker) insertSlices(ctx context.Context, ss []slice) error {
-	ictx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_distributed_sync": 1}))
-	for _, t := range w.Tables {
-		q := t.RebuildSQL(w.tgt.db, slicesCond(ss, "event_date"))
-		if err := w.Conn.Exec(ictx, q); err != nil {
-			return fmt.Errorf("privacy: rebuild %s: %w", t.Name, err)
-		}
-	}
-	return nil
-}
-
-func distinctPixels(ss []slice) []uuid.UUID {
-	seen := map[uuid.UUID]bool{}
-	var out []uuid.UUID
-	for _, s := range ss {
-		if !seen[s.pixel] {
-			seen[s.pixel] = true
-			out = append(out, s.pixel)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out
-}
-
 // complete announces each erasure (Completed) and records the announced ones completed
 // (one INSERT). An erasure whose announcement failed stays recomputed and is announced
 // again by the next run (its event id is stable: receivers see one event).
@@ -464,88 +296,4 @@ func (w *Worker) complete(ctx context.Context, es []*Erasure) error {
 		w.Log.Info("erasure completed", "erasure_id", e.ID.String(), "events_affected", e.EventsAffected, "days", len(e.Days))
 	}
 	return failed
-}
-
-// retentionIfDue removes raw events past their workspace's retention, at most once
-// per RetentionInterval across every process of the database, and prunes identities
-// no event in flight can carry any more.
-func (w *Worker) retentionIfDue(ctx context.Context) error {
-	ok, err := w.Redis.SetNX(ctx, w.retainKey, "1", w.Config.RetentionInterval).Result()
-	if err != nil || !ok {
-		return err
-	}
-	_, perr := w.Registry.Prune(ctx, w.Now(), w.Config.KeepIdentities)
-	_, rerr := w.ApplyRetention(ctx)
-	if err := errors.Join(perr, rerr); err != nil {
-		_ = w.Redis.Del(context.WithoutCancel(ctx), w.retainKey).Err() // due again at the next poll
-		return err
-	}
-	return nil
-}
-
-// ApplyRetention removes every workspace's raw events older than its retention (whole
-// UTC days before Cutoff) with one mutation and returns how many it removed. Rollups
-// are not touched: they keep every day.
-func (w *Worker) ApplyRetention(ctx context.Context) (uint64, error) {
-	settings, err := NewRetention(w.Redis).All(ctx)
-	if err != nil || len(settings) == 0 {
-		return 0, err
-	}
-	cond := retentionCond(settings, w.Now())
-	n, err := count(ctx, w.Conn, "SELECT count() FROM "+w.tgt.table("events")+" WHERE "+cond)
-	if err != nil || n == 0 {
-		return 0, err
-	}
-	mctx, cancel := context.WithTimeout(ctx, w.Config.MutationTimeout)
-	defer cancel()
-	if err := w.tgt.mutate(mctx, w.Conn, mutation{table: "events", alter: w.tgt.alter("events") + " DELETE WHERE " + cond,
-		remaining: "SELECT count() FROM " + w.tgt.table("events") + " WHERE " + cond}, w.pollEvery(), true); err != nil {
-		return 0, err
-	}
-	w.m.retention.Add(float64(n))
-	w.Log.Info("raw-event retention applied", "rows_deleted", n, "workspaces", len(settings))
-	return n, nil
-}
-
-// lockScripts renew and release the worker lease only for its holder.
-var (
-	renewScript  = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0`)
-	unlockScript = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
-)
-
-// lockLease is the worker lease; it is renewed every third of it while the worker runs.
-const lockLease = 30 * time.Second
-
-// lock takes the worker lease. The returned context ends when the lease is lost.
-func (w *Worker) lock(ctx context.Context) (context.Context, func(), bool) {
-	token := uuid.NewString()
-	ok, err := w.Redis.SetNX(ctx, w.lockKey, token, lockLease).Result()
-	if err != nil || !ok {
-		return ctx, nil, false
-	}
-	lctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(lockLease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-lctx.Done():
-				return
-			case <-t.C:
-				n, err := renewScript.Run(lctx, w.Redis, []string{w.lockKey}, token, lockLease.Milliseconds()).Int()
-				if err == nil && n == 0 {
-					w.Log.Warn("privacy: worker lease lost; stopping this run")
-					cancel()
-					return
-				}
-			}
-		}
-	}()
-	return lctx, func() {
-		cancel()
-		<-done
-		_ = unlockScript.Run(context.WithoutCancel(ctx), w.Redis, []string{w.lockKey}, token).Err()
-	}, true
 }

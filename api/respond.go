@@ -1,0 +1,82 @@
+package api
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/valyala/fasthttp"
+
+	"svc/api/limits"
+	"svc/api/problem"
+)
+
+func unavailable(what string) *problem.Problem {
+	p := problem.New(problem.ServiceUnavailable, "%s is unavailable; nothing was changed.", what)
+	p.RetryAfter = 1
+	return p
+}
+
+// Unavailable returns a 503 service_unavailable problem naming the dependency.
+func Unavailable(what string, retryAfter int) *problem.Problem {
+	p := unavailable(what)
+	p.RetryAfter = max(1, retryAfter)
+	return p
+}
+
+// writeProblem writes p as the response.
+func (s *Server) writeProblem(ctx *fasthttp.RequestCtx, reqID string, dec *limits.Decision, p *problem.Problem) {
+	p.Finish(s.Config.DocsURL(), reqID)
+	b, _ := json.Marshal(p)
+	ctx.SetStatusCode(p.Status)
+	ctx.SetContentType("application/problem+json")
+	ctx.SetBody(b)
+	if p.RetryAfter > 0 {
+		ctx.Response.Header.Set("Retry-After", strconv.Itoa(p.RetryAfter))
+	}
+	if len(p.Allow) > 0 {
+		ctx.Response.Header.Set("Allow", strings.Join(p.Allow, ", "))
+	}
+	ctx.SetUserValue(problemCodeKey, string(p.Code))
+	s.commonHeaders(ctx, reqID, dec)
+}
+
+const problemCodeKey = "svc.problem"
+
+// commonHeaders sets Request-Id and the rate-limit headers every response carries.
+func (s *Server) commonHeaders(ctx *fasthttp.RequestCtx, reqID string, dec *limits.Decision) {
+	ctx.Response.Header.Set("Request-Id", reqID)
+	if dec == nil {
+		dec = &s.noKey
+	}
+	s.rateHeaders(ctx, dec)
+}
+
+func (s *Server) rateHeaders(ctx *fasthttp.RequestCtx, dec *limits.Decision) {
+	h := &ctx.Response.Header
+	h.Set("RateLimit-Policy", limits.Policy(dec.Burst.Window, dec.Daily.Window))
+	c := dec.Closest()
+	if !dec.Allowed && dec.Denied != "" {
+		c = dec.Burst
+		if dec.Denied == "daily" {
+			c = dec.Daily
+		}
+	}
+	h.Set("RateLimit-Limit", strconv.Itoa(c.Quota))
+	h.Set("RateLimit-Remaining", strconv.Itoa(c.Remaining))
+	h.Set("RateLimit-Reset", strconv.Itoa(c.Reset))
+	h.Set("RateLimit", limits.Draft(dec))
+}
+
+func (s *Server) observe(ctx *fasthttp.RequestCtx, route string, start time.Time) {
+	if s.Deps.Metrics == nil {
+		return
+	}
+	code, _ := ctx.UserValue(problemCodeKey).(string)
+	if code == "" {
+		code = strconv.Itoa(ctx.Response.StatusCode())
+	}
+	s.Deps.Metrics.Requests.WithLabelValues(route, code).Inc()
+	s.Deps.Metrics.Duration.WithLabelValues(route).Observe(time.Since(start).Seconds())
+}

@@ -1,0 +1,215 @@
+package ingest
+
+import (
+	"strconv"
+
+	"svc/schema"
+)
+
+// optional reads the kind of an optional member's value: true when it is want (the
+// caller reads it); false after skipping a null (as if absent) or a value of another
+// kind, rejected with rule type_<want> and the raw value (or withheld when echo is false).
+func (p *Parser) optional(b *Batch, st *eventState, idx int, field string, want kind, echo bool) bool {
+	s := &p.sc
+	from := s.i
+	switch k := s.kind(); k {
+	case want:
+		return true
+	case kNull:
+		s.skip(0)
+		return false
+	}
+	s.skip(0)
+	value := "(withheld: contact details are never echoed)"
+	if echo {
+		value = s.raw(from)
+	}
+	p.reject(b, st, idx, field, "type_"+want.String(), value)
+	return false
+}
+
+func (p *Parser) value(b *Batch, st *eventState, idx int, e *schema.Event) {
+	s := &p.sc
+	from := s.i
+	if !p.optional(b, st, idx, "value", kNumber, true) {
+		return
+	}
+	v, rule := parseDecimal(s.number())
+	if rule != "" {
+		p.reject(b, st, idx, "value", rule, s.raw(from))
+		return
+	}
+	e.HasValue, e.Value = true, v
+}
+
+// parseDecimal turns a JSON number into an integer count of 1/10^4, exactly. It refuses
+// (rule max_decimals) more than four significant decimals and (rule range) a magnitude
+// Decimal(18,4) cannot hold.
+func parseDecimal(t []byte) (int64, string) {
+	neg := false
+	if len(t) > 0 && t[0] == '-' {
+		neg, t = true, t[1:]
+	}
+	var mant []byte
+	exp := 0
+	i := 0
+	for i < len(t) && t[i] >= '0' && t[i] <= '9' {
+		i++
+	}
+	intPart := t[:i]
+	var frac []byte
+	if i < len(t) && t[i] == '.' {
+		j := i + 1
+		for j < len(t) && t[j] >= '0' && t[j] <= '9' {
+			j++
+		}
+		frac, i = t[i+1:j], j
+	}
+	if i < len(t) && (t[i] == 'e' || t[i] == 'E') {
+		e, err := strconv.Atoi(string(t[i+1:]))
+		if err != nil || e > 40 || e < -40 {
+			return 0, "range"
+		}
+		exp = e
+	}
+	// value = (intPart.frac) × 10^exp; scaled = digits × 10^(exp - len(frac) + 4)
+	var buf [64]byte
+	mant = append(append(buf[:0], intPart...), frac...)
+	shift := exp - len(frac) + 4
+	for shift < 0 && len(mant) > 0 && mant[len(mant)-1] == '0' {
+		mant, shift = mant[:len(mant)-1], shift+1
+	}
+	if shift < 0 {
+		return 0, "max_decimals"
+	}
+	const limit = MaxValue*10000 + 9999 // Decimal(18,4)'s largest magnitude
+	var n int64
+	for _, c := range mant {
+		d := int64(c - '0')
+		if n > (limit-d)/10 {
+			return 0, "range"
+		}
+		n = n*10 + d
+	}
+	for ; shift > 0; shift-- {
+		if n > limit/10 {
+			return 0, "range"
+		}
+		n *= 10
+	}
+	if neg {
+		n = -n
+	}
+	return n, ""
+}
+
+func (p *Parser) currency(b *Batch, st *eventState, idx int, e *schema.Event) {
+	s := &p.sc
+	if !p.optional(b, st, idx, "currency", kString, true) {
+		return
+	}
+	v := s.str()
+	if len(v) != 3 || !upper(v[0]) || !upper(v[1]) || !upper(v[2]) {
+		p.reject(b, st, idx, "currency", "iso4217", string(v))
+		return
+	}
+	st.currency = true
+	copy(e.Currency[:], v)
+}
+
+func upper(c byte) bool { return c >= 'A' && c <= 'Z' }
+
+func (p *Parser) consent(b *Batch, st *eventState, idx int, e *schema.Event) {
+	s := &p.sc
+	from := s.i
+	if s.kind() != kObject {
+		s.skip(0)
+		p.reject(b, st, idx, "consent", "type_object", s.raw(from))
+		return
+	}
+	if !s.objectStart() {
+		return
+	}
+	for {
+		name := s.member()
+		if string(name) == "measurement" {
+			from := s.i
+			if s.kind() == kBool {
+				st.measurement = true
+				e.Consent = s.boolean()
+			} else {
+				s.skip(0)
+				p.reject(b, st, idx, "consent.measurement", "type_boolean", s.raw(from))
+			}
+		} else {
+			s.skip(0)
+		}
+		if !s.next('}') {
+			return
+		}
+	}
+}
+
+func (p *Parser) identity(b *Batch, st *eventState, idx int, e *schema.Event) {
+	s := &p.sc
+	if !p.optional(b, st, idx, "identity", kObject, false) || !s.objectStart() {
+		return
+	}
+	for {
+		name := s.member()
+		if string(name) == "email" {
+			p.email(b, st, idx, e)
+		} else {
+			s.skip(0)
+		}
+		if !s.next('}') {
+			return
+		}
+	}
+}
+
+// email validates a normalised address and keeps only its SHA-256. Rejections never echo
+// the address: errors[].value says what is wrong with it instead.
+func (p *Parser) email(b *Batch, st *eventState, idx int, e *schema.Event) {
+	s := &p.sc
+	if !p.optional(b, st, idx, "identity.email", kString, false) {
+		return
+	}
+	digest, rule := EmailDigest(s.str())
+	if rule != "" {
+		p.reject(b, st, idx, "identity.email", rule, "(withheld: contact details are never echoed)")
+		return
+	}
+	e.HasEmail = true
+	e.EmailSHA = digest
+}
+
+// emailRule returns "" for a trimmed, lowercased address of plausible shape.
+func emailRule(v []byte) string {
+	if len(v) == 0 || len(v) > MaxEmailLen {
+		return "email"
+	}
+	at := -1
+	for i, c := range v {
+		switch {
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+			if i == 0 || i == len(v)-1 {
+				return "normalised"
+			}
+			return "email"
+		case c >= 'A' && c <= 'Z':
+			return "normalised"
+		case c == '@':
+			if at >= 0 {
+				return "email"
+			}
+			at = i
+		case c < 0x20:
+			return "email"
+		}
+	}
+	if at <= 0 || at == len(v)-1 {
+		return "email"
+	}
+	return ""
+}

@@ -1,0 +1,250 @@
+package rollup
+
+import (
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// flush produces pending dead letters, inserts buffered rows (one INSERT) and commits
+// the offsets of everything handled. mu must be held. On error nothing is committed
+// and the state is kept for a retry.
+func (c *consumer) flush(ctx context.Context) error {
+	if err := c.flushDeadLetters(ctx); err != nil {
+		return err
+	}
+	if err := c.flushRows(ctx); err != nil {
+		return err
+	}
+	c.commitHandled(ctx)
+	c.first, c.failures, c.retryAt, c.flushBad = time.Time{}, 0, time.Time{}, false
+	return nil
+}
+
+func cmpOr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+func (c *consumer) flushRows(ctx context.Context) error {
+	// ClickHouse work is not cut short by SIGTERM (ctx): an INSERT abandoned mid-way
+	// can still land after we looked. Each step is bounded by InsertTimeout instead.
+	ctx = context.WithoutCancel(ctx)
+	if c.unsure && c.sink.Len() > 0 {
+		// The previous INSERT failed but may have landed, or may still be running on the
+		// server: wait until the server no longer runs it, then keep only what is not
+		// stored.
+		if err := waitQueryGone(ctx, c.rb, c.lastID, c.cfg.InsertTimeout); err != nil {
+			return err
+		}
+		c.endInserts(ctx)
+		parts := c.sink.Partitions()
+		keys := make([]int32, 0, len(parts))
+		for p := range parts {
+			keys = append(keys, p)
+		}
+		if err := c.readStored(ctx, keys); err != nil {
+			return err
+		}
+		c.sink.Drop(func(p int32, o int64) bool { return o <= c.stored[p] })
+		c.unsure = false
+	}
+	n := c.sink.Len()
+	if n == 0 {
+		return nil
+	}
+	parts := c.sink.Partitions()
+	c.lastID = newQueryID()
+	ictx, cancel := context.WithTimeout(clickhouse.Context(ctx, clickhouse.WithQueryID(c.lastID), clickhouse.WithSettings(insertSettings)), c.cfg.InsertTimeout)
+	defer cancel()
+	if err := c.beginInsert(ctx, c.lastID); err != nil {
+		return err
+	}
+	start := time.Now()
+	if err := c.sink.Flush(ictx, start); err != nil {
+		c.unsure = true
+		return err
+	}
+	c.endInserts(ctx)
+	done := time.Now()
+	c.m.flushDuration.Observe(done.Sub(start).Seconds())
+	c.m.batchRows.Observe(float64(n))
+	c.m.rowsInserted.Add(float64(n))
+	recv, occ := c.m.eventAge.WithLabelValues("received"), c.m.eventAge.WithLabelValues("occurred")
+	c.sink.EachAge(done, func(r, o time.Duration) { recv.Observe(r.Seconds()); occ.Observe(o.Seconds()) })
+	c.sink.Reset()
+	for p, o := range parts {
+		c.stored[p] = max(c.stored[p], o)
+	}
+	if c.cfg.testAfterInsert != nil {
+		if err := c.cfg.testAfterInsert(); err != nil {
+			return fmt.Errorf("%w: %v", errKilled, err)
+		}
+	}
+	return nil
+}
+
+// insertSettings apply to every INSERT. insert_distributed_sync makes an INSERT into a
+// Distributed table (clustered schema) return only once every shard has its rows.
+var insertSettings = clickhouse.Settings{"insert_distributed_sync": 1}
+
+func newQueryID() string {
+	var b [16]byte
+	for i := range b {
+		b[i] = byte(rand.Uint32())
+	}
+	return "svc-rollup-" + hex.EncodeToString(b[:])
+}
+
+// waitQueryGone waits until no server runs query id (nor a part of it, on a shard of
+// the cluster): from then on, an INSERT whose outcome was unknown has either landed or
+// never will. It must see the query absent twice, 100ms apart, so that a query still
+// queued in the socket is not missed. It fails if the server cannot be asked or the
+// query outlives timeout.
+func waitQueryGone(ctx context.Context, rb readBack, id string, timeout time.Duration) error {
+	if id == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	absent := 0
+	for absent < 2 {
+		running, err := rb.runningInserts(ctx)
+		if err != nil {
+			return fmt.Errorf("check whether the failed INSERT still runs: %w", err)
+		}
+		if !slices.Contains(running, id) {
+			absent++
+		} else {
+			absent = 0
+		}
+		if absent < 2 && !sleep(ctx, 100*time.Millisecond) {
+			return fmt.Errorf("failed INSERT %s still running after %v", id, timeout)
+		}
+	}
+	return nil
+}
+
+// waitRunningInserts waits until every rollup INSERT that the server runs now has
+// finished: one may belong to a consumer that was killed (SIGKILL, lost session) while
+// its INSERT was in flight, and it must land or fail before its partition's stored
+// offset is read back. Inserts that start later are not waited for.
+func waitRunningInserts(ctx context.Context, rb readBack) error {
+	running, err := rb.runningInserts(ctx)
+	if err != nil {
+		return fmt.Errorf("list running inserts: %w", err)
+	}
+	for len(running) > 0 {
+		if !sleep(ctx, 20*time.Millisecond) {
+			return fmt.Errorf("%d rollup inserts still running: %w", len(running), ctx.Err())
+		}
+		now, err := rb.runningInserts(ctx)
+		if err != nil {
+			return fmt.Errorf("list running inserts: %w", err)
+		}
+		still := map[string]bool{}
+		for _, id := range now {
+			still[id] = true
+		}
+		keep := running[:0]
+		for _, id := range running {
+			if still[id] {
+				keep = append(keep, id)
+			}
+		}
+		running = keep
+	}
+	return nil
+}
+
+func queryStrings(ctx context.Context, conn driver.Conn, q string) ([]string, error) {
+	rows, err := conn.Query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, rows.Err()
+}
+
+// commitHandled commits the offsets after every handled record. A failed commit is
+// counted and logged, not retried: the rows are stored, and whoever consumes the
+// partition next skips them after reading the stored offsets back.
+func (c *consumer) commitHandled(ctx context.Context) {
+	if len(c.commit) == 0 {
+		return
+	}
+	offsets := map[string]map[int32]kgo.EpochOffset{c.cfg.Topic: c.commit}
+	c.commit = map[int32]kgo.EpochOffset{}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.cfg.InsertTimeout)
+	defer cancel()
+	c.cl.CommitOffsetsSync(cctx, offsets, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err == nil && resp != nil {
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					if p.ErrorCode != 0 && err == nil {
+						err = fmt.Errorf("partition %d: error code %d", p.Partition, p.ErrorCode)
+					}
+				}
+			}
+		}
+		if err != nil {
+			c.m.commitErrors.Inc()
+			c.log.Warn("commit offsets", "err", err)
+		}
+	})
+}
+
+// fail records a failed step and schedules the retry with exponential backoff and
+// jitter. While failing, the consumer does not poll.
+func (c *consumer) fail(err error) {
+	if errors.Is(err, errHeld) {
+		c.waitHeld()
+		return
+	}
+	c.failures++
+	d := c.cfg.RetryMin << min(c.failures-1, 20)
+	if d > c.cfg.RetryMax || d <= 0 {
+		d = c.cfg.RetryMax
+	}
+	d = d/2 + rand.N(d/2+1)
+	c.retryAt = time.Now().Add(d)
+	c.m.insertErrors.Inc()
+	if c.failures&(c.failures-1) == 0 { // log attempts 1, 2, 4, 8, ...
+		c.log.Warn("flush failed; retrying", "attempt", c.failures, "in", d.Round(time.Millisecond).String(), "err", err)
+	}
+}
+
+// flushUntil retries flush until it succeeds or deadline passes. mu must be held.
+func (c *consumer) flushUntil(deadline time.Time) error {
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	for {
+		err := c.flush(ctx)
+		if err == nil || errors.Is(err, errKilled) {
+			return err
+		}
+		c.fail(err)
+		if !sleep(ctx, time.Until(c.retryAt)) {
+			return err
+		}
+	}
+}
