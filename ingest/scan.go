@@ -43,6 +43,9 @@ func (s *scanner) ws() {
 
 // peek returns the next non-space byte (0 at the end).
 func (s *scanner) peek() byte {
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return s.b[s.i] // the common case: no whitespace between tokens
+	}
 	s.ws()
 	if s.i >= len(s.b) {
 		return 0
