@@ -62,6 +62,7 @@ var procNames = map[string]string{
 	"clickhouse":      "clickhouse",
 	"redis-server":    "redis",
 	"svc":             "svc",
+	"vegeta":          "vegeta",
 }
 
 const clkTck = 100 // USER_HZ on Linux
