@@ -207,6 +207,18 @@ func cpuBetween(a, b cpuSnapshot) *CPU {
 	return c
 }
 
+// addChild adds a child process that started and ended between the snapshots (so
+// cpuBetween counted it as "other"): cpu is its whole CPU time, over the span of c's
+// snapshots, dt seconds.
+func (c *CPU) addChild(name string, cpu time.Duration, dt float64) {
+	if c == nil || dt <= 0 {
+		return
+	}
+	d := cpu.Seconds() / dt
+	c.Procs[name] = round(c.Procs[name]+d, 2)
+	c.Procs["other"] = round(max(0, c.Procs["other"]-d), 2)
+}
+
 // Sampler samples the target's Prometheus /metrics every Every until stopped.
 type Sampler struct {
 	URL   string

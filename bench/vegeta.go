@@ -85,7 +85,7 @@ func vegetaMain(ctx context.Context, args []string) error {
 	cpu0 := readCPU()
 	sampler := StartSampler(f.metrics, f.sample, time.Now())
 	fmt.Fprintf(os.Stderr, "[vegeta] %s attack: %d requests at %.0f/s\n", bin, total, f.rate)
-	err = va.run(ctx, func(w io.Writer) error {
+	child, err := va.run(ctx, func(w io.Writer) error {
 		return writeTargets(w, total, plan, f.target+"/events", auth, paths)
 	})
 	cpu1 := readCPU()
@@ -93,6 +93,8 @@ func vegetaMain(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
+	cpu := cpuBetween(cpu0, cpu1)
+	cpu.addChild("vegeta", child, cpu1.at.Sub(cpu0.at).Seconds())
 	own, err := va.report(ctx)
 	if err != nil {
 		return err
@@ -100,11 +102,11 @@ func vegetaMain(ctx context.Context, args []string) error {
 	own.Version = moduleVersion(bin)
 	own.Command = "vegeta " + strings.Join(va.args(), " ")
 	rep.External = own
-	rec, elapsed, err := va.recordResults(ctx, f)
+	rec, elapsed, err := va.recordResults(ctx, f, total)
 	if err != nil {
 		return err
 	}
-	finishLoad(rep, &f.common, rec, elapsed, cpuBetween(cpu0, cpu1), samples)
+	finishLoad(rep, &f.common, rec, elapsed, cpu, samples)
 	rep.Notes = append(rep.Notes, "latency from due is vegeta's attack start + seq/rate (its constant pacer); "+
 		"vegeta's own figures (External) are measured from each request's send, like service time")
 	if n := plan.retries(total); n > 0 {
@@ -159,17 +161,17 @@ func (v vegetaAttack) args() []string {
 }
 
 // run runs the attack, feeding it targets from write (which may be cut short when
-// vegeta stops reading).
-func (v vegetaAttack) run(ctx context.Context, write func(io.Writer) error) error {
+// vegeta stops reading), and returns the CPU time vegeta used.
+func (v vegetaAttack) run(ctx context.Context, write func(io.Writer) error) (time.Duration, error) {
 	cmd := exec.CommandContext(ctx, v.bin, v.args()...)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("vegeta attack: %w", err)
+		return 0, fmt.Errorf("vegeta attack: %w", err)
 	}
 	go func() {
 		bw := bufio.NewWriterSize(stdin, 256<<10)
@@ -179,9 +181,9 @@ func (v vegetaAttack) run(ctx context.Context, write func(io.Writer) error) erro
 		stdin.Close()
 	}()
 	if err := cmd.Wait(); err != nil {
-		return fmt.Errorf("vegeta attack: %w: %s", err, tail(stderr.String(), 500))
+		return 0, fmt.Errorf("vegeta attack: %w: %s", err, tail(stderr.String(), 500))
 	}
-	return nil
+	return cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
 }
 
 // report reads vegeta's own summary of the results.
@@ -224,8 +226,10 @@ func parseVegetaReport(b []byte) (*External, error) {
 }
 
 // recordResults reads every request's result (vegeta encode -to=csv) into a Recorder,
-// and returns it with the span from the attack's start to the last answer.
-func (v vegetaAttack) recordResults(ctx context.Context, f *ingestFlags) (*Recorder, time.Duration, error) {
+// and returns it with the span from the attack's start to the last answer. Of the
+// planned requests, those vegeta never sent (it drops a due request it has no free
+// worker for by the end of -duration) count as unsent, as in svc bench.
+func (v vegetaAttack) recordResults(ctx context.Context, f *ingestFlags, planned int64) (*Recorder, time.Duration, error) {
 	cmd := exec.CommandContext(ctx, v.bin, "encode", "-to=csv", v.results)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -242,6 +246,7 @@ func (v vegetaAttack) recordResults(ctx context.Context, f *ingestFlags) (*Recor
 		return nil, 0, err
 	}
 	rec, elapsed := recordVegeta(rows, f.rate, f.late, f.batch)
+	rec.SetUnsent(max(0, planned-int64(len(rows))))
 	return rec, elapsed, nil
 }
 

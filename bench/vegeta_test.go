@@ -149,6 +149,14 @@ func TestRecordVegetaResults(t *testing.T) {
 	}
 }
 
+func TestAddChildCPU(t *testing.T) {
+	c := &CPU{Busy: 1.5, Procs: map[string]float64{"svc (target)": 0.5, "other": 1.0}}
+	c.addChild("vegeta", 1500*time.Millisecond, 2) // 0.75 cores over the 2 s window
+	if c.Procs["vegeta"] != 0.75 || c.Procs["other"] != 0.25 {
+		t.Fatalf("%v", c.Procs)
+	}
+}
+
 func TestCompareWithExternal(t *testing.T) {
 	a := &Report{Title: "svc", Rate: 100, OKRate: 100, Service: Summary{P50: 2, P99: 10}}
 	b := &Report{Title: "vegeta", Rate: 100, External: &External{Tool: "vegeta", Throughput: 99, Latency: Summary{P50: 3, P99: 15}}}
@@ -199,10 +207,14 @@ func TestVegetaAttackEndToEnd(t *testing.T) {
 	plan := newIngestPlan(f, "t", len(paths), 2)
 	va := vegetaAttack{bin: bin, results: filepath.Join(dir, "r.bin"), rate: f.rate, duration: f.duration, timeout: f.timeout, workers: f.workers}
 	ctx := context.Background()
-	if err := va.run(ctx, func(w io.Writer) error {
+	cpu, err := va.run(ctx, func(w io.Writer) error {
 		return writeTargets(w, 60, plan, srv.URL+"/events", []string{"Bearer a", "Bearer b"}, paths)
-	}); err != nil {
+	})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if cpu <= 0 {
+		t.Errorf("vegeta's CPU time %v: want its user+system time", cpu)
 	}
 	x, err := va.report(ctx)
 	if err != nil {
@@ -211,14 +223,14 @@ func TestVegetaAttackEndToEnd(t *testing.T) {
 	if x.Requests != 60 || x.StatusCodes["202"] != 60 || hits.Load() != 60 || withKey.Load() != 60 {
 		t.Fatalf("vegeta report %+v; server saw %d (%d with key, auth and body)", x, hits.Load(), withKey.Load())
 	}
-	rec, elapsed, err := va.recordResults(ctx, f)
+	rec, elapsed, err := va.recordResults(ctx, f, 70) // 10 more planned than vegeta had time for
 	if err != nil {
 		t.Fatal(err)
 	}
 	var rep Report
 	rec.Finish(&rep, elapsed)
 	// 60 requests over bodies of 1, 2, 3 events in turn: 120 events.
-	if rep.Requests.OK != 60 || rep.Events.Accepted != 120 || elapsed < 250*time.Millisecond {
+	if rep.Requests.OK != 60 || rep.Requests.Unsent != 10 || rep.Requests.Scheduled != 70 || rep.Events.Accepted != 120 || elapsed < 250*time.Millisecond {
 		t.Fatalf("requests %+v events %+v elapsed %v", rep.Requests, rep.Events, elapsed)
 	}
 	if v := moduleVersion(bin); !strings.HasPrefix(v, "github.com/tsenart/vegeta/v12@") {
