@@ -52,21 +52,24 @@ type sinkColumns struct {
 	offset                                           proto.ColInt64
 }
 
+// namedColumn is one column of the INSERT: its name, the ClickHouse type its native
+// encoding is (schema/migrations/0001_events.sql), and its buffer.
 type namedColumn struct {
-	name string
-	col  proto.Column
+	name, chType string
+	col          proto.Column
 }
 
 // columns lists c's columns in the order of the INSERT's column list.
 func (c *sinkColumns) columns() []namedColumn {
+	const dt = "DateTime('UTC')"
 	return []namedColumn{
-		{"workspace_id", &c.workspace}, {"pixel_id", &c.pixel}, {"sandbox", &c.sandbox},
-		{"key_id", &c.key}, {"event_id", &c.event}, {"event_name", &c.name},
-		{"occurred_at", &c.occurred}, {"event_date", &c.date}, {"value", &c.value},
-		{"has_value", &c.hasValue}, {"currency", &c.currency}, {"consent", &c.consent},
-		{"has_email", &c.hasEmail}, {"email_sha256", &c.email}, {"request_id", &c.requestID},
-		{"received_at", &c.received}, {"inserted_at", &c.inserted}, {"kafka_topic", &c.topic},
-		{"kafka_partition", &c.partition}, {"kafka_offset", &c.offset}, {"batch_index", &c.batchIndex},
+		{"workspace_id", "UUID", &c.workspace}, {"pixel_id", "UUID", &c.pixel}, {"sandbox", "UInt8", &c.sandbox},
+		{"key_id", "UUID", &c.key}, {"event_id", "UUID", &c.event}, {"event_name", "String", &c.name},
+		{"occurred_at", dt, &c.occurred}, {"event_date", "Date", &c.date}, {"value", "Decimal(18, 4)", &c.value},
+		{"has_value", "UInt8", &c.hasValue}, {"currency", "String", &c.currency}, {"consent", "UInt8", &c.consent},
+		{"has_email", "UInt8", &c.hasEmail}, {"email_sha256", "FixedString(32)", &c.email}, {"request_id", "String", &c.requestID},
+		{"received_at", dt, &c.received}, {"inserted_at", dt, &c.inserted}, {"kafka_topic", "String", &c.topic},
+		{"kafka_partition", "Int32", &c.partition}, {"kafka_offset", "Int64", &c.offset}, {"batch_index", "UInt8", &c.batchIndex},
 	}
 }
 
@@ -201,8 +204,8 @@ func (s *Sink) load(cols []column.Interface) error {
 	}
 	s.wire.Reset()
 	for i, nc := range s.table {
-		if cols[i].Name() != nc.name {
-			return fmt.Errorf("insert column %d is %s, the sink's %s", i, cols[i].Name(), nc.name)
+		if cols[i].Name() != nc.name || string(cols[i].Type()) != nc.chType {
+			return fmt.Errorf("insert column %d is %s %s, the sink writes %s %s", i, cols[i].Name(), cols[i].Type(), nc.name, nc.chType)
 		}
 		nc.col.EncodeColumn(&s.wire)
 	}

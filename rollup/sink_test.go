@@ -291,3 +291,28 @@ func TestSinkFlushAllocations(t *testing.T) {
 		t.Errorf("%.0f allocations per 10,000-row flush (%.3f per row), want < 0.05 per row", allocs, perRow)
 	}
 }
+
+// TestSinkRefusesAnotherColumnType: the sink writes each column's native encoding, so a
+// table whose column has another type (a migration that widened value) must fail the
+// flush rather than receive misread bytes.
+func TestSinkRefusesAnotherColumnType(t *testing.T) {
+	_, conn := chtest.NewDB(t)
+	ctx := context.Background()
+	if err := conn.Exec(ctx, "CREATE TABLE events_wide AS events"); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Exec(ctx, "ALTER TABLE events_wide MODIFY COLUMN value Decimal(38, 4)"); err != nil {
+		t.Fatal(err)
+	}
+	s := NewSink(conn, "events_wide", schema.TopicEvents)
+	b := sinkTestBatches()
+	s.Add(&b[0], 0, 1)
+	err := s.Flush(ctx, time.Now())
+	if err == nil || !strings.Contains(err.Error(), "value Decimal(38, 4)") {
+		t.Fatalf("flush into a Decimal(38, 4) column: %v, want a type mismatch", err)
+	}
+	var n uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM events_wide").Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows stored (%v), want none", n, err)
+	}
+}
