@@ -105,12 +105,22 @@ func newIngestPlan(f *ingestFlags, run string, bodies, keys int) ingestPlan {
 		bodies: bodies, keys: keys, idem: !f.noIdem}
 }
 
-// original returns the request i repeats (i itself unless i is a retry).
+// original returns the request i repeats (i itself unless i is a retry). A retry of a
+// retry repeats what that one repeated: every retry carries an Idempotency-Key that an
+// earlier request used, so it is always a replay (or the first of the two to arrive).
 func (p ingestPlan) original(i int64) (j int64, retry bool) {
-	if p.retry > 0 && i >= p.lag && unitHash(uint64(i)^p.seed) < p.retry {
-		return i - p.lag, true
+	if !p.isRetry(i) {
+		return i, false
 	}
-	return i, false
+	j = i - p.lag
+	for p.isRetry(j) {
+		j -= p.lag
+	}
+	return j, true
+}
+
+func (p ingestPlan) isRetry(i int64) bool {
+	return p.retry > 0 && i >= p.lag && unitHash(uint64(i)^p.seed) < p.retry
 }
 
 func (p ingestPlan) body(j int64) int { return int(j % int64(p.bodies)) }

@@ -30,23 +30,27 @@ func TestIngestPlan(t *testing.T) {
 	if p.lag != 50 {
 		t.Fatalf("lag %d, want rate/2 = 50", p.lag)
 	}
-	var retries int64
+	var retries, chained int64
 	for i := int64(0); i < 2000; i++ {
 		j, retry := p.original(i)
 		switch {
 		case retry:
 			retries++
-			if j != i-p.lag {
-				t.Fatalf("retry %d repeats %d, want %d", i, j, i-p.lag)
+			if j >= i || (i-j)%p.lag != 0 || p.isRetry(j) {
+				t.Fatalf("retry %d repeats %d: want an earlier request, a multiple of %d back, that is no retry itself", i, j, p.lag)
+			}
+			if i-j > p.lag {
+				chained++ // a retry of a retry: it must reuse the first request's key
 			}
 		case j != i:
 			t.Fatalf("request %d repeats %d without being a retry", i, j)
-		case i < p.lag && retry:
-			t.Fatalf("request %d retries before any request it could repeat", i)
 		}
 	}
 	if retries < 150 || retries > 250 || p.retries(2000) != retries {
 		t.Fatalf("%d retries in 2000 (counted %d), want about 10%%", retries, p.retries(2000))
+	}
+	if chained == 0 {
+		t.Fatal("no retry of a retry in 2000 requests at 10%: the case the plan must follow back is untested")
 	}
 	if got := p.idemKey(42); got != "bench-r1-42" {
 		t.Fatalf("idemKey = %q", got)
