@@ -1,7 +1,6 @@
 package rollup
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"strconv"
@@ -11,20 +10,21 @@ import (
 	"github.com/ClickHouse/ch-go/proto"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/google/uuid"
 
 	"svc/schema"
 )
 
-// Sink buffers decoded events column by column, in ClickHouse's native column layout,
+// Sink buffers decoded events column by column, in ClickHouse's Native wire format,
 // and writes them to the events table in one INSERT per Flush. One INSERT of one block
 // into a table partitioned by toYYYYMM(inserted_at), with one inserted_at per flush, is
 // one part: all or nothing.
 //
-// The buffers are ch-go's native columns (proto.Col*): UUIDs as [16]byte, DateTime as
-// uint32 seconds, Date as uint16 days, Decimal(18,4) as int64 × 10^4, strings as one
-// byte buffer with offsets. Add converts nothing per row beyond integer division, and
-// allocates only when a buffer grows; the buffers are kept across flushes.
+// Each buffer holds its rows as the Native format sends them: UUIDs as 16 bytes (two
+// little-endian halves), DateTime as uint32 seconds, Date as uint16 days, Decimal(18,4)
+// as int64 × 10^4, FixedString(32) as 32 bytes, String as a length and the bytes. Add
+// converts nothing per row beyond integer division; a flush hands the buffers to the
+// driver without encoding them; buffers are kept across flushes, so Add allocates only
+// while they grow.
 //
 // A Sink is not safe for concurrent use.
 type Sink struct {
@@ -34,29 +34,29 @@ type Sink struct {
 	c     sinkColumns
 	// table lists the columns in INSERT order, pointing into c.
 	table []namedColumn
-	// wire is every column's native encoding, one after the other (reused).
-	wire proto.Buffer
+	// wire reads the columns' Native bytes one after the other (reused).
+	wire partsReader
 	// receivedMs and occurredMs keep the millisecond times per row for EachAge.
 	receivedMs, occurredMs []int64
 }
 
 type sinkColumns struct {
-	workspace, pixel, key, event                     proto.ColUUID
-	sandbox, hasValue, consent, hasEmail, batchIndex proto.ColUInt8
-	name, currency, requestID, topic                 proto.ColStr
-	occurred, received, inserted                     proto.ColDateTime
-	date                                             proto.ColDate
-	value                                            proto.ColDecimal64 // × 10^4
-	email                                            proto.ColFixedStr  // 32 bytes per row
-	partition                                        proto.ColInt32
-	offset                                           proto.ColInt64
+	workspace, pixel, key, event                     uuidColumn
+	sandbox, hasValue, consent, hasEmail, batchIndex fixedColumn[uint8]
+	name, currency, requestID, topic                 stringColumn
+	occurred, received, inserted                     fixedColumn[uint32] // DateTime: Unix seconds
+	date                                             fixedColumn[uint16] // Date: days since 1970-01-01
+	value                                            fixedColumn[int64]  // Decimal(18,4): × 10^4
+	email                                            fixedBytesColumn    // FixedString(32)
+	partition                                        fixedColumn[int32]
+	offset                                           fixedColumn[int64]
 }
 
-// namedColumn is one column of the INSERT: its name, the ClickHouse type its native
-// encoding is (schema/migrations/0001_events.sql), and its buffer.
+// namedColumn is one column of the INSERT: its name, the ClickHouse type its buffer
+// holds the Native encoding of (schema/migrations/0001_events.sql), and the buffer.
 type namedColumn struct {
 	name, chType string
-	col          proto.Column
+	col          nativeColumn
 }
 
 // columns lists c's columns in the order of the INSERT's column list.
@@ -77,7 +77,7 @@ func (c *sinkColumns) columns() []namedColumn {
 // records of topic.
 func NewSink(conn driver.Conn, table, topic string) *Sink {
 	s := &Sink{conn: conn, topic: topic}
-	s.c.email.SetSize(32)
+	s.c.email.size = 32
 	s.table = s.c.columns()
 	names := make([]string, len(s.table))
 	for i, nc := range s.table {
@@ -88,7 +88,7 @@ func NewSink(conn driver.Conn, table, topic string) *Sink {
 }
 
 // Len is the number of buffered rows.
-func (s *Sink) Len() int { return len(s.c.offset) }
+func (s *Sink) Len() int { return len(s.c.offset.v) }
 
 const (
 	msPerSecond = 1000
@@ -100,36 +100,38 @@ const (
 // seconds and days.
 func (s *Sink) Add(b *schema.Batch, partition int32, offset int64) {
 	c := &s.c
-	received := proto.DateTime(b.ReceivedAt / msPerSecond)
+	ws, px, key := nativeUUID(&b.Workspace), nativeUUID(&b.Pixel), nativeUUID(&b.Key)
+	received := uint32(b.ReceivedAt / msPerSecond)
 	for i := range b.Events {
 		e := &b.Events[i]
-		c.workspace = append(c.workspace, uuid.UUID(b.Workspace))
-		c.pixel = append(c.pixel, uuid.UUID(b.Pixel))
-		c.key = append(c.key, uuid.UUID(b.Key))
-		c.event = append(c.event, uuid.UUID(e.ID))
-		c.sandbox = append(c.sandbox, b2u(b.Sandbox))
-		c.name.Append(e.Name)
-		c.occurred.Data = append(c.occurred.Data, proto.DateTime(e.OccurredAt/msPerSecond))
-		c.date = append(c.date, proto.Date(e.OccurredAt/msPerDay))
+		c.workspace.append(&ws)
+		c.pixel.append(&px)
+		c.key.append(&key)
+		id := nativeUUID(&e.ID)
+		c.event.append(&id)
+		c.sandbox.v = append(c.sandbox.v, b2u(b.Sandbox))
+		c.name.append(e.Name)
+		c.occurred.v = append(c.occurred.v, uint32(e.OccurredAt/msPerSecond))
+		c.date.v = append(c.date.v, uint16(e.OccurredAt/msPerDay))
 		v := e.Value
 		if !e.HasValue {
 			v = 0
 		}
-		c.value = append(c.value, proto.Decimal64(v))
-		c.hasValue = append(c.hasValue, b2u(e.HasValue))
-		c.currency.AppendBytes(trimCurrency(&e.Currency))
-		c.consent = append(c.consent, b2u(e.Consent))
-		c.hasEmail = append(c.hasEmail, b2u(e.HasEmail))
+		c.value.v = append(c.value.v, v)
+		c.hasValue.v = append(c.hasValue.v, b2u(e.HasValue))
+		c.currency.appendBytes(trimCurrency(&e.Currency))
+		c.consent.v = append(c.consent.v, b2u(e.Consent))
+		c.hasEmail.v = append(c.hasEmail.v, b2u(e.HasEmail))
 		if e.HasEmail {
-			c.email.Buf = append(c.email.Buf, e.EmailSHA[:]...)
+			c.email.b = append(c.email.b, e.EmailSHA[:]...)
 		} else {
-			c.email.Buf = append(c.email.Buf, zero32[:]...)
+			c.email.b = append(c.email.b, zero32[:]...)
 		}
-		c.requestID.Append(b.RequestID)
-		c.received.Data = append(c.received.Data, received)
-		c.partition = append(c.partition, partition)
-		c.offset = append(c.offset, offset)
-		c.batchIndex = append(c.batchIndex, uint8(i))
+		c.requestID.append(b.RequestID)
+		c.received.v = append(c.received.v, received)
+		c.partition.v = append(c.partition.v, partition)
+		c.offset.v = append(c.offset.v, offset)
+		c.batchIndex.v = append(c.batchIndex.v, uint8(i))
 		s.receivedMs = append(s.receivedMs, b.ReceivedAt)
 		s.occurredMs = append(s.occurredMs, e.OccurredAt)
 	}
@@ -180,19 +182,18 @@ func (s *Sink) Flush(ctx context.Context, now time.Time) error {
 // stamp fills the per-flush columns (kafka_topic, inserted_at) for every buffered row.
 func (s *Sink) stamp(now time.Time) {
 	c := &s.c
-	c.topic.Reset()
-	c.inserted.Reset()
-	at := proto.DateTime(now.Unix())
+	c.topic.reset()
+	c.inserted.reset()
+	at := uint32(now.Unix())
 	for range s.Len() {
-		c.topic.Append(s.topic)
-		c.inserted.Data = append(c.inserted.Data, at)
+		c.topic.append(s.topic)
+		c.inserted.v = append(c.inserted.v, at)
 	}
 }
 
-// load hands the buffered columns to the driver's columns of one prepared INSERT: all
-// columns are encoded once, one after the other, in the native wire format, and each
-// driver column of the same name decodes its part. Fixed-width columns are bulk copies;
-// no row is converted.
+// load hands the buffered columns to the driver's columns of one prepared INSERT: the
+// driver's column of each name decodes the buffer's Native bytes (a bulk copy for
+// fixed-width columns), with no per-row conversion.
 //
 // (clickhouse-go's typed Append would convert every row: a big.Int per Decimal, a
 // time.Time per DateTime, and allocate. ch-go's own client cannot talk to ClickHouse
@@ -202,14 +203,14 @@ func (s *Sink) load(cols []column.Interface) error {
 	if len(cols) != len(s.table) {
 		return fmt.Errorf("insert has %d columns, the sink %d", len(cols), len(s.table))
 	}
-	s.wire.Reset()
+	s.wire.reset()
 	for i, nc := range s.table {
 		if cols[i].Name() != nc.name || string(cols[i].Type()) != nc.chType {
 			return fmt.Errorf("insert column %d is %s %s, the sink writes %s %s", i, cols[i].Name(), cols[i].Type(), nc.name, nc.chType)
 		}
-		nc.col.EncodeColumn(&s.wire)
+		s.wire.parts = append(s.wire.parts, nc.col.native())
 	}
-	r := proto.NewReader(bytes.NewReader(s.wire.Buf))
+	r := proto.NewReader(&s.wire)
 	n := s.Len()
 	for i, nc := range s.table {
 		if err := cols[i].Decode(r, n); err != nil {
@@ -231,7 +232,7 @@ func (s *Sink) EachAge(now time.Time, f func(sinceReceived, sinceOccurred time.D
 // Reset drops every buffered row, keeping capacity.
 func (s *Sink) Reset() {
 	for _, nc := range s.table {
-		nc.col.Reset()
+		nc.col.reset()
 	}
 	s.receivedMs, s.occurredMs = s.receivedMs[:0], s.occurredMs[:0]
 }
@@ -239,9 +240,9 @@ func (s *Sink) Reset() {
 // Partitions returns, for each partition with buffered rows, the highest buffered offset.
 func (s *Sink) Partitions() map[int32]int64 {
 	out := map[int32]int64{}
-	for i, p := range s.c.partition {
-		if o, ok := out[p]; !ok || s.c.offset[i] > o {
-			out[p] = s.c.offset[i]
+	for i, p := range s.c.partition.v {
+		if o, ok := out[p]; !ok || s.c.offset.v[i] > o {
+			out[p] = s.c.offset.v[i]
 		}
 	}
 	return out
@@ -253,32 +254,20 @@ func (s *Sink) Drop(drop func(partition int32, offset int64) bool) {
 	keep := make([]bool, s.Len())
 	any := false
 	for i := range keep {
-		keep[i] = !drop(c.partition[i], c.offset[i])
+		keep[i] = !drop(c.partition.v[i], c.offset.v[i])
 		any = any || !keep[i]
 	}
 	if !any {
 		return
 	}
-	c.workspace, c.pixel = compact(c.workspace, keep), compact(c.pixel, keep)
-	c.key, c.event = compact(c.key, keep), compact(c.event, keep)
-	c.sandbox, c.hasValue = compact(c.sandbox, keep), compact(c.hasValue, keep)
-	c.consent, c.hasEmail = compact(c.consent, keep), compact(c.hasEmail, keep)
-	c.batchIndex = compact(c.batchIndex, keep)
-	c.occurred.Data, c.received.Data = compact(c.occurred.Data, keep), compact(c.received.Data, keep)
-	c.date, c.value = compact(c.date, keep), compact(c.value, keep)
-	c.partition, c.offset = compact(c.partition, keep), compact(c.offset, keep)
-	s.receivedMs, s.occurredMs = compact(s.receivedMs, keep), compact(s.occurredMs, keep)
-	c.name, c.currency = compactStr(c.name, keep), compactStr(c.currency, keep)
-	c.requestID = compactStr(c.requestID, keep)
-	c.topic.Reset() // refilled by the next Flush
-	c.inserted.Reset()
-	email := c.email.Buf[:0]
-	for i, k := range keep {
-		if k {
-			email = append(email, c.email.Buf[i*32:i*32+32]...)
+	c.topic.reset() // refilled by the next Flush
+	c.inserted.reset()
+	for _, nc := range s.table {
+		if nc.col != &c.topic && nc.col != &c.inserted {
+			nc.col.compact(keep)
 		}
 	}
-	c.email.Buf = email
+	s.receivedMs, s.occurredMs = compact(s.receivedMs, keep), compact(s.occurredMs, keep)
 }
 
 func compact[T any](s []T, keep []bool) []T {
@@ -286,17 +275,6 @@ func compact[T any](s []T, keep []bool) []T {
 	for i, k := range keep {
 		if k {
 			out = append(out, s[i])
-		}
-	}
-	return out
-}
-
-// compactStr returns the kept rows of c in a new column (rows are variable-length).
-func compactStr(c proto.ColStr, keep []bool) proto.ColStr {
-	var out proto.ColStr
-	for i, k := range keep {
-		if k {
-			out.AppendBytes(c.RowBytes(i))
 		}
 	}
 	return out
