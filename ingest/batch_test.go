@@ -278,3 +278,27 @@ func TestParseUTCMatchesTimeDate(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainRunMatchesBytewise checks the 8-bytes-at-a-time scan against the plain loop:
+// every byte value at every position of a 0..24-byte run of printable ASCII.
+func TestPlainRunMatchesBytewise(t *testing.T) {
+	naive := func(b []byte) int {
+		for i, c := range b {
+			if c < 0x20 || c >= 0x80 || c == '"' || c == '\\' {
+				return i
+			}
+		}
+		return len(b)
+	}
+	for n := 0; n <= 24; n++ {
+		for pos := 0; pos < n; pos++ {
+			for v := 0; v < 256; v++ {
+				b := []byte(strings.Repeat("a", n))
+				b[pos] = byte(v)
+				if got, want := plainRun(b), naive(b); got != want {
+					t.Fatalf("plainRun(%q) = %d, want %d", b, got, want)
+				}
+			}
+		}
+	}
+}
