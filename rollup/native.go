@@ -70,10 +70,9 @@ func (c *fixedBytesColumn) compact(keep []bool) {
 // uuidColumn holds UUIDs in their Native layout (see nativeUUID).
 type uuidColumn struct{ fixedBytesColumn }
 
-func (c *uuidColumn) append(u *[16]byte) {
-	c.size = 16
-	c.b = append(c.b, u[:]...)
-}
+func newUUIDColumn() uuidColumn { return uuidColumn{fixedBytesColumn{size: 16}} }
+
+func (c *uuidColumn) append(u *[16]byte) { c.b = append(c.b, u[:]...) }
 
 // nativeUUID is u as the Native format sends a UUID: its two 8-byte halves, each as a
 // little-endian integer.

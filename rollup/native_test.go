@@ -20,7 +20,7 @@ import (
 // values, since the driver decodes them as such.
 func TestNativeColumnsMatchChGoEncoding(t *testing.T) {
 	ids := []schema.UUID{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {0xff, 0, 0xee}}
-	var ours uuidColumn
+	ours := newUUIDColumn()
 	var theirs proto.ColUUID
 	for i := range ids {
 		w := nativeUUID(&ids[i])

@@ -78,6 +78,7 @@ func (c *sinkColumns) columns() []namedColumn {
 func NewSink(conn driver.Conn, table, topic string) *Sink {
 	s := &Sink{conn: conn, topic: topic}
 	s.c.email.size = 32
+	s.c.workspace, s.c.pixel, s.c.key, s.c.event = newUUIDColumn(), newUUIDColumn(), newUUIDColumn(), newUUIDColumn()
 	s.table = s.c.columns()
 	names := make([]string, len(s.table))
 	for i, nc := range s.table {
