@@ -35,10 +35,12 @@ type ingestFlags struct {
 	chHTTP      string
 	chDB        string
 	keepRunning bool
+	vegeta      string
 }
 
-func ingestMain(ctx context.Context, scenario string, args []string) error {
-	fs := flag.NewFlagSet("bench "+scenario, flag.ContinueOnError)
+// parseIngestFlags registers and parses the flags of an ingest-like scenario (ingest,
+// e2e, soak, vegeta).
+func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingestFlags, error) {
 	var f ingestFlags
 	rate, dur := 4000.0, 30*time.Second
 	switch scenario {
@@ -64,21 +66,87 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 	fs.StringVar(&f.via, "via", "auto", "e2e: where to look for probes: api (GET /pixel-rollups), clickhouse, or auto (api when served)")
 	fs.StringVar(&f.chHTTP, "clickhouse-http", envOr("BENCH_CLICKHOUSE_HTTP", "http://127.0.0.1:8123"), "e2e with -via clickhouse: ClickHouse HTTP interface")
 	fs.StringVar(&f.chDB, "db", settings.New().String("SVC_CLICKHOUSE_DB"), "e2e with -via clickhouse: the service's ClickHouse database")
+	if scenario == "vegeta" {
+		fs.StringVar(&f.vegeta, "vegeta", envOr("BENCH_VEGETA", "vegeta"), "the vegeta binary (bench/run-standard.sh installs it)")
+	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return nil, err
 	}
 	if err := f.validate(); err != nil {
-		return err
+		return nil, err
 	}
 	if f.batch < 1 || f.batch > 50 {
-		return errors.New("-batch must be 1..50")
+		return nil, errors.New("-batch must be 1..50")
 	}
 	if f.keys < 1 || f.pixels < 1 || f.bodies < 1 {
-		return errors.New("-keys, -pixels and -bodies must be at least 1")
+		return nil, errors.New("-keys, -pixels and -bodies must be at least 1")
 	}
 	if f.invalid < 0 || f.invalid > 1 || f.retry < 0 || f.retry >= 1 {
-		return errors.New("-invalid must be in 0..1 and -retry in 0..1 (exclusive)")
+		return nil, errors.New("-invalid must be in 0..1 and -retry in 0..1 (exclusive)")
 	}
+	return &f, nil
+}
+
+// ingestPlan says what request i of an ingest run sends, the same for svc bench's own
+// client and for vegeta: a retry repeats request i-lag (same key, body and
+// Idempotency-Key), chosen by a hash of i; every other request j sends body j mod
+// bodies with key j mod keys and Idempotency-Key bench-<run>-<j>.
+type ingestPlan struct {
+	run          string
+	retry        float64
+	seed         uint64
+	lag          int64
+	bodies, keys int
+	idem         bool
+}
+
+func newIngestPlan(f *ingestFlags, run string, bodies, keys int) ingestPlan {
+	// A retry repeats the request lag places earlier (about half a second before, so the
+	// first is usually answered and the retry is a replay).
+	return ingestPlan{run: run, retry: f.retry, seed: f.seed, lag: max(int64(1), int64(f.rate/2)),
+		bodies: bodies, keys: keys, idem: !f.noIdem}
+}
+
+// original returns the request i repeats (i itself unless i is a retry). A retry of a
+// retry repeats what that one repeated: every retry carries an Idempotency-Key that an
+// earlier request used, so it is always a replay (or the first of the two to arrive).
+func (p ingestPlan) original(i int64) (j int64, retry bool) {
+	if !p.isRetry(i) {
+		return i, false
+	}
+	j = i - p.lag
+	for p.isRetry(j) {
+		j -= p.lag
+	}
+	return j, true
+}
+
+func (p ingestPlan) isRetry(i int64) bool {
+	return p.retry > 0 && i >= p.lag && unitHash(uint64(i)^p.seed) < p.retry
+}
+
+func (p ingestPlan) body(j int64) int { return int(j % int64(p.bodies)) }
+func (p ingestPlan) key(j int64) int  { return int(j % int64(p.keys)) }
+
+// idemKey is request j's Idempotency-Key ("" when the run sends none).
+func (p ingestPlan) idemKey(j int64) string { return string(p.appendIdemKey(nil, j)) }
+
+// appendIdemKey appends request j's Idempotency-Key to dst (nothing when the run sends
+// none).
+func (p ingestPlan) appendIdemKey(dst []byte, j int64) []byte {
+	if !p.idem {
+		return dst
+	}
+	return strconv.AppendInt(append(append(append(dst, "bench-"...), p.run...), '-'), j, 10)
+}
+
+func ingestMain(ctx context.Context, scenario string, args []string) error {
+	fs := flag.NewFlagSet("bench "+scenario, flag.ContinueOnError)
+	pf, err := parseIngestFlags(fs, scenario, args)
+	if err != nil {
+		return err
+	}
+	f := *pf
 	title := fmt.Sprintf("%s: POST /events, %d events per batch, %.0f req/s (%.0f events/s) for %s",
 		scenario, f.batch, f.rate, f.rate*float64(f.batch), f.duration)
 	rep := newReport(scenario, title, &f.common, args)
@@ -109,9 +177,7 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 		return err
 	}
 	eventsURL := f.target + "/events"
-	// A retry repeats the request lag places earlier (about half a second before, so the
-	// first is usually answered and the retry is a replay).
-	lag := max(int64(1), int64(f.rate/2))
+	plan := newIngestPlan(&f, run, len(bodies), len(fx.Secrets))
 	type wstate struct {
 		req  *fasthttp.Request
 		resp *fasthttp.Response
@@ -131,15 +197,14 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 	var retries atomic.Int64
 	do := func(w int, i int64) Outcome {
 		st := &states[w]
-		j, retry := i, false
-		if f.retry > 0 && i >= lag && unitHash(uint64(i)^f.seed) < f.retry {
-			j, retry = i-lag, true
+		j, retry := plan.original(i)
+		if retry {
 			retries.Add(1)
 		}
-		b := int(j % int64(len(bodies)))
-		st.req.Header.SetBytesV("Authorization", auth[int(j%int64(len(auth)))])
-		if !f.noIdem {
-			st.idem = append(append(st.idem[:0], "bench-"+run+"-"...), strconv.FormatInt(j, 10)...)
+		b := plan.body(j)
+		st.req.Header.SetBytesV("Authorization", auth[plan.key(j)])
+		if plan.idem {
+			st.idem = plan.appendIdemKey(st.idem[:0], j)
 			st.req.Header.SetBytesV("Idempotency-Key", st.idem)
 		}
 		st.req.SetBodyRaw(bodies[b])
@@ -189,7 +254,7 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 	}
 	if !f.noIdem {
 		err := fx.ForgetRequests(ctx, rep.Requests.Scheduled, func(j int64) (uuid.UUID, string) {
-			return fx.KeyIDs[j%int64(len(fx.KeyIDs))], "bench-" + run + "-" + strconv.FormatInt(j, 10)
+			return fx.KeyIDs[plan.key(j)], plan.idemKey(j)
 		})
 		if err == nil && probe != nil {
 			err = fx.ForgetRequests(ctx, int64(probe.count()), func(j int64) (uuid.UUID, string) {

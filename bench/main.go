@@ -6,6 +6,7 @@
 //	svc bench e2e     [flags]   ingest load plus freshness probes (202 → visible in rollups)
 //	svc bench read    [flags]   GET /pixel-rollups (90 days) and GET /plans/{id}/actuals mix
 //	svc bench soak    [flags]   ingest for a long time, sampling heap and goroutines
+//	svc bench vegeta  [flags]   the ingest scenario driven by vegeta (a tool we did not write)
 //	svc bench direct  [flags]   the same batches straight into ClickHouse over HTTP
 //	svc bench zones   [flags]   the cost of local-day rollups (15-minute buckets), on ClickHouse
 //	svc bench compare A.json B.json
@@ -43,6 +44,8 @@ func Main(ctx context.Context, args []string) error {
 	switch args[0] {
 	case "ingest", "soak", "e2e":
 		return ingestMain(ctx, args[0], args[1:])
+	case "vegeta":
+		return vegetaMain(ctx, args[1:])
 	case "direct":
 		return directMain(ctx, args[1:])
 	case "read":
@@ -66,6 +69,7 @@ scenarios:
   e2e       ingest load plus freshness probes (time from 202 to visible in GET /pixel-rollups)
   read      GET /pixel-rollups over 90 days and GET /plans/{id}/actuals (500 lines, 30 days)
   soak      ingest for a long time, sampling the target's heap and goroutines
+  vegeta    the ingest scenario (same flags and requests) driven by vegeta, as a second opinion
   direct    the same batches inserted straight into ClickHouse over HTTP (one INSERT per batch)
   zones     what local-day rollups cost: rows per pixel-day, 90-day reads per zone, flush CPU (ClickHouse only)
   compare   A.json B.json: the figures of two reports and their ratios
@@ -260,10 +264,17 @@ func runLoad(ctx context.Context, c *common, rep *Report, do func(w int, i int64
 		fmt.Fprintln(os.Stderr)
 	}
 	cpu1 := readCPU()
-	rep.Samples = sampler.Stop()
+	finishLoad(rep, c, rec, end.Sub(start), cpuBetween(cpu0, cpu1), sampler.Stop())
+}
+
+// finishLoad fills rep from a finished run: the recorder's figures over elapsed, the
+// machine's CPU by process, the target's samples, and the per-core and per-target-CPU
+// event rates.
+func finishLoad(rep *Report, c *common, rec *Recorder, elapsed time.Duration, cpu *CPU, samples []Sample) {
+	rep.Samples = samples
 	rep.Rate, rep.Duration = c.rate, c.duration.Seconds()
-	rec.Finish(rep, end.Sub(start))
-	rep.CPU = cpuBetween(cpu0, cpu1)
+	rec.Finish(rep, elapsed)
+	rep.CPU = cpu
 	cores := rep.Machine.Cores
 	if cores > 0 {
 		rep.Events.PerCore = round(rep.Events.PerSecond/float64(cores), 1)

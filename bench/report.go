@@ -45,7 +45,9 @@ type Report struct {
 	Samples []Sample `json:"samples,omitempty"`
 	CPU     *CPU     `json:"cpu,omitempty"`
 	Soak    *Soak    `json:"soak,omitempty"`
-	Notes   []string `json:"notes,omitempty"`
+	// External is the load generator's own report when it was not svc bench (vegeta).
+	External *External `json:"external,omitempty"`
+	Notes    []string  `json:"notes,omitempty"`
 }
 
 // Requests counts requests by what became of them.
@@ -212,10 +214,31 @@ func PrintSummary(w io.Writer, rep *Report) {
 	if s := rep.Soak; s != nil {
 		fmt.Fprintf(tw, "soak\t%s\n", s.Verdict)
 	}
+	if x := rep.External; x != nil {
+		fmt.Fprintf(tw, "%s's own report\t%s: %d requests, %.1f req/s sent, %.1f ok/s, success %.2f%%, status %s\n",
+			x.Tool, x.Version, x.Requests, x.Rate, x.Throughput, 100*x.Success, statusCodes(x.StatusCodes))
+		l := x.Latency
+		fmt.Fprintf(tw, "%s latency (ms, from send)\tp50 %s  p90 %s  p95 %s  p99 %s  max %s\n", x.Tool, ms(l.P50), ms(l.P90), ms(x.P95), ms(l.P99), ms(l.Max))
+		for _, e := range x.Errors {
+			fmt.Fprintf(tw, "%s error\t%s\n", x.Tool, e)
+		}
+	}
 	for _, n := range rep.Notes {
 		fmt.Fprintf(tw, "note\t%s\n", n)
 	}
 	tw.Flush()
+}
+
+// statusCodes renders {"202": 10} as "202×10".
+func statusCodes(m map[string]int64) string {
+	var parts []string
+	for _, k := range sortedKeys(m) {
+		parts = append(parts, fmt.Sprintf("%s×%d", k, m[k]))
+	}
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, " ")
 }
 
 func ms(v float64) string {
@@ -260,6 +283,16 @@ func CompareMetrics(a, b *Report) []Metric {
 		{"errors", float64(a.Requests.Errors), float64(b.Requests.Errors), "lower"},
 		{"late", float64(a.Requests.Late), float64(b.Requests.Late), "lower"},
 		{"unsent", float64(a.Requests.Unsent), float64(b.Requests.Unsent), "lower"},
+	}
+	ms = append(ms,
+		Metric{"service time p50 (ms)", a.Service.P50, b.Service.P50, "lower"},
+		Metric{"service time p99 (ms)", a.Service.P99, b.Service.P99, "lower"})
+	if x := b.External; x != nil && a.External == nil {
+		// B's tool measured from each send: set against A's service time.
+		ms = append(ms,
+			Metric{"p50 from send (A service time, B " + x.Tool + "'s own)", a.Service.P50, x.Latency.P50, "lower"},
+			Metric{"p99 from send (A service time, B " + x.Tool + "'s own)", a.Service.P99, x.Latency.P99, "lower"},
+			Metric{"ok/s (B " + x.Tool + "'s own throughput)", a.OKRate, x.Throughput, "higher"})
 	}
 	if a.Freshness != nil && b.Freshness != nil {
 		ms = append(ms,

@@ -9,7 +9,10 @@
 # Environment:
 #   BENCH_SCALE=1      multiply every duration (0.5 for a quicker pass)
 #   BENCH_NOTE=...     what else shared the machine; goes into each report
-#   BENCH_ONLY="ingest200k e2e"  run only these steps (ingest200k ingest300k e2e read soak direct)
+#   BENCH_ONLY="ingest200k e2e"  run only these steps (ingest200k ingest300k ingest500k vegeta e2e read soak direct)
+#                      "vegeta" adds, after each ingest step run, the same scenario driven
+#                      by vegeta and the comparison of the two
+#   BENCH_VEGETA=path  a vegeta binary to use instead of installing one
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,7 +20,7 @@ cd "$root"
 svc=$root/bin/svc
 [ -x "$svc" ] || { echo "bin/svc missing: run make build" >&2; exit 1; }
 scale=${BENCH_SCALE:-1}
-only=${BENCH_ONLY:-ingest200k ingest300k e2e read soak direct}
+only=${BENCH_ONLY:-ingest200k ingest300k ingest500k vegeta e2e read soak direct}
 stamp=$(date -u +%Y%m%d-%H%M%S)
 out=$root/bench/results/$stamp
 mkdir -p "$out"
@@ -44,6 +47,22 @@ export SVC_DATA_DIR=$data
 export SVC_CLICKHOUSE_DB=$db
 export SVC_LOG_LEVEL=${SVC_LOG_LEVEL:-info}
 chhttp=${BENCH_CLICKHOUSE_HTTP:-http://127.0.0.1:8123}
+
+# vegeta, the external second opinion, installed through the Go module proxy into a
+# bench-local GOBIN (bench/.bin, not committed). Without it the vegeta steps are skipped
+# and the summary says why.
+vegeta_version=v12.13.0
+vegeta=${BENCH_VEGETA:-}
+if want vegeta && [ -z "$vegeta" ]; then
+  vegeta=$root/bench/.bin/vegeta
+  if [ ! -x "$vegeta" ] || ! go version -m "$vegeta" 2>/dev/null | grep -q "vegeta/v12[[:space:]]*$vegeta_version"; then
+    echo "== installing vegeta $vegeta_version into bench/.bin"
+    if ! GOBIN=$root/bench/.bin go install "github.com/tsenart/vegeta/v12@$vegeta_version"; then
+      echo "== vegeta $vegeta_version could not be installed: the vegeta steps are skipped" >&2
+      vegeta=""
+    fi
+  fi
+fi
 
 dev_pid=""
 rollup_pid=""
@@ -131,7 +150,29 @@ step() { # step NAME ARGS...: one scenario, its summary appended to summary.txt
   echo >>"$out/summary.txt"
 }
 
-want ingest200k && step ingest-200k ingest -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
+# vegeta_step NAME ARGS...: after ingest step NAME, the same scenario (same flags) driven
+# by vegeta as vegeta-NAME, and both sets of figures side by side with their ratio.
+vegeta_step() {
+  local name=$1; shift
+  want vegeta || return 0
+  if [ -z "$vegeta" ]; then
+    echo "== vegeta-$name: skipped (vegeta not installed)" | tee -a "$out/summary.txt"
+    return 0
+  fi
+  step "vegeta-$name" vegeta -vegeta "$vegeta" "$@"
+  if [ -f "$out/$name.json" ] && [ -f "$out/vegeta-$name.json" ]; then
+    echo "== $name: svc bench (A) against vegeta (B), the same scenario" | tee -a "$out/summary.txt"
+    "$svc" bench compare "$out/$name.json" "$out/vegeta-$name.json" | tee -a "$out/summary.txt"
+    echo >>"$out/summary.txt"
+  fi
+}
+ingest_step() { # ingest_step NAME ARGS...: svc bench ingest, then its vegeta twin
+  local name=$1; shift
+  step "$name" ingest "$@"
+  vegeta_step "$name" "$@"
+}
+
+want ingest200k && ingest_step ingest-200k -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
 # The same load against the edge alone: `svc ingest` with its own embedded broker and no
 # consumer, so neither the rollup consumer nor ClickHouse's inserts share the two cores.
 # The difference to ingest-200k is what the pipeline's back half costs the edge's tail.
@@ -154,7 +195,9 @@ edge_step() { # edge_step NAME ARGS...: one ingest scenario against a lone svc i
   rm -rf "$edata"
 }
 want ingest200k && edge_step ingest-200k-edge ingest -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
-want ingest300k && step ingest-300k ingest -rate 6000 -duration "$(dur 30)" -batch 50
+want ingest300k && ingest_step ingest-300k -rate 6000 -duration "$(dur 30)" -batch 50
+# The throughput target: 10,000 req/s of 50 events for 60 s, every request 202.
+want ingest500k && ingest_step ingest-500k -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024
 want e2e        && step e2e-50k e2e -rate 1000 -duration "$(dur 60)" -batch 50 -via auto
 want read       && step read-100 read -rate 100 -duration "$(dur 20)"
 want read       && step read-500 read -rate 500 -duration "$(dur 30)"

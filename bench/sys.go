@@ -62,6 +62,7 @@ var procNames = map[string]string{
 	"clickhouse":      "clickhouse",
 	"redis-server":    "redis",
 	"svc":             "svc",
+	"vegeta":          "vegeta",
 }
 
 const clkTck = 100 // USER_HZ on Linux
@@ -204,6 +205,18 @@ func cpuBetween(a, b cpuSnapshot) *CPU {
 	}
 	c.Procs["other"] = round(max(0, c.Busy-known), 2)
 	return c
+}
+
+// addChild adds a child process that started and ended between the snapshots (so
+// cpuBetween counted it as "other"): cpu is its whole CPU time, over the span of c's
+// snapshots, dt seconds.
+func (c *CPU) addChild(name string, cpu time.Duration, dt float64) {
+	if c == nil || dt <= 0 {
+		return
+	}
+	d := cpu.Seconds() / dt
+	c.Procs[name] = round(c.Procs[name]+d, 2)
+	c.Procs["other"] = round(max(0, c.Procs["other"]-d), 2)
 }
 
 // Sampler samples the target's Prometheus /metrics every Every until stopped.

@@ -334,23 +334,36 @@ func (p *Parser) occurredAt(b *Batch, st *eventState, idx int, e *schema.Event, 
 		return
 	}
 	v := s.str()
-	t, ok := parseUTC(v)
+	sec, nsec, ok := parseUTC(v)
 	switch {
 	case !ok:
 		p.reject(b, st, idx, "occurred_at", "iso8601_utc", string(v))
-	case t.Before(now.Add(-MaxEventAge)):
+	case before(sec, nsec, now.Add(-MaxEventAge)):
 		p.reject(b, st, idx, "occurred_at", "too_old", string(v))
-	case t.After(now.Add(MaxClockSkew)):
+	case after(sec, nsec, now.Add(MaxClockSkew)):
 		p.reject(b, st, idx, "occurred_at", "in_future", string(v))
 	default:
-		e.OccurredAt = t.UnixMilli()
+		e.OccurredAt = sec*1000 + int64(nsec)/1e6
 	}
 }
 
-// parseUTC accepts YYYY-MM-DDTHH:MM:SS[.fraction]Z (RFC 3339 in UTC, with Z).
-func parseUTC(v []byte) (time.Time, bool) {
+// before and after compare the instant sec.nsec (Unix) with t, exactly.
+func before(sec int64, nsec int, t time.Time) bool {
+	ts := t.Unix()
+	return sec < ts || sec == ts && nsec < t.Nanosecond()
+}
+
+func after(sec int64, nsec int, t time.Time) bool {
+	ts := t.Unix()
+	return sec > ts || sec == ts && nsec > t.Nanosecond()
+}
+
+// parseUTC accepts YYYY-MM-DDTHH:MM:SS[.fraction]Z (RFC 3339 in UTC, with Z) and
+// returns the instant as Unix seconds and nanoseconds. It refuses a day the month does
+// not have (2026-02-30).
+func parseUTC(v []byte) (sec int64, nsec int, ok bool) {
 	if len(v) < 20 || v[len(v)-1] != 'Z' || v[4] != '-' || v[7] != '-' || v[10] != 'T' || v[13] != ':' || v[16] != ':' {
-		return time.Time{}, false
+		return 0, 0, false
 	}
 	num := func(b []byte) (int, bool) {
 		n := 0
@@ -367,27 +380,44 @@ func parseUTC(v []byte) (time.Time, bool) {
 	d, ok3 := num(v[8:10])
 	h, ok4 := num(v[11:13])
 	mi, ok5 := num(v[14:16])
-	sec, ok6 := num(v[17:19])
-	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || mo < 1 || mo > 12 || d < 1 || h > 23 || mi > 59 || sec > 59 {
-		return time.Time{}, false
+	s, ok6 := num(v[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) || mo < 1 || mo > 12 || d < 1 || d > daysIn(y, mo) || h > 23 || mi > 59 || s > 59 {
+		return 0, 0, false
 	}
-	nsec := 0
 	if rest := v[19 : len(v)-1]; len(rest) > 0 {
 		if rest[0] != '.' || len(rest) < 2 || len(rest) > 10 {
-			return time.Time{}, false
+			return 0, 0, false
 		}
 		f, ok := num(rest[1:])
 		if !ok {
-			return time.Time{}, false
+			return 0, 0, false
 		}
 		for i := len(rest) - 1; i < 9; i++ {
 			f *= 10
 		}
 		nsec = f
 	}
-	t := time.Date(y, time.Month(mo), d, h, mi, sec, nsec, time.UTC)
-	if t.Day() != d { // 2026-02-30 normalises to March: reject
-		return time.Time{}, false
+	return daysFromCivil(y, mo, d)*86400 + int64(h*3600+mi*60+s), nsec, true
+}
+
+// daysIn is the number of days of month m (1–12) of year y (proleptic Gregorian).
+func daysIn(y, m int) int {
+	if m == 2 && y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+		return 29
 	}
-	return t, true
+	return int("\x1f\x1c\x1f\x1e\x1f\x1e\x1f\x1f\x1e\x1f\x1e\x1f"[m-1])
+}
+
+// daysFromCivil is the number of days from 1970-01-01 to y-m-d (proleptic Gregorian,
+// y ≥ 0), after Howard Hinnant's days_from_civil.
+func daysFromCivil(y, m, d int) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := (y + 400) / 400 // y ≥ -1: shift by one era to keep the division a floor
+	era--
+	yoe := y - era*400                  // [0, 399]
+	doy := (153*((m+9)%12)+2)/5 + d - 1 // [0, 365], from March 1
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era)*146097 + int64(doe) - 719468
 }

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"encoding/binary"
 	"errors"
 	"unicode/utf8"
 )
@@ -42,6 +43,9 @@ func (s *scanner) ws() {
 
 // peek returns the next non-space byte (0 at the end).
 func (s *scanner) peek() byte {
+	if s.i < len(s.b) && s.b[s.i] > ' ' {
+		return s.b[s.i] // the common case: no whitespace between tokens
+	}
 	s.ws()
 	if s.i >= len(s.b) {
 		return 0
@@ -103,9 +107,13 @@ func (s *scanner) str() []byte {
 		return nil
 	}
 	start := s.i
-	for s.i < len(s.b) {
-		c := s.b[s.i]
-		switch {
+	for {
+		s.i += plainRun(s.b[s.i:])
+		if s.i >= len(s.b) {
+			s.fail()
+			return nil
+		}
+		switch c := s.b[s.i]; {
 		case c == '"':
 			out := s.b[start:s.i]
 			s.i++
@@ -115,9 +123,7 @@ func (s *scanner) str() []byte {
 		case c < 0x20:
 			s.fail()
 			return nil
-		case c < utf8.RuneSelf:
-			s.i++
-		default:
+		default: // non-ASCII
 			r, n := utf8.DecodeRune(s.b[s.i:])
 			if r == utf8.RuneError && n == 1 {
 				s.fail()
@@ -126,8 +132,36 @@ func (s *scanner) str() []byte {
 			s.i += n
 		}
 	}
-	s.fail()
-	return nil
+}
+
+// plainRun returns the length of b's prefix of bytes a string may hold as they are:
+// printable ASCII other than '"' and '\\'. It tests eight bytes at a time.
+func plainRun(b []byte) int {
+	i := 0
+	for ; i+8 <= len(b); i += 8 {
+		if special8(binary.LittleEndian.Uint64(b[i:])) {
+			break
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+			return i
+		}
+	}
+	return i
+}
+
+const (
+	ones = 0x0101010101010101
+	high = 0x8080808080808080
+)
+
+// special8 reports whether any of the eight bytes of x is a control character,
+// non-ASCII, '"' or '\\' (it has no false negatives; a positive is resolved byte by
+// byte).
+func special8(x uint64) bool {
+	quote, backslash := x^(ones*'"'), x^(ones*'\\')
+	return ((x-ones*0x20)&^x|(quote-ones)&^quote|(backslash-ones)&^backslash|x)&high != 0
 }
 
 func (s *scanner) strEscaped(start int) []byte {

@@ -81,8 +81,7 @@ func (c *consumer) flushRows(ctx context.Context) error {
 	c.m.flushDuration.Observe(done.Sub(start).Seconds())
 	c.m.batchRows.Observe(float64(n))
 	c.m.rowsInserted.Add(float64(n))
-	recv, occ := c.m.eventAge.WithLabelValues("received"), c.m.eventAge.WithLabelValues("occurred")
-	c.sink.EachAge(done, func(r, o time.Duration) { recv.Observe(r.Seconds()); occ.Observe(o.Seconds()) })
+	c.m.eventAge.observeAll(c.sink, done)
 	c.sink.Reset()
 	for p, o := range parts {
 		c.stored[p] = max(c.stored[p], o)

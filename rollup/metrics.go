@@ -14,9 +14,9 @@ type metrics struct {
 	rowsInserted  prometheus.Counter
 	flushDuration prometheus.Histogram
 	batchRows     prometheus.Histogram
-	eventAge      *prometheus.HistogramVec // {clock="received"|"occurred"}
-	partitionLag  *prometheus.GaugeVec     // {partition}
-	deadLetters   *prometheus.CounterVec   // {reason}
+	eventAge      *ageHistogram          // {clock="received"|"occurred"}
+	partitionLag  *prometheus.GaugeVec   // {partition}
+	deadLetters   *prometheus.CounterVec // {reason}
 	insertErrors  prometheus.Counter
 	commitErrors  prometheus.Counter
 	skipped       prometheus.Counter
@@ -37,10 +37,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		batchRows: register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "svc_rollup_batch_rows", Help: "Rows per INSERT.",
 			Buckets: prometheus.ExponentialBuckets(100, 2, 15)})),
-		eventAge: register(reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "svc_rollup_event_age_seconds",
-			Help:    "Age of an event when its INSERT completed: since the edge accepted it (clock=received) or since it happened (clock=occurred).",
-			Buckets: ageBuckets}, []string{"clock"})),
+		eventAge: register(reg, newAgeHistogram("svc_rollup_event_age_seconds",
+			"Age of an event when its INSERT completed: since the edge accepted it (clock=received) or since it happened (clock=occurred).",
+			ageBuckets)),
 		partitionLag: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "svc_rollup_partition_lag", Help: "Records in the partition after the last one this consumer read (high watermark - next offset)."},
 			[]string{"partition"})),

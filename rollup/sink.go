@@ -7,95 +7,134 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/ch-go/proto"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
-	"github.com/google/uuid"
-	"github.com/shopspring/decimal"
 
 	"svc/schema"
 )
 
-// insertColumns is the column list of every INSERT, in the order of Sink's buffers.
-var insertColumns = []string{
-	"workspace_id", "pixel_id", "sandbox", "key_id", "event_id", "event_name",
-	"occurred_at", "event_date", "value", "has_value", "currency", "consent",
-	"has_email", "email_sha256", "request_id", "received_at", "inserted_at",
-	"kafka_topic", "kafka_partition", "kafka_offset", "batch_index",
-}
-
-// Sink buffers decoded events column by column and writes them to the events table in
-// one INSERT per Flush. One INSERT of one block into a table partitioned by
-// toYYYYMM(inserted_at), with one inserted_at per flush, is one part: all or nothing.
+// Sink buffers decoded events column by column, in ClickHouse's Native wire format,
+// and writes them to the events table in one INSERT per Flush. One INSERT of one block
+// into a table partitioned by toYYYYMM(inserted_at), with one inserted_at per flush, is
+// one part: all or nothing.
+//
+// Each buffer holds its rows as the Native format sends them: UUIDs as 16 bytes (two
+// little-endian halves), DateTime as uint32 seconds, Date as uint16 days, Decimal(18,4)
+// as int64 × 10^4, FixedString(32) as 32 bytes, String as a length and the bytes. Add
+// converts nothing per row beyond integer division; a flush hands the buffers to the
+// driver without encoding them; buffers are kept across flushes, so Add allocates only
+// while they grow.
 //
 // A Sink is not safe for concurrent use.
 type Sink struct {
 	conn  driver.Conn
 	query string
 	topic string
-	c     columns
-	// currencies interns currency codes so that buffering allocates no string per row.
-	currencies map[[3]byte]string
+	c     sinkColumns
+	// table lists the columns in INSERT order, pointing into c.
+	table []namedColumn
+	// wire reads the columns' Native bytes one after the other (reused).
+	wire partsReader
+	// receivedMs and occurredMs keep the millisecond times per row for EachAge.
+	receivedMs, occurredMs []int64
 }
 
-type columns struct {
-	workspace, pixel, key, event []uuid.UUID
-	sandbox, hasValue, consent   []uint8
-	hasEmail, batchIndex         []uint8
-	name, currency, requestID    []string
-	occurred, date, received     []time.Time
-	value                        []int64 // × 10^4
-	email                        []byte  // 32 bytes per row
-	partition                    []int32
-	offset                       []int64
+type sinkColumns struct {
+	workspace, pixel, key, event                     uuidColumn
+	sandbox, hasValue, consent, hasEmail, batchIndex fixedColumn[uint8]
+	name, currency, requestID, topic                 stringColumn
+	occurred, received, inserted                     fixedColumn[uint32] // DateTime: Unix seconds
+	date                                             fixedColumn[uint16] // Date: days since 1970-01-01
+	value                                            fixedColumn[int64]  // Decimal(18,4): × 10^4
+	email                                            fixedBytesColumn    // FixedString(32)
+	partition                                        fixedColumn[int32]
+	offset                                           fixedColumn[int64]
+}
+
+// namedColumn is one column of the INSERT: its name, the ClickHouse type its buffer
+// holds the Native encoding of (schema/migrations/0001_events.sql), and the buffer.
+type namedColumn struct {
+	name, chType string
+	col          nativeColumn
+}
+
+// columns lists c's columns in the order of the INSERT's column list.
+func (c *sinkColumns) columns() []namedColumn {
+	const dt = "DateTime('UTC')"
+	return []namedColumn{
+		{"workspace_id", "UUID", &c.workspace}, {"pixel_id", "UUID", &c.pixel}, {"sandbox", "UInt8", &c.sandbox},
+		{"key_id", "UUID", &c.key}, {"event_id", "UUID", &c.event}, {"event_name", "String", &c.name},
+		{"occurred_at", dt, &c.occurred}, {"event_date", "Date", &c.date}, {"value", "Decimal(18, 4)", &c.value},
+		{"has_value", "UInt8", &c.hasValue}, {"currency", "String", &c.currency}, {"consent", "UInt8", &c.consent},
+		{"has_email", "UInt8", &c.hasEmail}, {"email_sha256", "FixedString(32)", &c.email}, {"request_id", "String", &c.requestID},
+		{"received_at", dt, &c.received}, {"inserted_at", dt, &c.inserted}, {"kafka_topic", "String", &c.topic},
+		{"kafka_partition", "Int32", &c.partition}, {"kafka_offset", "Int64", &c.offset}, {"batch_index", "UInt8", &c.batchIndex},
+	}
 }
 
 // NewSink returns a sink writing to table (normally "events") in conn's database, for
 // records of topic.
 func NewSink(conn driver.Conn, table, topic string) *Sink {
-	return &Sink{
-		conn:       conn,
-		query:      "INSERT INTO " + table + " (" + strings.Join(insertColumns, ", ") + ")",
-		topic:      topic,
-		currencies: map[[3]byte]string{{}: ""},
+	s := &Sink{conn: conn, topic: topic}
+	s.c.email.size = 32
+	s.c.workspace, s.c.pixel, s.c.key, s.c.event = newUUIDColumn(), newUUIDColumn(), newUUIDColumn(), newUUIDColumn()
+	s.table = s.c.columns()
+	names := make([]string, len(s.table))
+	for i, nc := range s.table {
+		names[i] = nc.name
 	}
+	s.query = "INSERT INTO " + table + " (" + strings.Join(names, ", ") + ")"
+	return s
 }
 
 // Len is the number of buffered rows.
-func (s *Sink) Len() int { return len(s.c.offset) }
+func (s *Sink) Len() int { return len(s.c.offset.v) }
 
-// Add buffers the events of one decoded record. Strings of b are retained.
+const (
+	msPerSecond = 1000
+	msPerDay    = 86400 * msPerSecond
+)
+
+// Add buffers the events of one decoded record; it keeps no reference to b. Times must
+// lie in [1970, 2106) (the consumer refuses others): they are stored as unsigned
+// seconds and days.
 func (s *Sink) Add(b *schema.Batch, partition int32, offset int64) {
 	c := &s.c
-	received := time.UnixMilli(b.ReceivedAt).UTC()
+	ws, px, key := nativeUUID(&b.Workspace), nativeUUID(&b.Pixel), nativeUUID(&b.Key)
+	received := uint32(b.ReceivedAt / msPerSecond)
 	for i := range b.Events {
 		e := &b.Events[i]
-		occ := time.UnixMilli(e.OccurredAt).UTC()
-		c.workspace = append(c.workspace, uuid.UUID(b.Workspace))
-		c.pixel = append(c.pixel, uuid.UUID(b.Pixel))
-		c.key = append(c.key, uuid.UUID(b.Key))
-		c.event = append(c.event, uuid.UUID(e.ID))
-		c.sandbox = append(c.sandbox, b2u(b.Sandbox))
-		c.name = append(c.name, e.Name)
-		c.occurred = append(c.occurred, occ)
-		c.date = append(c.date, time.Date(occ.Year(), occ.Month(), occ.Day(), 0, 0, 0, 0, time.UTC))
+		c.workspace.append(&ws)
+		c.pixel.append(&px)
+		c.key.append(&key)
+		id := nativeUUID(&e.ID)
+		c.event.append(&id)
+		c.sandbox.v = append(c.sandbox.v, b2u(b.Sandbox))
+		c.name.append(e.Name)
+		c.occurred.v = append(c.occurred.v, uint32(e.OccurredAt/msPerSecond))
+		c.date.v = append(c.date.v, uint16(e.OccurredAt/msPerDay))
 		v := e.Value
 		if !e.HasValue {
 			v = 0
 		}
-		c.value = append(c.value, v)
-		c.hasValue = append(c.hasValue, b2u(e.HasValue))
-		c.currency = append(c.currency, s.currency(e.Currency))
-		c.consent = append(c.consent, b2u(e.Consent))
-		c.hasEmail = append(c.hasEmail, b2u(e.HasEmail))
+		c.value.v = append(c.value.v, v)
+		c.hasValue.v = append(c.hasValue.v, b2u(e.HasValue))
+		c.currency.appendBytes(trimCurrency(&e.Currency))
+		c.consent.v = append(c.consent.v, b2u(e.Consent))
+		c.hasEmail.v = append(c.hasEmail.v, b2u(e.HasEmail))
 		if e.HasEmail {
-			c.email = append(c.email, e.EmailSHA[:]...)
+			c.email.b = append(c.email.b, e.EmailSHA[:]...)
 		} else {
-			c.email = append(c.email, zero32[:]...)
+			c.email.b = append(c.email.b, zero32[:]...)
 		}
-		c.requestID = append(c.requestID, b.RequestID)
-		c.received = append(c.received, received)
-		c.partition = append(c.partition, partition)
-		c.offset = append(c.offset, offset)
-		c.batchIndex = append(c.batchIndex, uint8(i))
+		c.requestID.append(b.RequestID)
+		c.received.v = append(c.received.v, received)
+		c.partition.v = append(c.partition.v, partition)
+		c.offset.v = append(c.offset.v, offset)
+		c.batchIndex.v = append(c.batchIndex.v, uint8(i))
+		s.receivedMs = append(s.receivedMs, b.ReceivedAt)
+		s.occurredMs = append(s.occurredMs, e.OccurredAt)
 	}
 }
 
@@ -108,29 +147,30 @@ func b2u(b bool) uint8 {
 	return 0
 }
 
-func (s *Sink) currency(c [3]byte) string {
-	if v, ok := s.currencies[c]; ok {
-		return v
+// trimCurrency returns the code without its trailing zero bytes (none for "no currency").
+func trimCurrency(c *[3]byte) []byte {
+	n := len(c)
+	for n > 0 && c[n-1] == 0 {
+		n--
 	}
-	v := strings.TrimRight(string(c[:]), "\x00")
-	if len(s.currencies) < 4096 {
-		s.currencies[c] = v
-	}
-	return v
+	return c[:n]
 }
 
 // Flush writes every buffered row in one INSERT, stamped inserted_at = now. The rows
 // stay buffered either way: call Reset after a success. On error the outcome is
 // unknown: the INSERT may or may not have landed (read MaxOffsets, then Drop).
+//
+// The query id and settings come from ctx (clickhouse.Context), as for any query.
 func (s *Sink) Flush(ctx context.Context, now time.Time) error {
 	if s.Len() == 0 {
 		return nil
 	}
+	s.stamp(now)
 	b, err := s.conn.PrepareBatch(ctx, s.query)
 	if err != nil {
 		return fmt.Errorf("prepare insert: %w", err)
 	}
-	if err := s.appendColumns(b, now); err != nil {
+	if err := s.load(b.Columns()); err != nil {
 		_ = b.Abort()
 		return err
 	}
@@ -140,32 +180,42 @@ func (s *Sink) Flush(ctx context.Context, now time.Time) error {
 	return nil
 }
 
-func (s *Sink) appendColumns(b driver.Batch, now time.Time) error {
+// stamp fills the per-flush columns (kafka_topic, inserted_at) for every buffered row.
+func (s *Sink) stamp(now time.Time) {
 	c := &s.c
+	c.topic.reset()
+	c.inserted.reset()
+	at := uint32(now.Unix())
+	for range s.Len() {
+		c.topic.append(s.topic)
+		c.inserted.v = append(c.inserted.v, at)
+	}
+}
+
+// load hands the buffered columns to the driver's columns of one prepared INSERT: the
+// driver's column of each name decodes the buffer's Native bytes (a bulk copy for
+// fixed-width columns), with no per-row conversion.
+//
+// (clickhouse-go's typed Append would convert every row: a big.Int per Decimal, a
+// time.Time per DateTime, and allocate. ch-go's own client cannot talk to ClickHouse
+// 18.16: it omits the client info that 18.16's protocol revision 54412 expects with
+// a query.)
+func (s *Sink) load(cols []column.Interface) error {
+	if len(cols) != len(s.table) {
+		return fmt.Errorf("insert has %d columns, the sink %d", len(cols), len(s.table))
+	}
+	s.wire.reset()
+	for i, nc := range s.table {
+		if cols[i].Name() != nc.name || string(cols[i].Type()) != nc.chType {
+			return fmt.Errorf("insert column %d is %s %s, the sink writes %s %s", i, cols[i].Name(), cols[i].Type(), nc.name, nc.chType)
+		}
+		s.wire.parts = append(s.wire.parts, nc.col.native())
+	}
+	r := proto.NewReader(&s.wire)
 	n := s.Len()
-	inserted := make([]time.Time, n)
-	topic := make([]string, n)
-	now = now.UTC().Truncate(time.Second)
-	for i := range inserted {
-		inserted[i], topic[i] = now, s.topic
-	}
-	values := make([]decimal.Decimal, n)
-	for i, v := range c.value {
-		values[i] = decimal.New(v, -4)
-	}
-	emails := make([][]byte, n)
-	for i := range emails {
-		emails[i] = c.email[i*32 : i*32+32 : i*32+32]
-	}
-	cols := []any{
-		c.workspace, c.pixel, c.sandbox, c.key, c.event, c.name,
-		c.occurred, c.date, values, c.hasValue, c.currency, c.consent,
-		c.hasEmail, emails, c.requestID, c.received, inserted,
-		topic, c.partition, c.offset, c.batchIndex,
-	}
-	for i, col := range cols {
-		if err := b.Column(i).Append(col); err != nil {
-			return fmt.Errorf("column %s: %w", insertColumns[i], err)
+	for i, nc := range s.table {
+		if err := cols[i].Decode(r, n); err != nil {
+			return fmt.Errorf("column %s: %w", nc.name, err)
 		}
 	}
 	return nil
@@ -174,36 +224,26 @@ func (s *Sink) appendColumns(b driver.Batch, now time.Time) error {
 // EachAge calls f with the age of every buffered event at now, since the edge accepted
 // it and since it happened.
 func (s *Sink) EachAge(now time.Time, f func(sinceReceived, sinceOccurred time.Duration)) {
-	for i := range s.c.offset {
-		f(now.Sub(s.c.received[i]), now.Sub(s.c.occurred[i]))
+	ms := now.UnixMilli()
+	for i := range s.receivedMs {
+		f(time.Duration(ms-s.receivedMs[i])*time.Millisecond, time.Duration(ms-s.occurredMs[i])*time.Millisecond)
 	}
 }
 
 // Reset drops every buffered row, keeping capacity.
 func (s *Sink) Reset() {
-	c := &s.c
-	*c = columns{
-		workspace: c.workspace[:0], pixel: c.pixel[:0], key: c.key[:0], event: c.event[:0],
-		sandbox: c.sandbox[:0], hasValue: c.hasValue[:0], consent: c.consent[:0],
-		hasEmail: c.hasEmail[:0], batchIndex: c.batchIndex[:0],
-		name: clear0(c.name), currency: clear0(c.currency), requestID: clear0(c.requestID),
-		occurred: c.occurred[:0], date: c.date[:0], received: c.received[:0],
-		value: c.value[:0], email: c.email[:0], partition: c.partition[:0], offset: c.offset[:0],
+	for _, nc := range s.table {
+		nc.col.reset()
 	}
-}
-
-// clear0 empties a string slice and drops its references so the GC can free them.
-func clear0(s []string) []string {
-	clear(s)
-	return s[:0]
+	s.receivedMs, s.occurredMs = s.receivedMs[:0], s.occurredMs[:0]
 }
 
 // Partitions returns, for each partition with buffered rows, the highest buffered offset.
 func (s *Sink) Partitions() map[int32]int64 {
 	out := map[int32]int64{}
-	for i, p := range s.c.partition {
-		if o, ok := out[p]; !ok || s.c.offset[i] > o {
-			out[p] = s.c.offset[i]
+	for i, p := range s.c.partition.v {
+		if o, ok := out[p]; !ok || s.c.offset.v[i] > o {
+			out[p] = s.c.offset.v[i]
 		}
 	}
 	return out
@@ -215,28 +255,20 @@ func (s *Sink) Drop(drop func(partition int32, offset int64) bool) {
 	keep := make([]bool, s.Len())
 	any := false
 	for i := range keep {
-		keep[i] = !drop(c.partition[i], c.offset[i])
+		keep[i] = !drop(c.partition.v[i], c.offset.v[i])
 		any = any || !keep[i]
 	}
 	if !any {
 		return
 	}
-	c.workspace, c.pixel = compact(c.workspace, keep), compact(c.pixel, keep)
-	c.key, c.event = compact(c.key, keep), compact(c.event, keep)
-	c.sandbox, c.hasValue = compact(c.sandbox, keep), compact(c.hasValue, keep)
-	c.consent, c.hasEmail = compact(c.consent, keep), compact(c.hasEmail, keep)
-	c.batchIndex, c.name = compact(c.batchIndex, keep), compact(c.name, keep)
-	c.currency, c.requestID = compact(c.currency, keep), compact(c.requestID, keep)
-	c.occurred, c.date = compact(c.occurred, keep), compact(c.date, keep)
-	c.received, c.value = compact(c.received, keep), compact(c.value, keep)
-	c.partition, c.offset = compact(c.partition, keep), compact(c.offset, keep)
-	email := c.email[:0]
-	for i, k := range keep {
-		if k {
-			email = append(email, c.email[i*32:i*32+32]...)
+	c.topic.reset() // refilled by the next Flush
+	c.inserted.reset()
+	for _, nc := range s.table {
+		if nc.col != &c.topic && nc.col != &c.inserted {
+			nc.col.compact(keep)
 		}
 	}
-	c.email = email
+	s.receivedMs, s.occurredMs = compact(s.receivedMs, keep), compact(s.occurredMs, keep)
 }
 
 func compact[T any](s []T, keep []bool) []T {
@@ -245,10 +277,6 @@ func compact[T any](s []T, keep []bool) []T {
 		if k {
 			out = append(out, s[i])
 		}
-	}
-	var zero T
-	for i := len(out); i < len(s); i++ {
-		s[i] = zero
 	}
 	return out
 }

@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unsafe"
 )
 
 // Topic names. The dead-letter topic receives records the consumer could not decode,
@@ -211,7 +212,8 @@ func (r *reader) varint(what string) int64 {
 }
 
 // DecodeBatch decodes a record value into b, reusing b.Events. Strings in b alias
-// value. On error b is unspecified and the error wraps ErrRecord.
+// value (no copy, no allocation): value must not change while they are in use. On
+// error b is unspecified and the error wraps ErrRecord.
 func DecodeBatch(value []byte, b *Batch) error {
 	r := reader{b: value}
 	head := r.bytes(4, "header")
@@ -229,7 +231,7 @@ func DecodeBatch(value []byte, b *Batch) error {
 	copy(b.Pixel[:], r.bytes(16, "pixel"))
 	copy(b.Key[:], r.bytes(16, "key"))
 	b.ReceivedAt = r.varint("received_at")
-	b.RequestID = string(r.bytes(int(min(r.uvarint("request_id length"), 1<<16)), "request_id"))
+	b.RequestID = alias(r.bytes(int(min(r.uvarint("request_id length"), 1<<16)), "request_id"))
 	n := r.uvarint("count")
 	if r.err != nil {
 		return r.err
@@ -245,7 +247,7 @@ func DecodeBatch(value []byte, b *Batch) error {
 		if ln == 0 || ln > MaxNameLen {
 			r.fail("name length out of range")
 		}
-		e.Name = string(r.bytes(int(ln), "name"))
+		e.Name = alias(r.bytes(int(ln), "name"))
 		e.OccurredAt = r.varint("occurred_at")
 		f := r.bytes(1, "event flags")
 		if r.err != nil {
@@ -268,4 +270,12 @@ func DecodeBatch(value []byte, b *Batch) error {
 		return fmt.Errorf("%w: %d trailing bytes", ErrRecord, len(value)-r.off)
 	}
 	return nil
+}
+
+// alias returns p's bytes as a string without copying: p must not change afterwards.
+func alias(p []byte) string {
+	if len(p) == 0 {
+		return ""
+	}
+	return unsafe.String(&p[0], len(p))
 }

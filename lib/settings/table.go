@@ -170,6 +170,10 @@ var Table = []Setting{
 	// Tests and scripts.
 	{Name: "SVC_TEST_KEEP_DB", Group: GroupTests, Kind: Bool, Default: "false",
 		ReadBy: []string{Tests}, Meaning: "keep each test's ClickHouse database for inspection (`schema/chtest`)"},
+	{Name: "SVC_BIN", Group: GroupTests, Kind: String,
+		ReadBy: []string{Tests}, Meaning: "an `svc` binary for the tests and benchmarks that run one (`lib/svctest`); empty: built from the tree once per test binary"},
+	{Name: "SVC_BENCH_RECORDS", Group: GroupTests, Kind: Int, Default: "20000",
+		ReadBy: []string{Tests}, Meaning: "records of 50 events `BenchmarkConsumerProcess` drains (`rollup/README.md`)"},
 	{Name: "SVC_REDIS_PORT", Group: GroupScripts, Kind: Int, Default: "6379",
 		ReadBy: []string{Scripts}, Meaning: "port of the local Redis that `deploy/local/services.sh` starts"},
 	{Name: "SVC_CLICKHOUSE_PORT", Group: GroupScripts, Kind: Int, Default: "9000",

@@ -66,10 +66,14 @@ var build struct {
 	err  error
 }
 
-// Build builds the svc command once per test binary and returns its path. Call Cleanup
-// from TestMain after the tests (RunTests does).
+// Build builds the svc command once per test binary and returns its path, or returns
+// SVC_BIN when it names a binary already built (a benchmark of the release build). Call
+// Cleanup from TestMain after the tests (RunTests does).
 func Build() (string, error) {
 	build.once.Do(func() {
+		if build.bin = settings.New().String("SVC_BIN"); build.bin != "" {
+			return
+		}
 		root, err := moduleRoot()
 		if err != nil {
 			build.err = err
