@@ -28,7 +28,6 @@ import (
 	"syscall"
 
 	"svc/api/admin"
-	"svc/api/catalog"
 	"svc/api/docs"
 	"svc/bench"
 	"svc/lib/logs"
@@ -66,10 +65,9 @@ var commands = map[string]command{
 	"bench":    {"load generator and reports", bench.Main, false},
 }
 
-// adminMain is `svc admin`: the key screens' commands, the catalog's and the webhooks
-// role's.
+// adminMain is `svc admin`: the admin package's commands and the webhooks role's.
 func adminMain(ctx context.Context, args []string) error {
-	return admin.Main(ctx, args, admin.KeyScreens, catalog.AdminCommands, webhooks.AdminCommands)
+	return admin.Main(ctx, args, admin.Builtin, webhooks.AdminCommands)
 }
 
 func main() {

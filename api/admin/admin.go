@@ -42,10 +42,10 @@ type Env struct {
 // Commands maps "noun verb" to a command.
 type Commands map[string]Command
 
-// KeyScreens are the commands of the key screens: workspaces, pixels, keys. The
-// catalog's (imports, seeds) and the webhooks role's live in their packages; main.go
-// hands every set to Main.
-var KeyScreens = Merge(timeZoneCommands, retentionCommands, Commands{
+// Builtin are this package's commands: the key screens (workspaces, pixels, keys, their
+// time zones, raw-event retention) and the catalog's loading (imports, the showroom
+// seed). The webhooks role's live in its package; main.go hands every set to Main.
+var Builtin = Merge(timeZoneCommands, retentionCommands, catalogCommands, Commands{
 	"workspace create": {"--name NAME [--showroom] [--time-zone ZONE]", workspaceCreate},
 	"pixel create":     {"--workspace ID [--name NAME] [--time-zone ZONE]", pixelCreate},
 	"key create":       {"--workspace ID --env live|sandbox --scopes a,b [--expires RFC3339] [--allow CIDR,...] [--version V] [--burst N] [--daily N]", keyCreate},

@@ -10,7 +10,7 @@ import (
 )
 
 // retentionCommands set a workspace's raw-event retention (privacy/README.md). They are
-// key screens (KeyScreens).
+// key screens (Builtin).
 var retentionCommands = Commands{
 	"workspace set-retention": {Usage: "ORG (--days N | --unlimited)", Run: setRetention},
 }

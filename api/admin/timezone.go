@@ -12,7 +12,7 @@ import (
 )
 
 // timeZoneCommands set reporting time zones: a workspace's (default UTC) and a pixel's
-// override. They are key screens (KeyScreens).
+// override. They are key screens (Builtin).
 var timeZoneCommands = Commands{
 	"workspace set-time-zone": {"ORG ZONE", workspaceSetTimeZone},
 	"pixel set-time-zone":     {"PIXEL ZONE|inherit", pixelSetTimeZone},

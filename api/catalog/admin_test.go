@@ -32,7 +32,7 @@ func TestAdminImportCommand(t *testing.T) {
 	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := catalog.AdminCommands["import"]
+	cmd := admin.Builtin["import"]
 	e := &admin.Env{Keys: ks, Out: &bytes.Buffer{}}
 	out, err := cmd.Run(ctx, e, []string{file, "--workspace", "org_" + w.ID.String()})
 	if err != nil {

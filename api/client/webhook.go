@@ -1,7 +1,7 @@
 package client
 
 import (
-	"fmt"
+	"errors"
 	"time"
 
 	"svc/api/signature"
@@ -11,13 +11,19 @@ import (
 // clock, in either direction.
 const WebhookTolerance = signature.Tolerance
 
-// Errors of VerifyWebhook (match them with errors.Is).
+// Errors of VerifyWebhook.
 var (
-	ErrSignatureMissing   = signature.ErrMissing
-	ErrSignatureMalformed = signature.ErrMalformed
-	ErrSignatureTimestamp = signature.ErrStale
-	ErrSignatureMismatch  = signature.ErrMismatch
+	ErrSignatureMissing   = errors.New("svc: the SVC-Signature header is missing")
+	ErrSignatureMalformed = errors.New("svc: the SVC-Signature header is not t=<unix>,v1=<hex>")
+	ErrSignatureTimestamp = errors.New("svc: the signature timestamp is outside the tolerance")
+	ErrSignatureMismatch  = errors.New("svc: no v1 signature matches the secret")
 )
+
+// clientErrors names the scheme's errors as this package's.
+var clientErrors = map[error]error{
+	signature.ErrMissing: ErrSignatureMissing, signature.ErrMalformed: ErrSignatureMalformed,
+	signature.ErrStale: ErrSignatureTimestamp, signature.ErrMismatch: ErrSignatureMismatch,
+}
 
 // VerifyWebhook checks an SVC-Signature header (t=<unix>,v1=<hex>[,v1=…]) against the
 // raw body as received and the endpoint's signing secrets (several while one rotates):
@@ -25,10 +31,11 @@ var (
 // WebhookTolerance of now. Comparisons are constant-time; unknown schemes are ignored.
 // It is the service's own check (svc/api/signature).
 func VerifyWebhook(header string, body []byte, now time.Time, secrets ...[]byte) error {
-	if err := signature.Verify(header, body, secrets, now, WebhookTolerance); err != nil {
-		return fmt.Errorf("svc: %w", err)
+	err := signature.Verify(header, body, secrets, now, WebhookTolerance)
+	if mine, ok := clientErrors[err]; ok {
+		return mine
 	}
-	return nil
+	return err
 }
 
 // SignWebhook returns the SVC-Signature value for body at t with secret (for tests of
