@@ -108,6 +108,12 @@ func (r *Reader) note(name string) {
 	r.read = append(r.read, name)
 }
 
+// defaultOf is the table's default of name.
+func defaultOf(name string) string {
+	s, _ := Lookup(name)
+	return s.Default
+}
+
 func (r *Reader) fail(name, v string, set bool, want string) {
 	if set {
 		r.errs = append(r.errs, fmt.Errorf("%s: %q is not %s", name, v, want))
@@ -131,6 +137,7 @@ func (r *Reader) Int(name string) int {
 	n, err := strconv.Atoi(v)
 	if err != nil {
 		r.fail(name, v, set, "an integer")
+		n, _ = strconv.Atoi(defaultOf(name)) // reported once, not again by Validate
 	}
 	return n
 }
@@ -144,6 +151,7 @@ func (r *Reader) Duration(name string) time.Duration {
 	d, err := time.ParseDuration(v)
 	if err != nil {
 		r.fail(name, v, set, "a duration such as 1s or 250ms")
+		d, _ = time.ParseDuration(defaultOf(name))
 	}
 	return d
 }
@@ -157,6 +165,7 @@ func (r *Reader) Bool(name string) bool {
 	b, err := strconv.ParseBool(v)
 	if err != nil {
 		r.fail(name, v, set, "a boolean")
+		b, _ = strconv.ParseBool(defaultOf(name))
 	}
 	return b
 }
