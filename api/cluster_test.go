@@ -34,7 +34,7 @@ func TestGateKeysShareASlot(t *testing.T) {
 	thirds := map[int]int{}
 	for i := 0; i < 300; i++ {
 		id := uuid.NewString()
-		ks := append(limits.Keys(id), idempotency.RecordKey(id, "idem-"+uuid.NewString()))
+		ks := append(limits.Keys(id), idempotency.DirKey(id))
 		slot := apitest.Slot(ks[0])
 		for _, k := range ks[1:] {
 			if apitest.Slot(k) != slot {
@@ -97,7 +97,7 @@ func TestClusterSpreadsKeysOverMasters(t *testing.T) {
 	err := api.EachMaster(context.Background(), rdb, func(ctx context.Context, node *redis.Client) error {
 		n := 0
 		for _, id := range ids {
-			ks := append(limits.Keys(id), idempotency.RecordKey(id, "k"))
+			ks := append(limits.Keys(id), idempotency.DirKey(id))
 			found, err := node.Exists(ctx, ks...).Result()
 			if err != nil && !strings.Contains(err.Error(), "MOVED") {
 				return err

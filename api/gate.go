@@ -21,9 +21,10 @@ type idemState struct {
 // KEYS[3] is given), then take one request from both windows; a conflicting key spends
 // nothing (its answer declares the windows as they stand), and a denied request drops
 // the reservation it just made (or took over: the next repeat proceeds).
-// KEYS = daily state, burst state[, idempotency record]. ARGV = now ms, daily q, daily
-// w ms, burst q, burst w ms[, fingerprint, pending ms, takeover ms, owner]. Returns take's limits.Results
-// values (limits.LuaTake), then reserve's (idempotency.LuaReserve) when KEYS[3] is given.
+// KEYS = daily state, burst state[, the key's idempotency table (idempotency.DirKey)].
+// ARGV = now ms, daily q, daily w ms, burst q, burst w ms[, idempotency.Store.ReserveArgs].
+// Returns take's limits.Results values (limits.LuaTake), then reserve's
+// (idempotency.LuaReserve) when KEYS[3] is given.
 var gateScript = redis.NewScript(limits.LuaTake + idempotency.LuaReserve + `
 local now = tonumber(ARGV[1])
 local function windows(cost)
@@ -31,7 +32,7 @@ local function windows(cost)
 end
 local r = {0}
 if #KEYS == 3 then
-  r = reserve(KEYS[3], ARGV[6], ARGV[7], now, tonumber(ARGV[8]), ARGV[9])
+  r = reserve(KEYS[3], now, {unpack(ARGV, 6)})
   if r[1] == 2 or r[1] == 3 then
     local t = windows(0)
     t[#t + 1] = r[1]
@@ -40,7 +41,7 @@ if #KEYS == 3 then
 end
 local t = windows(1)
 if t[1] == 0 then
-  if #KEYS == 3 and r[1] == 0 then redis.call('DEL', KEYS[3]) end
+  if #KEYS == 3 and r[1] == 0 then unreserve() end
   return t
 end
 if #KEYS == 3 then
@@ -56,8 +57,8 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 	keys := limits.Keys(kid)
 	args := limits.Args(s.now(), burst, daily)
 	if idem != nil {
-		keys = append(keys, idempotency.RecordKey(kid, idem.key))
-		args = append(args, idem.fp, s.Deps.Idem.PendingTTL.Milliseconds(), r.route.TakeoverAfter.Milliseconds(), r.ID)
+		keys = append(keys, idempotency.DirKey(kid))
+		args = append(args, s.Deps.Idem.ReserveArgs(idem.key, idem.fp, r.route.TakeoverAfter, r.ID)...)
 	}
 	start := time.Now()
 	res, err := gateScript.Run(r.Context(), s.Deps.Limits.Redis(), keys, args...).Slice()
