@@ -116,16 +116,23 @@ func (f *Fixture) Close(_ context.Context) error {
 // record (its key id and Idempotency-Key are name(j)) and the rollup consumer's claim on
 // its batch (25 h). It is O(n), where Close's fallback scans the whole keyspace.
 func (f *Fixture) ForgetRequests(ctx context.Context, n int64, name func(j int64) (uuid.UUID, string)) error {
-	const perCommand = 500 // requests per UNLINK (two keys each)
-	ks := make([]string, 0, 2*perCommand)
-	for j := int64(0); j < n; j += perCommand {
-		ks = ks[:0]
-		for i := j; i < min(n, j+perCommand); i++ {
+	const perPipeline = 500
+	store := idempotency.New(f.rdb)
+	for j := int64(0); j < n; j += perPipeline {
+		byKey := map[uuid.UUID][]string{}
+		var batches [][]byte
+		for i := j; i < min(n, j+perPipeline); i++ {
 			kid, idem := name(i)
+			byKey[kid] = append(byKey[kid], idem)
 			batch := ingest.BatchID(kid, []byte(idem))
-			ks = append(ks, idempotency.RecordKey(kid.String(), idem), rollup.ClaimKey(schema.TopicEvents, batch[:]))
+			batches = append(batches, batch[:])
 		}
-		if err := api.Unlink(ctx, f.rdb, ks...); err != nil {
+		for kid, idems := range byKey {
+			if err := store.Forget(ctx, kid.String(), idems...); err != nil {
+				return fmt.Errorf("forget requests: %w", err)
+			}
+		}
+		if err := rollup.ForgetClaims(ctx, f.rdb, schema.TopicEvents, batches); err != nil {
 			return fmt.Errorf("forget requests: %w", err)
 		}
 	}
