@@ -46,7 +46,7 @@ func TestSecondCopyOfABatchIsSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	own := recs[len(recs)-1] // ProduceSync set its partition and offset
+	own := recs[len(recs)-1]                                                           // ProduceSync set its partition and offset
 	legacy := map[string]string{legacyClaimKey(schema.TopicEvents, idOld): "0:999999", // the copy an older consumer stored
 		legacyClaimKey(schema.TopicEvents, idOwn): fmt.Sprintf("%d:%d", own.Partition, own.Offset)}
 	for k, v := range legacy {
