@@ -46,8 +46,9 @@ func TestSecondCopyOfABatchIsSkipped(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	own := recs[len(recs)-1]                                                           // ProduceSync set its partition and offset
-	legacy := map[string]string{legacyClaimKey(schema.TopicEvents, idOld): "0:999999", // the copy an older consumer stored
+	own := recs[len(recs)-1] // ProduceSync set its partition and offset
+	// idOld: a copy an older consumer stored at 0:999999; idOwn: this very record.
+	legacy := map[string]string{legacyClaimKey(schema.TopicEvents, idOld): "0:999999",
 		legacyClaimKey(schema.TopicEvents, idOwn): fmt.Sprintf("%d:%d", own.Partition, own.Offset)}
 	for k, v := range legacy {
 		if err := rdb.Set(ctx, k, v, time.Minute).Err(); err != nil {
