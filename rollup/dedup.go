@@ -56,9 +56,9 @@ func claimValue(at recordPos) string {
 // twice for one record answers its own value the second time.
 var claimScript = redis.NewScript(idempotency.LuaTable + `
 local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[4], ARGV[5], ARGV[6])
-local v = t_find(t, ARGV[2])
+local v, _, _, cur = t_find(t, ARGV[2])
 if v then return v end
-t_put(t, ARGV[2], ARGV[3])
+t_put(t, ARGV[2], ARGV[3], cur)
 return false
 `)
 
@@ -66,8 +66,8 @@ return false
 // claim.
 var forgetClaimScript = redis.NewScript(idempotency.LuaTable + `
 local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[3], ARGV[4], ARGV[5])
-local v, key = t_find(t, ARGV[2])
-if v then t_del(key, ARGV[2]) end
+local v, key, en = t_find(t, ARGV[2])
+if v then t_del(t, key, en, ARGV[2]) end
 return 1
 `)
 

@@ -106,4 +106,10 @@ func TestClaimOutlivesTheRetryWindow(t *testing.T) {
 	if v := claim(now.Add(claimTable.Life), second); v != claimValue(first) {
 		t.Fatalf("25 h later the second copy sees %q, want the first record's claim", v)
 	}
+	if err := ForgetClaims(ctx, rdb, schema.TopicEvents, [][]byte{id}); err != nil {
+		t.Fatal(err)
+	}
+	if v := claim(now, second); v != "" {
+		t.Fatalf("after ForgetClaims the claim is still held by %q", v)
+	}
 }

@@ -131,9 +131,9 @@ func KeyPrefix(keyID string) string { return "svc:idem3:{" + keyID + "}:" }
 // declares (its hash tag is the key's rate-limit windows').
 func DirKey(keyID string) string { return KeyPrefix(keyID) + "m" }
 
-// luaRecords defines, over LuaTable, the operations on records: reserve (the gate's),
-// unreserve, complete, release and peek. Each takes the directory key dk, now (ms) and
-// its arguments as a list.
+// luaRecords defines, over LuaTable, the operations on records: reserve and reserved
+// (the gate's), complete, release, forget and peek. Each takes the directory key dk, now
+// (ms) and its arguments as a list.
 const luaRecords = `
 local function r_table(dk, now, life, span, skew)
   return t_open(string.sub(dk, 1, -2), now, life, span, skew)
@@ -143,18 +143,16 @@ local function r_large(t, en, f)
   return t.base .. 'a' .. en .. ':' .. t_hex(f)
 end
 
-local reserved = nil
+local to_reserve = nil
 
--- reserve: a = {f, fp, pending ms, takeover ms, owner, life, span, skew}. {0} reserved
--- (also when it took over an expired takeover time or a lapsed reservation), {1, record}
--- replay, {2} reuse, {3} in use.
+-- reserve decides, writing nothing: a = {f, fp, pending ms, takeover ms, owner, life,
+-- span, skew}. {0} proceed (also when it takes over an expired takeover time or a lapsed
+-- reservation): then reserved() makes the reservation; {1, record} replay, {2} reuse,
+-- {3} in use.
 local function reserve(dk, now, a)
   local f, fp, pending, takeover, owner = a[1], a[2], tonumber(a[3]), tonumber(a[4]), a[5]
   local t = r_table(dk, now, a[6], a[7], a[8])
-  local at = 0
-  if takeover > 0 then at = t.now + takeover end
-  local mine = 'P' .. fp .. owner .. string.format('%d %d', t.now + pending, at)
-  local v, key, en = t_find(t, f)
+  local v, key, en, cur = t_find(t, f)
   if v then
     local kind, same = string.sub(v, 1, 1), string.sub(v, 2, 9) == fp
     if kind == 'P' then
@@ -173,29 +171,35 @@ local function reserve(dk, now, a)
       if big then return {1, big} end
     end
   end
-  local nk = t_put(t, f, mine)
-  if key and key ~= nk then t_del(key, f) end
-  reserved = {nk, f}
+  local at = 0
+  if takeover > 0 then at = t.now + takeover end
+  to_reserve = {t = t, f = f, key = key, en = en, cur = cur,
+    v = 'P' .. fp .. owner .. string.format('%d %d', t.now + pending, at)}
   return {0}
 end
 
--- unreserve drops what the last reserve of this script wrote.
-local function unreserve()
-  if reserved then t_del(reserved[1], reserved[2]) end
+-- reserved makes the reservation the last reserve decided on.
+local function reserved()
+  local r = to_reserve
+  local nk = t_put(r.t, r.f, r.v, r.cur)
+  if r.key and r.key ~= nk then t_del(r.t, r.key, r.en, r.f) end
 end
 
 -- complete: a = {f, record, life, span, skew}: the record replaces whatever f holds.
+-- Usually f is reserved in the current epoch and one HSET replaces it.
 local function complete(dk, now, a)
   local f, rec = a[1], a[2]
   local t = r_table(dk, now, a[3], a[4], a[5])
-  local v, key = t_find(t, f)
   if #rec > 64 then
     local e = math.floor(t.now / t.span)
     redis.call('SET', r_large(t, string.format('%d', e), f), rec, 'PXAT', string.format('%d', t_expiry(t, e)))
     rec = 'L' .. string.sub(rec, 2, 9)
   end
-  local nk = t_put(t, f, rec)
-  if key and key ~= nk then t_del(key, f) end
+  local _, en, added = t_put(t, f, rec)
+  if added then
+    local v, key, was = t_find(t, f, en)
+    if v then t_del(t, key, was, f) end
+  end
   return 1
 end
 
@@ -203,8 +207,8 @@ end
 local function release(dk, now, a)
   local f = a[1]
   local t = r_table(dk, now, a[4], a[5], a[6])
-  local v, key = t_find(t, f)
-  if v and string.sub(v, 1, 1 + 8 + 8) == 'P' .. a[2] .. a[3] then t_del(key, f) end
+  local v, key, en = t_find(t, f)
+  if v and string.sub(v, 1, 1 + 8 + 8) == 'P' .. a[2] .. a[3] then t_del(t, key, en, f) end
   return 1
 end
 
@@ -213,7 +217,7 @@ local function forget(dk, now, a)
   local t = r_table(dk, now, a[2], a[3], a[4])
   local v, key, en = t_find(t, a[1])
   if v then
-    t_del(key, a[1])
+    t_del(t, key, en, a[1])
     if string.sub(v, 1, 1) == 'L' then redis.call('DEL', r_large(t, en, a[1])) end
   end
   return 1
@@ -226,7 +230,7 @@ local function peek(dk, now, a)
 end
 `
 
-// LuaReserve defines, with the table functions, reserve(dk, now, args) and unreserve();
+// LuaReserve defines, with the table functions, reserve(dk, now, args) and reserved();
 // the server's one-trip gate script includes it and passes ReserveArgs. See luaRecords.
 const LuaReserve = LuaTable + luaRecords
 

@@ -204,8 +204,9 @@ func TestTableFindsFieldsAcrossEpochs(t *testing.T) {
 
 // reserveScript runs reserve alone: ARGV = now, then ReserveArgs.
 var reserveScript = redis.NewScript(LuaReserve + `
+local deny = ARGV[#ARGV] == 'deny'
 local r = reserve(KEYS[1], tonumber(ARGV[1]), {unpack(ARGV, 2)})
-if ARGV[#ARGV] == 'deny' then unreserve() end
+if r[1] == 0 and not deny then reserved() end
 return r`)
 
 type testStore struct {
@@ -350,4 +351,26 @@ func (ts *testStore) fields() int64 {
 		n += ts.rdb.HLen(context.Background(), k).Val()
 	}
 	return n
+}
+
+// A shard that loses its last record keeps its expiry (and a placeholder): Redis would
+// drop an empty hash, and the next record would make it anew with no expiry at all.
+func TestEmptiedShardKeepsItsExpiry(t *testing.T) {
+	ts := newTestStore(t)
+	ctx := context.Background()
+	fp := Fingerprint("POST", "/events", nil)
+	ts.reserve("only", fp, 0, "req_1")
+	if err := ts.Release(ctx, ts.keyID, "only", fp, "req_1"); err != nil {
+		t.Fatal(err)
+	}
+	ts.reserve("next", fp, 0, "req_2")
+	epoch := ts.Table().Epoch(ts.now.UnixMilli())
+	key := ShardKey(KeyPrefix(ts.keyID), epoch, 0)
+	at, err := ts.rdb.PExpireTime(ctx, key).Result()
+	if err != nil || at <= 0 {
+		t.Fatalf("shard %s: expiry %v (%v), want one", key, at, err)
+	}
+	if n := ts.rdb.HLen(ctx, key).Val(); n != 2 {
+		t.Fatalf("shard %s holds %d fields, want the placeholder and the new record", key, n)
+	}
 }

@@ -63,13 +63,18 @@ const MaxValue = 64
 // LuaTable defines the Lua table functions (see Table). A table handle is
 // t_open(base, now, life, span, skew) (times in ms); then
 //
-//	t_find(t, f)    -> value, shard key, epoch (nil when absent)
-//	t_put(t, f, v)  -> shard key, epoch: sets f in the current epoch's table
-//	t_del(key, f)      deletes f from the shard key that t_find or t_put named
-//	t_expiry(t, e)  -> when epoch e's shards expire (ms)
+//	t_find(t, f[, skip]) -> value, shard key, epoch, cur (value nil when absent): the
+//	                        newest epoch holding f, but not epoch skip; cur is the
+//	                        current epoch's directory entry (false: none) for t_put
+//	t_put(t, f, v[, cur]) -> shard key, epoch, added: sets f in the current epoch's table
+//	t_del(t, key, en, f)    deletes f from shard key of epoch en (as t_find or t_put named)
+//	t_expiry(t, e)       -> when epoch e's shards expire (ms)
 //
 // A caller that moves a field to the current epoch deletes it where it was found, so a
-// field is in at most one epoch.
+// field is in at most one epoch. A shard gets its expiry when it is made: shard 0 with
+// its epoch, the others when they split off; one that would be left empty keeps a
+// placeholder field "" so that Redis does not drop it (and its expiry) and make it anew
+// without one.
 const LuaTable = `
 local T_LOAD = 48
 
@@ -97,22 +102,28 @@ local function t_expiry(t, e)
   return (e + 1) * t.span + t.life + t.skew
 end
 
-local function t_find(t, f)
+local function t_find(t, f, skip)
+  local cur = math.floor(t.now / t.span)
   local hi = math.floor((t.now + t.skew) / t.span)
   local lo = math.floor((t.now - t.life - t.skew) / t.span)
   local names = {}
   for e = hi, lo, -1 do names[#names + 1] = string.format('%d', e) end
   local dirs = redis.call('HMGET', t.base .. 'm', unpack(names))
-  local h = t_hash(f)
+  local h, mcur = t_hash(f), dirs[hi - cur + 1]
   for i, m in ipairs(dirs) do
-    if m then
+    if m and names[i] ~= skip then
       local level, split = t_dir(m)
       local key = t.base .. names[i] .. ':' .. t_shard(h, level, split)
       local v = redis.call('HGET', key, f)
-      if v then return v, key, names[i] end
+      if v then return v, key, names[i], mcur end
     end
   end
-  return nil
+  return nil, nil, nil, mcur
+end
+
+local function t_keep(key, at)
+  redis.call('HSET', key, '', '')
+  redis.call('PEXPIREAT', key, at)
 end
 
 local function t_split(t, en, level, split, at)
@@ -122,7 +133,7 @@ local function t_split(t, en, level, split, at)
   local size = 2 ^ (level + 1)
   local moved, gone = {}, {}
   for i = 1, #all, 2 do
-    if t_hash(all[i]) % size ~= split then
+    if #all[i] >= 4 and t_hash(all[i]) % size ~= split then
       moved[#moved + 1] = all[i]
       moved[#moved + 1] = all[i + 1]
       gone[#gone + 1] = all[i]
@@ -131,6 +142,7 @@ local function t_split(t, en, level, split, at)
   if #gone > 0 then
     redis.call('HSET', to, unpack(moved))
     redis.call('PEXPIREAT', to, at)
+    if #gone * 2 == #all then t_keep(from, at) end
     redis.call('HDEL', from, unpack(gone))
   end
   split = split + 1
@@ -146,17 +158,18 @@ local function t_newepoch(t, dk, at)
   if redis.call('PEXPIRETIME', dk) < at then redis.call('PEXPIREAT', dk, at) end
 end
 
-local function t_put(t, f, v)
+local function t_put(t, f, v, m)
   local e = math.floor(t.now / t.span)
   local en = string.format('%d', e)
   local dk = t.base .. 'm'
   local at = t_expiry(t, e)
-  local m = redis.call('HGET', dk, en)
+  if m == nil then m = redis.call('HGET', dk, en) end
   local level, split, n = 0, 0, 0
   if m then level, split, n = t_dir(m) end
   local key = t.base .. en .. ':' .. t_shard(t_hash(f), level, split)
-  if redis.call('HSET', key, f, v) == 1 then
-    redis.call('PEXPIREAT', key, at)
+  local added = redis.call('HSET', key, f, v) == 1
+  if added then
+    if not m then redis.call('PEXPIREAT', key, at) end
     n = n + 1
     if n > T_LOAD * (2 ^ level + split) then
       level, split = t_split(t, en, level, split, at)
@@ -165,11 +178,12 @@ local function t_put(t, f, v)
     redis.call('HSET', dk, en, string.format('%d %d %d', level, split, n))
     if not m then t_newepoch(t, dk, at) end
   end
-  return key, en
+  return key, en, added
 end
 
-local function t_del(key, f)
+local function t_del(t, key, en, f)
   redis.call('HDEL', key, f)
+  if redis.call('EXISTS', key) == 0 then t_keep(key, t_expiry(t, tonumber(en))) end
 end
 
 local function t_hex(s)
