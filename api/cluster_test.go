@@ -28,7 +28,7 @@ func TestSlotMatchesRedis(t *testing.T) {
 }
 
 // TestGateKeysShareASlot: the gate script touches a key's two rate-limit windows and
-// one idempotency record; in a Redis Cluster they must hash to one slot, while keys of
+// its idempotency table; in a Redis Cluster they must hash to one slot, while keys of
 // different API keys spread over the slot range (and so over every master).
 func TestGateKeysShareASlot(t *testing.T) {
 	thirds := map[int]int{}

@@ -19,7 +19,8 @@
 // bytes of the SHA-256 of the reserving request's id, and the answer is packed
 // (answer.go: a 202 of POST /events takes about 20 bytes). A done record lives 24 h to
 // 30 h after it was written (Table: Life 24 h, Span 6 h, plus 1 min of clock skew); about
-// 45 B of Redis memory each where the old one-key records took about 400.
+// 50 B of Redis memory each (MEMORY USAGE of the tables), where a key of its own took
+// about 400.
 //
 // A reservation lasts until its request completes (Complete), fails retryably (Release),
 // or its process dies: then it lapses after PendingTTL (60 s) and counts as absent. A
