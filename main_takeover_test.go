@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -12,7 +13,9 @@ import (
 	"time"
 
 	json "github.com/goccy/go-json"
-	"github.com/redis/go-redis/v9"
+
+	"svc/api/idempotency"
+	"svc/lib/process"
 )
 
 // TestRetryAfterEdgeDeathAnsweredWithinTenSeconds: a batch is in flight on an edge (the
@@ -31,7 +34,8 @@ func TestRetryAfterEdgeDeathAnsweredWithinTenSeconds(t *testing.T) {
 	in.run("migrate")
 	ws := field(t, in.run("admin", "workspace", "create", "--name", "Takeover"), "id")
 	px := field(t, in.run("admin", "pixel", "create", "--workspace", ws), "id")
-	secret := field(t, in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write"), "secret")
+	created := in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write")
+	secret, keyID := field(t, created, "secret"), field(t, created, "id_uuid")
 	first, roll := in.spawn(t, "ingest", kafka), in.spawn(t, "rollup", kafka)
 	first.WaitReady(t, 30*time.Second)
 	roll.WaitReady(t, 30*time.Second)
@@ -56,7 +60,7 @@ func TestRetryAfterEdgeDeathAnsweredWithinTenSeconds(t *testing.T) {
 	}
 	defer brk.Cmd.Process.Signal(syscall.SIGCONT)
 	go first.post(t, secret, body, "Idempotency-Key", key)
-	waitReserved(t, in.getenv("SVC_REDIS_URL"), key)
+	waitReserved(t, in, keyID, key)
 	time.Sleep(300 * time.Millisecond) // the record is handed to the producer
 	first.Kill()
 	killed := time.Now()
@@ -134,26 +138,21 @@ func postRetryAfter(t *testing.T, p *proc, secret, body, key string) (int, []byt
 	return resp.StatusCode, b, wait
 }
 
-// waitReserved waits until some key's Idempotency-Key idemKey is reserved in Redis.
-func waitReserved(t *testing.T, url, idemKey string) {
+// waitReserved waits until key keyID's Idempotency-Key idemKey is reserved in Redis.
+func waitReserved(t *testing.T, in *instance, keyID, idemKey string) {
 	t.Helper()
-	if url == "" {
-		url = "redis://127.0.0.1:6379/0"
-	}
-	opt, err := redis.ParseURL(url)
+	ctx := context.Background()
+	rdb, err := process.OpenRedis(ctx, process.RedisConfig{URL: cmp.Or(in.getenv("SVC_REDIS_URL"), "redis://127.0.0.1:6379/0"),
+		Cluster: strings.FieldsFunc(in.getenv("SVC_REDIS_CLUSTER"), func(r rune) bool { return r == ',' })})
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb := redis.NewClient(opt)
 	defer rdb.Close()
-	ctx := context.Background()
+	store := idempotency.New(rdb)
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		keys, _, err := rdb.Scan(ctx, 0, "svc:idem2:*:"+idemKey, 1000000).Result()
-		if err == nil && len(keys) > 0 {
-			if v, _ := rdb.Get(ctx, keys[0]).Result(); strings.HasPrefix(v, "P") {
-				return
-			}
+		if st, err := store.Peek(ctx, keyID, idemKey); err == nil && st == idempotency.Pending {
+			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -29,13 +29,13 @@ func TestSlotMatchesRedis(t *testing.T) {
 }
 
 // TestGateKeysShareASlot: the gate script touches a key's two rate-limit windows and
-// one idempotency record; in a Redis Cluster they must hash to one slot, while keys of
+// its idempotency table; in a Redis Cluster they must hash to one slot, while keys of
 // different API keys spread over the slot range (and so over every master).
 func TestGateKeysShareASlot(t *testing.T) {
 	thirds := map[int]int{}
 	for i := 0; i < 300; i++ {
 		id := uuid.NewString()
-		ks := append(limits.Keys(id), idempotency.RecordKey(id, "idem-"+uuid.NewString()))
+		ks := append(limits.Keys(id), idempotency.DirKey(id))
 		slot := apitest.Slot(ks[0])
 		for _, k := range ks[1:] {
 			if apitest.Slot(k) != slot {
@@ -98,7 +98,7 @@ func TestClusterSpreadsKeysOverMasters(t *testing.T) {
 	err := process.EachMaster(context.Background(), rdb, func(ctx context.Context, node *redis.Client) error {
 		n := 0
 		for _, id := range ids {
-			ks := append(limits.Keys(id), idempotency.RecordKey(id, "k"))
+			ks := append(limits.Keys(id), idempotency.DirKey(id))
 			found, err := node.Exists(ctx, ks...).Result()
 			if err != nil && !strings.Contains(err.Error(), "MOVED") {
 				return err

@@ -20,36 +20,31 @@ type idemState struct {
 	stored  *idempotency.Stored
 }
 
-// gateScript is the hot path's one Redis round trip: reserve the Idempotency-Key (when
-// KEYS[3] is given), then take one request from both windows; a conflicting key spends
-// nothing (its answer declares the windows as they stand), and a denied request drops
-// the reservation it just made (or took over: the next repeat proceeds).
-// KEYS = daily state, burst state[, idempotency record]. ARGV = now ms, daily q, daily
-// w ms, burst q, burst w ms[, fingerprint, pending ms, takeover ms, owner]. Returns take's limits.Results
-// values (limits.LuaTake), then reserve's (idempotency.LuaReserve) when KEYS[3] is given.
+// gateScript is the hot path's one Redis round trip: look the Idempotency-Key up (when
+// KEYS[3] is given), take one request from both windows, and reserve the key when the
+// request may run; a conflicting key spends nothing (its answer declares the windows as
+// they stand), and a denied request reserves nothing.
+// KEYS = daily state, burst state[, the key's idempotency table (idempotency.DirKey)].
+// ARGV = now ms, daily q, daily w ms, burst q, burst w ms[, idempotency.Store.ReserveArgs].
+// Returns take's limits.Results values (limits.LuaTake), then reserve's
+// (idempotency.LuaReserve) when KEYS[3] is given.
 var gateScript = redis.NewScript(limits.LuaTake + idempotency.LuaReserve + `
 local now = tonumber(ARGV[1])
 local function windows(cost)
   return take(KEYS[1], KEYS[2], now, tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]), cost)
 end
-local r = {0}
-if #KEYS == 3 then
-  r = reserve(KEYS[3], ARGV[6], ARGV[7], now, tonumber(ARGV[8]), ARGV[9])
-  if r[1] == 2 or r[1] == 3 then
-    local t = windows(0)
-    t[#t + 1] = r[1]
-    return t
-  end
-end
-local t = windows(1)
-if t[1] == 0 then
-  if #KEYS == 3 and r[1] == 0 then redis.call('DEL', KEYS[3]) end
+if #KEYS == 2 then return windows(1) end
+local r = reserve(KEYS[3], now, {unpack(ARGV, 6)})
+if r[1] == 2 or r[1] == 3 then
+  local t = windows(0)
+  t[#t + 1] = r[1]
   return t
 end
-if #KEYS == 3 then
-  local n = #t
-  for i, v in ipairs(r) do t[n + i] = v end
-end
+local t = windows(1)
+if t[1] == 0 then return t end
+if r[1] == 0 then reserved() end
+local n = #t
+for i, v in ipairs(r) do t[n + i] = v end
 return t
 `)
 
@@ -59,8 +54,8 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 	keys := limits.Keys(kid)
 	args := limits.Args(s.now(), burst, daily)
 	if idem != nil {
-		keys = append(keys, idempotency.RecordKey(kid, idem.key))
-		args = append(args, idem.fp, s.Deps.Idem.PendingTTL.Milliseconds(), r.route.TakeoverAfter.Milliseconds(), r.ID)
+		keys = append(keys, idempotency.DirKey(kid))
+		args = append(args, s.Deps.Idem.ReserveArgs(idem.key, idem.fp, r.route.TakeoverAfter, r.ID)...)
 	}
 	start := time.Now()
 	res, err := gateScript.Run(r.Context(), s.Deps.Limits.Redis(), keys, args...).Slice()

@@ -203,9 +203,10 @@ const takeoverMargin = time.Second
 // POST /events may take it over (api.Route.TakeoverAfter): the edge that reserved it has
 // answered by then (202, or 503 when Kafka's acknowledgement is overdue) or is dead. The
 // retry produces the same batch under the same batch id (BatchID), and the consumer
-// stores one copy of it (rollup.ClaimKey), so the events count once whichever lands.
-// With the default 5 s delivery timeout it is 7 s: a client that retries every second
-// gets its answer within 8 s of the reservation (README.md, "Exactly once").
+// stores one copy of it (its batch claim, rollup/dedup.go), so the events count once
+// whichever lands. With the default 5 s delivery timeout it is 7 s: a client that
+// retries every second gets its answer within 8 s of the reservation (README.md,
+// "Exactly once").
 func (c Config) TakeoverAfter() time.Duration {
 	return c.DeliveryTimeout + time.Second + takeoverMargin
 }
@@ -362,7 +363,8 @@ func (e *Edge) idBase(r *api.Request) (base [16]byte, idem bool) {
 }
 
 // BatchID is the id of a batch sent by key keyID with Idempotency-Key idemKey: the same
-// for every retry, so the consumer recognises a second copy (rollup.ClaimKey).
+// for every retry, so the consumer recognises a second copy (its batch claim,
+// rollup/dedup.go).
 func BatchID(keyID [16]byte, idemKey []byte) (id [16]byte) {
 	h := sha256.New()
 	h.Write(keyID[:])

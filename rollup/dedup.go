@@ -2,6 +2,8 @@ package rollup
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/api/idempotency"
 	"svc/schema"
 )
 
@@ -17,14 +20,82 @@ import (
 // recorded the response leaves the client to retry with the same Idempotency-Key, and
 // the retry is a second record of the same batch (same schema.HeaderBatchID, same
 // partition, since both are keyed by pixel). The consumer claims each batch id in Redis
-// for the record that carries it ("partition:offset"): the claiming record is stored
-// (again, if it is redelivered), any other record with that id is skipped and counted.
+// for the record that carries it (its partition and offset): the claiming record is
+// stored (again, if it is redelivered), any other record with that id is skipped and
+// counted.
+//
+// Claims are fields of tables (idempotency.Table), not keys: 256 groups per topic, by the
+// batch id's last byte, each group a table under the hash tag {<topic>:<byte, hex>} (so
+// the groups spread over a Redis Cluster's masters); the field is the batch id's first
+// 10 bytes (a lookup meets a few hundred fields that share at most 16 of its 80 bits:
+// two batches are taken for one with a chance under 2^-50), the value the claiming record's partition and offset (uvarints). About 22 B
+// of Redis memory a claim (MEMORY USAGE of the tables), where a key of its own took
+// about 180.
 
-// batchClaimTTL outlives the 24 h an Idempotency-Key can be retried.
-const batchClaimTTL = 25 * time.Hour
+// claimTable: a claim lives at least 25 h: a second copy can be produced up to 24 h after
+// the first (a retry within the Idempotency-Key's window that finds no answer: its edge
+// died, or a failover lost the answer), and may wait in Kafka up to 1 h longer than the
+// first before it is consumed. Epochs of 6 h: a claim lives at most 31 h.
+var claimTable = idempotency.Table{Life: 25 * time.Hour, Span: 6 * time.Hour, Skew: time.Minute}
 
-// ClaimKey is the Redis key of the claim on batch id (schema.HeaderBatchID) in topic.
-func ClaimKey(topic string, id []byte) string {
+// claimDir is the directory key of the claim group of batch id (schema.HeaderBatchID,
+// 16 bytes) in topic.
+func claimDir(topic string, id []byte) string {
+	return "svc:claim:{" + topic + ":" + hex.EncodeToString(id[len(id)-1:]) + "}:m"
+}
+
+// claimField is the claim's field: the batch id's first 10 bytes (uniform: a SHA-256).
+func claimField(id []byte) string { return string(id[:min(10, len(id))]) }
+
+// claimValue names the record that holds a claim.
+func claimValue(at recordPos) string {
+	b := binary.AppendUvarint(nil, uint64(at.p))
+	return string(binary.AppendUvarint(b, uint64(at.o)))
+}
+
+// claimScript: KEYS[1] claimDir; ARGV now ms, field, value, claimTable.Args. Returns the
+// value of the record that holds the claim, or nil when this one took it now. Running it
+// twice for one record answers its own value the second time.
+var claimScript = redis.NewScript(idempotency.LuaTable + `
+local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[4], ARGV[5], ARGV[6])
+local v, _, _, cur = t_find(t, ARGV[2])
+if v then return v end
+t_put(t, ARGV[2], ARGV[3], cur)
+return false
+`)
+
+// forgetClaimScript: KEYS[1] claimDir; ARGV now ms, field, claimTable.Args. Drops the
+// claim.
+var forgetClaimScript = redis.NewScript(idempotency.LuaTable + `
+local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[3], ARGV[4], ARGV[5])
+local v, key, en = t_find(t, ARGV[2])
+if v then t_del(t, key, en, ARGV[2]) end
+return 1
+`)
+
+// ForgetClaims drops the claims on batch ids in topic (tools: the load generator cleans
+// up after itself).
+func ForgetClaims(ctx context.Context, rdb redis.Cmdable, topic string, ids [][]byte) error {
+	keys, args := make([]string, len(ids)), make([][]any, len(ids))
+	now := time.Now().UnixMilli()
+	for i, id := range ids {
+		keys[i] = claimDir(topic, id)
+		args[i] = append([]any{now, claimField(id)}, claimTable.Args()...)
+	}
+	_, err := idempotency.Pipelined(ctx, rdb, forgetClaimScript, keys, args)
+	return err
+}
+
+// Claims of the format before (one key each, svc:batch:<topic>:<batch id, hex> = the
+// holder's "partition:offset", 25 h) are honoured for legacyClaimsFor after the process
+// starts: an older consumer may have written one within that time (an upgrade's rollout
+// taking under an hour), and a retry that missed the older edges' answer record (not
+// read any more) makes a second copy that must be caught.
+const legacyClaimsFor = 26 * time.Hour
+
+var processStart = time.Now()
+
+func legacyClaimKey(topic string, id []byte) string {
 	return "svc:batch:" + topic + ":" + hex.EncodeToString(id)
 }
 
@@ -42,15 +113,14 @@ func batchID(r *kgo.Record) []byte {
 	return nil
 }
 
-// claimBatches claims the batch ids of held records not checked yet, in one round trip,
-// and remembers which records are duplicates. mu must be held. Without Redis it does
-// nothing.
+// claimBatches claims the batch ids of held records not checked yet, in one round trip
+// (two while older claims may exist), and remembers which records are duplicates. mu
+// must be held. Without Redis it does nothing.
 func (c *consumer) claimBatches(ctx context.Context) error {
 	if c.cfg.Redis == nil {
 		return nil
 	}
-	var keys []string
-	var args []string
+	var ids [][]byte
 	var pos []recordPos
 	for _, r := range c.held {
 		at := recordPos{r.Partition, r.Offset}
@@ -58,44 +128,76 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 			continue
 		}
 		id := batchID(r)
-		if id == nil {
+		if len(id) == 0 {
 			c.claims[at] = false
 			continue
 		}
-		keys = append(keys, ClaimKey(c.cfg.Topic, id))
-		args = append(args, strconv.Itoa(int(r.Partition))+":"+strconv.FormatInt(r.Offset, 10))
+		if len(id) < 16 { // not an edge's (they are 16 bytes of a SHA-256): spread it
+			h := sha256.Sum256(id)
+			id = h[:]
+		}
+		ids = append(ids, id)
 		pos = append(pos, at)
 	}
-	if len(keys) == 0 {
+	if len(ids) == 0 {
 		return nil
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	// One SET NX GET per batch, pipelined: Redis answers each with the claim that was
-	// there (nil when this one took it), and serves other clients between them, where
-	// one script over a flush's thousand keys held it for about 10 ms.
-	cmds := make([]*redis.StatusCmd, len(keys))
-	_, err := c.cfg.Redis.Pipelined(qctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.SetArgs(qctx, k, args[i], redis.SetArgs{Mode: "NX", Get: true, TTL: batchClaimTTL})
+	// One script per batch, pipelined: Redis serves other clients between them.
+	keys, args := make([]string, len(ids)), make([][]any, len(ids))
+	now := time.Now().UnixMilli()
+	for i, id := range ids {
+		keys[i] = claimDir(c.cfg.Topic, id)
+		args[i] = append([]any{now, claimField(id), claimValue(pos[i])}, claimTable.Args()...)
+	}
+	cmds, err := idempotency.Pipelined(qctx, c.cfg.Redis, claimScript, keys, args)
+	if err != nil {
+		return err
+	}
+	legacy, err := c.legacyClaims(qctx, ids, pos)
+	if err != nil {
+		return err
+	}
+	for i, at := range pos {
+		held, err := cmds[i].Text()
+		switch {
+		case errors.Is(err, redis.Nil):
+			c.claims[at] = legacy[i] // claimed now, unless an older claim names another record
+		case err != nil:
+			return err
+		default:
+			c.claims[at] = legacy[i] || held != claimValue(at) // another record holds it: a duplicate
+		}
+	}
+	return nil
+}
+
+// legacyClaims reports, for each batch, whether a claim of the format before names
+// another record (false for all once legacyClaimsFor has passed).
+func (c *consumer) legacyClaims(ctx context.Context, ids [][]byte, pos []recordPos) ([]bool, error) {
+	dup := make([]bool, len(ids))
+	if time.Since(processStart) > legacyClaimsFor {
+		return dup, nil
+	}
+	cmds := make([]*redis.StringCmd, len(ids))
+	_, err := c.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			cmds[i] = p.Get(ctx, legacyClaimKey(c.cfg.Topic, id))
 		}
 		return nil
 	})
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return err
+		return nil, err
 	}
 	for i, at := range pos {
 		held, err := cmds[i].Result()
-		switch {
-		case errors.Is(err, redis.Nil):
-			c.claims[at] = false // claimed now
-		case err != nil:
-			return err
-		default:
-			c.claims[at] = held != args[i] // another record holds it: a duplicate
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
 		}
+		dup[i] = err == nil && held != strconv.Itoa(int(at.p))+":"+strconv.FormatInt(at.o, 10)
 	}
-	return nil
+	return dup, nil
 }
 
 // duplicate reports (and forgets) whether r is a second copy of a stored batch.

@@ -134,7 +134,7 @@ return take(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARG
 `)
 
 // Keys returns the daily and burst state keys of key id. Both carry the hash tag {<key
-// id>}, as the key's idempotency records do (idempotency.RecordKey), so that the gate
+// id>}, as the key's idempotency table does (idempotency.DirKey), so that the gate
 // script touches one hash slot of a Redis Cluster.
 func Keys(id string) []string {
 	return []string{"svc:rl:{" + id + "}:daily", "svc:rl:{" + id + "}:burst"}

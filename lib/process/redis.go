@@ -18,10 +18,10 @@ import (
 // is set, else one server by URL. Every role and admin command reads it the same way.
 //
 // In a cluster, keys that one script or transaction touches share a hash slot through
-// a hash tag ({…} in the name): a key's rate-limit windows and its idempotency records
-// ({<key id>}), the webhook schedule and its deliveries ({<prefix>sched}). Everything
-// else is one key per command, so keys of different API keys, pixels and requests
-// spread over every master.
+// a hash tag ({…} in the name): a key's rate-limit windows and its idempotency table
+// ({<key id>}), a batch-claim group's table ({<topic>:<byte>}), the webhook schedule
+// and its deliveries ({<prefix>sched}). Everything else is one key per command, so keys
+// of different API keys, pixels and claim groups spread over every master.
 type RedisConfig struct {
 	// URL locates one Redis server (SVC_REDIS_URL, default redis://127.0.0.1:6379/0).
 	URL string
@@ -138,8 +138,8 @@ func EachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(ctx cont
 	return fmt.Errorf("unsupported redis client %T", rdb)
 }
 
-// requireRedis7 refuses a Redis older than 7.0 on any node: the idempotency records
-// need SET with both NX and GET. A server that hides INFO is given the benefit of the
+// requireRedis7 refuses a Redis older than 7.0 on any node: the idempotency tables
+// need PEXPIRETIME. A server that hides INFO is given the benefit of the
 // doubt.
 func requireRedis7(ctx context.Context, rdb redis.UniversalClient) error {
 	return EachNode(ctx, rdb, func(ctx context.Context, node *redis.Client) error {

@@ -1,0 +1,376 @@
+package idempotency
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// testRedis is the test Redis (SVC_REDIS_CLUSTER or SVC_REDIS_URL, as apitest.Redis,
+// which this package cannot import).
+func testRedis(t *testing.T) redis.UniversalClient {
+	t.Helper()
+	var rdb redis.UniversalClient
+	if c := os.Getenv("SVC_REDIS_CLUSTER"); c != "" {
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(c, ",")})
+	} else {
+		url := os.Getenv("SVC_REDIS_URL")
+		if url == "" {
+			url = "redis://127.0.0.1:6379/0"
+		}
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rdb = redis.NewClient(opt)
+	}
+	if err := rdb.Ping(context.Background()).Err(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("redis: %v", err)
+		}
+		t.Skipf("redis unavailable: %v", err)
+	}
+	t.Cleanup(func() { rdb.Close() })
+	return rdb
+}
+
+// keysLike lists the keys matching pattern, all in the slot of its hash tag.
+func keysLike(t *testing.T, rdb redis.UniversalClient, pattern string) []string {
+	ctx := context.Background()
+	node := redis.Cmdable(rdb)
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		c, err := cc.MasterForKey(ctx, pattern)
+		if err != nil {
+			t.Fatal(err)
+		}
+		node = c
+	}
+	var keys []string
+	iter := node.Scan(ctx, 0, pattern, 1000).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	return keys
+}
+
+// tableScript exposes the table functions: ARGV = op, base, now, life, span, skew, f[, v].
+var tableScript = redis.NewScript(LuaTable + `
+local t = t_open(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+if ARGV[1] == 'put' then
+  local key, en = t_put(t, ARGV[7], ARGV[8])
+  return {key, en}
+end
+local v, key, en = t_find(t, ARGV[7])
+if not v then return false end
+return {v, key, en}
+`)
+
+type testTable struct {
+	t    *testing.T
+	rdb  redis.UniversalClient
+	base string
+	tab  Table
+}
+
+func newTestTable(t *testing.T, tab Table) *testTable {
+	rdb := testRedis(t)
+	tt := &testTable{t: t, rdb: rdb, base: "svc:test:table:{" + uuid.NewString() + "}:", tab: tab}
+	t.Cleanup(func() {
+		for _, k := range keysLike(t, rdb, tt.base+"*") {
+			rdb.Del(context.Background(), k)
+		}
+	})
+	return tt
+}
+
+func (tt *testTable) run(op string, now time.Time, f string, v ...string) ([]any, error) {
+	args := append([]any{op, tt.base, now.UnixMilli()}, tt.tab.Args()...)
+	args = append(args, f)
+	for _, x := range v {
+		args = append(args, x)
+	}
+	res, err := tableScript.Run(context.Background(), tt.rdb, []string{tt.base + "m"}, args...).Slice()
+	if err == redis.Nil {
+		return nil, nil
+	}
+	return res, err
+}
+
+func (tt *testTable) put(now time.Time, f, v string) string {
+	tt.t.Helper()
+	res, err := tt.run("put", now, f, v)
+	if err != nil {
+		tt.t.Fatal(err)
+	}
+	return res[0].(string)
+}
+
+func (tt *testTable) find(now time.Time, f string) (string, bool) {
+	tt.t.Helper()
+	res, err := tt.run("find", now, f)
+	if err != nil {
+		tt.t.Fatal(err)
+	}
+	if res == nil {
+		return "", false
+	}
+	return res[0].(string), true
+}
+
+func testField(i int) string {
+	h := sha256.Sum256([]byte(fmt.Sprint("field-", i)))
+	return string(h[:fieldLen])
+}
+
+// A busy table splits its shards as it fills: every field is found, every shard stays
+// in the listpack encoding (under 128 fields), the shards average at least Load fields,
+// and each expires between Life + Skew and Life + Skew + Span after its fields were
+// written.
+func TestTableSplitsIntoCompactShards(t *testing.T) {
+	tt := newTestTable(t, Table{Life: 24 * time.Hour, Span: 6 * time.Hour, Skew: time.Minute})
+	ctx := context.Background()
+	now := time.Now()
+	const n = 3000
+	for i := 0; i < n; i++ {
+		tt.put(now, testField(i), fmt.Sprintf("value %d", i))
+	}
+	for i := 0; i < n; i++ {
+		if v, ok := tt.find(now, testField(i)); !ok || v != fmt.Sprintf("value %d", i) {
+			t.Fatalf("field %d: %q %v", i, v, ok)
+		}
+	}
+	if _, ok := tt.find(now, testField(n)); ok {
+		t.Fatal("a field never written was found")
+	}
+	epoch := tt.tab.Epoch(now.UnixMilli())
+	dir, err := tt.rdb.HGet(ctx, tt.base+"m", fmt.Sprint(epoch)).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var level, split, count int
+	fmt.Sscanf(dir, "%d %d %d", &level, &split, &count)
+	shards := 1<<level + split
+	if count != n || n/shards < Load-1 || n/shards > Load {
+		t.Fatalf("directory %q: %d shards for %d fields, want about %d each", dir, shards, n, Load)
+	}
+	total := 0
+	lo := now.Add(tt.tab.Life + tt.tab.Skew).UnixMilli()
+	hi := now.Add(tt.tab.Life + tt.tab.Skew + tt.tab.Span).UnixMilli()
+	for s := 0; s < shards; s++ {
+		key := ShardKey(tt.base, epoch, s)
+		enc, _ := tt.rdb.ObjectEncoding(ctx, key).Result()
+		size, _ := tt.rdb.HLen(ctx, key).Result()
+		at, _ := tt.rdb.PExpireTime(ctx, key).Result()
+		if enc != "listpack" || at.Milliseconds() < lo || at.Milliseconds() > hi {
+			t.Errorf("shard %d: %s, %d fields, expires at %d (want %d..%d)", s, enc, size, at.Milliseconds(), lo, hi)
+		}
+		total += int(size)
+	}
+	if total != n {
+		t.Fatalf("%d fields in the shards, want %d", total, n)
+	}
+}
+
+// A field written in one epoch is found from the next ones for Life + Skew, and no
+// longer looked for after that; the directory forgets epochs out of reach.
+func TestTableFindsFieldsAcrossEpochs(t *testing.T) {
+	tab := Table{Life: 24 * time.Hour, Span: 6 * time.Hour, Skew: time.Minute}
+	tt := newTestTable(t, tab)
+	start := time.UnixMilli((time.Now().UnixMilli()/tab.Span.Milliseconds() + 1) * tab.Span.Milliseconds()).Add(-time.Second)
+	tt.put(start, testField(1), "one")
+	for _, later := range []time.Duration{2 * time.Second, 7 * time.Hour, tab.Life + tab.Skew} {
+		if v, ok := tt.find(start.Add(later), testField(1)); !ok || v != "one" {
+			t.Errorf("%s later: %q %v, want found", later, v, ok)
+		}
+	}
+	gone := start.Add(tab.Life + 2*tab.Skew + tab.Span + time.Second)
+	if _, ok := tt.find(gone, testField(1)); ok {
+		t.Errorf("found %s later, past its epoch's life", gone.Sub(start))
+	}
+	tt.put(gone, testField(2), "two")
+	names, _ := tt.rdb.HKeys(context.Background(), tt.base+"m").Result()
+	if len(names) != 1 {
+		t.Errorf("directory %v: want only the new epoch", names)
+	}
+}
+
+// reserveScript runs reserve alone: ARGV = now, then ReserveArgs.
+var reserveScript = redis.NewScript(LuaReserve + `
+local deny = ARGV[#ARGV] == 'deny'
+local r = reserve(KEYS[1], tonumber(ARGV[1]), {unpack(ARGV, 2)})
+if r[1] == 0 and not deny then reserved() end
+return r`)
+
+type testStore struct {
+	*Store
+	t     *testing.T
+	rdb   redis.UniversalClient
+	keyID string
+	now   time.Time
+}
+
+func newTestStore(t *testing.T) *testStore {
+	rdb := testRedis(t)
+	ts := &testStore{Store: New(rdb), t: t, rdb: rdb, keyID: uuid.NewString(), now: time.Now()}
+	ts.Now = func() time.Time { return ts.now }
+	t.Cleanup(func() {
+		for _, k := range keysLike(t, rdb, KeyPrefix(ts.keyID)+"*") {
+			rdb.Del(context.Background(), k)
+		}
+	})
+	return ts
+}
+
+func (ts *testStore) reserve(idemKey, fp string, takeover time.Duration, reqID string, deny ...string) (Outcome, *Stored) {
+	ts.t.Helper()
+	args := append([]any{ts.now.UnixMilli()}, ts.ReserveArgs(idemKey, fp, takeover, reqID)...)
+	for _, d := range deny {
+		args = append(args, d)
+	}
+	res, err := reserveScript.Run(context.Background(), ts.rdb, []string{DirKey(ts.keyID)}, args...).Slice()
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	return OutcomeOf(res)
+}
+
+func (ts *testStore) peek(idemKey string) State {
+	ts.t.Helper()
+	st, err := ts.Peek(context.Background(), ts.keyID, idemKey)
+	if err != nil {
+		ts.t.Fatal(err)
+	}
+	return st
+}
+
+func sameStored(a *Stored, b Stored) bool {
+	return a != nil && a.Status == b.Status && a.ContentType == b.ContentType && bytes.Equal(a.Body, b.Body)
+}
+
+// The record's life: reserved, in use, reuse with another body, completed and replayed
+// byte for byte (a long answer too, kept outside the table), released only by its owner,
+// lapsed after PendingTTL, taken over after the takeover time, dropped when the gate
+// denies the request, and replayed 24 h after it was stored, across epochs.
+func TestRecordLifecycle(t *testing.T) {
+	ts := newTestStore(t)
+	ctx := context.Background()
+	fp, other := Fingerprint("POST", "/events", []byte("a")), Fingerprint("POST", "/events", []byte("b"))
+	if o, _ := ts.reserve("k1", fp, 0, "req_1"); o != Proceed {
+		t.Fatalf("first: %v", o)
+	}
+	if o, _ := ts.reserve("k1", fp, 0, "req_2"); o != InUse {
+		t.Fatalf("repeat while pending: %v", o)
+	}
+	if o, _ := ts.reserve("k1", other, 0, "req_2"); o != Reuse {
+		t.Fatalf("other body while pending: %v", o)
+	}
+	if err := ts.Release(ctx, ts.keyID, "k1", fp, "req_2"); err != nil || ts.peek("k1") != Pending {
+		t.Fatalf("a release by another request dropped the reservation (%v)", err)
+	}
+	if err := ts.Complete(ctx, ts.keyID, "k1", fp, clean202); err != nil {
+		t.Fatal(err)
+	}
+	if o, st := ts.reserve("k1", fp, 0, "req_3"); o != Replay || !sameStored(st, clean202) {
+		t.Fatalf("replay: %v %+v", o, st)
+	}
+	if o, _ := ts.reserve("k1", other, 0, "req_3"); o != Reuse {
+		t.Fatalf("other body after completion: %v", o)
+	}
+
+	long := Stored{Status: 422, ContentType: "application/problem+json", Body: []byte(`{"detail":"` + strings.Repeat("long ", 60) + `"}`)}
+	ts.reserve("k2", fp, 0, "req_4")
+	if err := ts.Complete(ctx, ts.keyID, "k2", fp, long); err != nil {
+		t.Fatal(err)
+	}
+	if o, st := ts.reserve("k2", fp, 0, "req_5"); o != Replay || !sameStored(st, long) {
+		t.Fatalf("replay of a long answer: %v %+v", o, st)
+	}
+
+	ts.reserve("k3", fp, 0, "req_6")
+	if err := ts.Release(ctx, ts.keyID, "k3", fp, "req_6"); err != nil || ts.peek("k3") != Absent {
+		t.Fatalf("release by its owner: %v, state %v", err, ts.peek("k3"))
+	}
+
+	ts.reserve("k4", fp, 0, "req_7")
+	ts.now = ts.now.Add(ts.PendingTTL + time.Millisecond)
+	if ts.peek("k4") != Absent {
+		t.Fatal("a reservation older than PendingTTL is still pending")
+	}
+	if o, _ := ts.reserve("k4", other, 0, "req_8"); o != Proceed {
+		t.Fatalf("after the reservation lapsed, another body: %v", o)
+	}
+
+	ts.reserve("k5", fp, 7*time.Second, "req_9")
+	ts.now = ts.now.Add(6 * time.Second)
+	if o, _ := ts.reserve("k5", fp, 7*time.Second, "req_10"); o != InUse {
+		t.Fatalf("before the takeover time: %v", o)
+	}
+	ts.now = ts.now.Add(time.Second)
+	if o, _ := ts.reserve("k5", fp, 7*time.Second, "req_10"); o != Proceed {
+		t.Fatalf("at the takeover time: %v", o)
+	}
+	ts.Release(ctx, ts.keyID, "k5", fp, "req_9") // the first run fails late
+	if o, _ := ts.reserve("k5", fp, 7*time.Second, "req_11"); o != InUse {
+		t.Fatalf("the first run's late release dropped the taker's reservation: %v", o)
+	}
+
+	if o, _ := ts.reserve("k6", fp, 0, "req_12", "deny"); o != Proceed || ts.peek("k6") != Absent {
+		t.Fatalf("a denied request's reservation stays: %v", ts.peek("k6"))
+	}
+
+	// Stored just before an epoch ends, replayed a day later from another epoch.
+	end := time.UnixMilli((ts.now.UnixMilli()/ts.Span.Milliseconds() + 1) * ts.Span.Milliseconds())
+	ts.now = end.Add(-time.Second)
+	ts.reserve("k7", fp, 0, "req_13")
+	ts.now = end.Add(time.Second) // completed in the next epoch: the record moves there
+	ts.Complete(ctx, ts.keyID, "k7", fp, oneRejection)
+	ts.now = ts.now.Add(ts.TTL)
+	if o, st := ts.reserve("k7", fp, 0, "req_14"); o != Replay || !sameStored(st, oneRejection) {
+		t.Fatalf("replay 24 h later: %v %+v", o, st)
+	}
+	if n := ts.fields(); n != 5 {
+		t.Errorf("%d fields in the table, want 5 (k1, k2, k4, k5, k7): a record is in one epoch only", n)
+	}
+	if err := ts.Forget(ctx, ts.keyID, "k7"); err != nil || ts.peek("k7") != Absent {
+		t.Fatalf("forget: %v, state %v", err, ts.peek("k7"))
+	}
+}
+
+// fields counts the fields in the shards of the store's table.
+func (ts *testStore) fields() int64 {
+	var n int64
+	for _, k := range keysLike(ts.t, ts.rdb, KeyPrefix(ts.keyID)+"[0-9]*") {
+		n += ts.rdb.HLen(context.Background(), k).Val()
+	}
+	return n
+}
+
+// A shard that loses its last record keeps its expiry (and a placeholder): Redis would
+// drop an empty hash, and the next record would make it anew with no expiry at all.
+func TestEmptiedShardKeepsItsExpiry(t *testing.T) {
+	ts := newTestStore(t)
+	ctx := context.Background()
+	fp := Fingerprint("POST", "/events", nil)
+	ts.reserve("only", fp, 0, "req_1")
+	if err := ts.Release(ctx, ts.keyID, "only", fp, "req_1"); err != nil {
+		t.Fatal(err)
+	}
+	ts.reserve("next", fp, 0, "req_2")
+	epoch := ts.Table().Epoch(ts.now.UnixMilli())
+	key := ShardKey(KeyPrefix(ts.keyID), epoch, 0)
+	at, err := ts.rdb.PExpireTime(ctx, key).Result()
+	if err != nil || at <= 0 {
+		t.Fatalf("shard %s: expiry %v (%v), want one", key, at, err)
+	}
+	if n := ts.rdb.HLen(ctx, key).Val(); n != 2 {
+		t.Fatalf("shard %s holds %d fields, want the placeholder and the new record", key, n)
+	}
+}
