@@ -55,24 +55,8 @@ start_clickhouse() {
   echo $! >"$d/clickhouse.pid" # 18.16 writes no pid file of its own when not daemonised
 }
 
-wait_for() {
-  local name=$1 check=$2 i
-  for i in $(seq 1 120); do
-    $check && { log "$name is up"; return 0; }
-    sleep 0.5
-  done
-  log "$name did not answer within 60 s; see $data"; return 1
-}
-
-stop_pid() {
-  local f=$1
-  [ -f "$f" ] || return 0
-  local pid; pid=$(cat "$f")
-  kill "$pid" 2>/dev/null || true
-  for _ in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.25; done
-  kill -9 "$pid" 2>/dev/null || true # still there after 30 s
-  rm -f "$f"
-}
+# shellcheck source=proc.sh
+. "$root/deploy/local/proc.sh"
 
 case "${1:-up}" in
   up)
