@@ -83,17 +83,14 @@ start_node() {
   local n=$1 i d
   ch_up "$n" && return 0
   i=$(index "$n"); d=$dir/$n
-  mkdir -p "$d/data" "$d/tmp" "$d/user_files" "$d/format_schemas" "$d/log"
+  mkdir -p "$d"
   sed -e "s#@DATA@#$d#g" -e "s#@TCP_PORT@#$((base + i))#g" -e "s#@HTTP_PORT@#$((base - 900 + i))#g" \
     -e "s#@INTERSERVER_PORT@#$((base + 200 + i))#g" -e "s#@ZK_PORT@#$zk_port#g" \
     -e "s#@SHARD@#0${n:1:1}#g" -e "s#@REPLICA@#$n#g" \
     -e "s#@PORT_S1R1@#$base#g" -e "s#@PORT_S1R2@#$((base + 1))#g" \
     -e "s#@PORT_S2R1@#$((base + 2))#g" -e "s#@PORT_S2R2@#$((base + 3))#g" \
     "$root/deploy/local/clickhouse-cluster.xml" >"$d/config.xml"
-  cp "$root/deploy/local/clickhouse-users.xml" "$d/users.xml"
-  local bin; bin=$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)
-  nohup "$bin" --config-file="$d/config.xml" >"$d/log/stdout.log" 2>&1 &
-  echo $! >"$d/clickhouse.pid" # 18.16 writes no pid file of its own when not daemonised
+  clickhouse_start "$d"
 }
 
 # shellcheck source=proc.sh

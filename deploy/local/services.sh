@@ -46,13 +46,10 @@ start_redis() {
 start_clickhouse() {
   ch_up && { log "clickhouse already answers on $ch_port"; return 0; }
   local d="$data/clickhouse"
-  mkdir -p "$d/data" "$d/tmp" "$d/user_files" "$d/format_schemas" "$d/log"
+  mkdir -p "$d"
   sed -e "s#@DATA@#$d#g" -e "s#@TCP_PORT@#$ch_port#g" -e "s#@HTTP_PORT@#$ch_http_port#g" \
     "$root/deploy/local/clickhouse.xml" >"$d/config.xml"
-  cp "$root/deploy/local/clickhouse-users.xml" "$d/users.xml"
-  local bin; bin=$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)
-  nohup "$bin" --config-file="$d/config.xml" >"$d/log/stdout.log" 2>&1 &
-  echo $! >"$d/clickhouse.pid" # 18.16 writes no pid file of its own when not daemonised
+  clickhouse_start "$d"
 }
 
 # shellcheck source=proc.sh
