@@ -2,6 +2,7 @@ package rollup
 
 import (
 	"context"
+	"encoding/json"
 	"math/rand/v2"
 	"os"
 	"strings"
@@ -61,7 +62,15 @@ func TestBinaryKilledAndRestarted(t *testing.T) {
 	}()
 	for i := 0; i < 3; i++ {
 		p := start()
-		time.Sleep(time.Duration(1500+rand.IntN(1000)) * time.Millisecond)
+		// Kill only once the process owns every partition: the group then holds no
+		// member of an unfinished rebalance. The embedded kfake broker never expires a
+		// member killed while it waits for its SyncGroup answer (it starts the session
+		// timer only when that answer is delivered), which would strand its partitions;
+		// a real Kafka would expire it. The moment stays random within the flushing.
+		svctest.WaitFor(t, 20*time.Second, "svc rollup owning all 4 partitions", func() bool {
+			return len(ownedPartitions(p.Output())) == 4
+		})
+		time.Sleep(time.Duration(200+rand.IntN(1000)) * time.Millisecond)
 		p.Kill() // SIGKILL
 	}
 	cancel()
@@ -75,4 +84,28 @@ func TestBinaryKilledAndRestarted(t *testing.T) {
 		t.Fatalf("svc rollup after SIGTERM: %v", err)
 	}
 	w.waitExact(time.Second)
+}
+
+// ownedPartitions reads a consumer's JSON log: the partitions it was assigned and has not
+// had revoked or lost since.
+func ownedPartitions(log string) map[int]bool {
+	owned := map[int]bool{}
+	for _, line := range strings.Split(log, "\n") {
+		var e struct {
+			Msg        string `json:"msg"`
+			Partitions []int  `json:"partitions"`
+		}
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue
+		}
+		for _, p := range e.Partitions {
+			switch e.Msg {
+			case "partitions assigned":
+				owned[p] = true
+			case "partitions revoked", "partitions lost":
+				delete(owned, p)
+			}
+		}
+	}
+	return owned
 }
