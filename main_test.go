@@ -36,9 +36,10 @@ func TestMain(m *testing.M) {
 	os.Exit(svctest.RunTests(m))
 }
 
-// chPort is the native port of the test ClickHouse (from SVC_CLICKHOUSE_ADDR).
+// chPort is the native port of the test ClickHouse (from SVC_CLICKHOUSE_ADDR; of a
+// cluster's list, the first server: every table the tests read is Distributed there).
 func chPort() string {
-	if a := os.Getenv("SVC_CLICKHOUSE_ADDR"); a != "" {
+	if a, _, _ := strings.Cut(os.Getenv("SVC_CLICKHOUSE_ADDR"), ","); a != "" {
 		if _, p, err := net.SplitHostPort(a); err == nil {
 			return p
 		}

@@ -83,10 +83,7 @@ func (r *renderer) clustered(s Statement) ([]string, error) {
 		if args != "" {
 			params += ", " + args
 		}
-		shard := s.ShardBy
-		if shard == "" {
-			shard = "rand()"
-		}
+		shard := shardKey(s.ShardBy)
 		return []string{
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS {db}.%s%s\n%s\nENGINE = Replicated%s(%s)\n%s", ln, oc, cols, engine, params, strings.TrimSpace(rest)),
 			fmt.Sprintf("CREATE TABLE IF NOT EXISTS {db}.%s%s AS {db}.%s\nENGINE = Distributed(%s, '{db}', '%s', %s)", name, oc, ln, r.cluster, ln, shard),
@@ -144,4 +141,19 @@ func isColumnChange(alter string) bool {
 		}
 	}
 	return false
+}
+
+// reHashOfColumn matches a hash function applied to one column: cityHash64(pixel_id).
+var reHashOfColumn = regexp.MustCompile(`\b(cityHash64|sipHash64|intHash64)\((\w+)\)`)
+
+// shardKey is the Distributed table's sharding expression for a "-- cluster: shard_by="
+// value (rand() when there is none). A hash of one column hashes its text form:
+// ClickHouse 18.16's hash functions refuse a UUID argument ("Unexpected type UUID of
+// argument of function cityHash64"), which made every INSERT through such a Distributed
+// table fail; toString works on 18.16 and current releases alike.
+func shardKey(shardBy string) string {
+	if shardBy == "" {
+		return "rand()"
+	}
+	return reHashOfColumn.ReplaceAllString(shardBy, "$1(toString($2))")
 }

@@ -4,7 +4,7 @@
 # ClickHouse cluster (deploy/local/clickhouse-cluster.sh: 2 shards × 2 replicas and
 # ZooKeeper), all as plain processes, then runs
 #
-#   1. the Redis-backed suites (api, ingest, webhooks, rollup) with SVC_REDIS_CLUSTER
+#   1. the Redis-backed suites (api, ingest, webhooks, rollup, privacy) with SVC_REDIS_CLUSTER
 #      set: every key operation, script and pipeline of the service against the cluster
 #      (ClickHouse: the single server of `make services`);
 #   2. over both clusters: TestScaleOnClusters (two edges and two consumers; an edge, a
@@ -27,7 +27,7 @@ redis=$(deploy/local/redis-cluster.sh seeds)
 clickhouse=$(deploy/local/clickhouse-cluster.sh ports)
 
 echo "test-scale: the Redis-backed suites against the Redis Cluster ($redis)"
-SVC_REDIS_CLUSTER=$redis $GO test -count=1 -timeout 10m -p 2 ./api/... ./ingest/... ./webhooks/... ./rollup/...
+SVC_REDIS_CLUSTER=$redis $GO test -count=1 -timeout 10m -p 2 ./api/... ./ingest/... ./webhooks/... ./rollup/... ./privacy/...
 
 echo "test-scale: the multi-process test over both clusters ($redis; svc_cluster at $clickhouse)"
 SVC_REDIS_CLUSTER=$redis SVC_CLICKHOUSE_CLUSTER=svc_cluster SVC_CLICKHOUSE_ADDR=$clickhouse \
