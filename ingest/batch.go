@@ -304,10 +304,7 @@ func unsafeString(b []byte) string {
 
 func (p *Parser) eventName(b *Batch, st *eventState, idx int, e *schema.Event) {
 	s := &p.sc
-	from := s.i
-	if s.kind() != kString {
-		s.skip(0)
-		p.reject(b, st, idx, "event_name", "type_string", s.raw(from))
+	if !p.required(b, st, idx, "event_name", kString) {
 		return
 	}
 	v := s.str()
@@ -327,10 +324,7 @@ func (p *Parser) eventName(b *Batch, st *eventState, idx int, e *schema.Event) {
 
 func (p *Parser) occurredAt(b *Batch, st *eventState, idx int, e *schema.Event, now time.Time) {
 	s := &p.sc
-	from := s.i
-	if s.kind() != kString {
-		s.skip(0)
-		p.reject(b, st, idx, "occurred_at", "type_string", s.raw(from))
+	if !p.required(b, st, idx, "occurred_at", kString) {
 		return
 	}
 	v := s.str()

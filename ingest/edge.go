@@ -179,7 +179,7 @@ func NewEdge(cfg Config, producer *kgo.Client, ks *keys.Store, reg prometheus.Re
 	e := &Edge{cfg: cfg, producer: producer, keys: ks, metrics: newMetrics(reg, producer, cfg.MaxBufferedRecords)}
 	e.work.New = func() any { return &work{acked: make(chan error, 1)} }
 	e.accepted = e.metrics.Events.WithLabelValues("accepted", "")
-	e.health = startHealth(producer.Ping, producer.ForceMetadataRefresh, producer.Context().Done(), probeEvery, probeTimeout, slog.Default())
+	e.health = startHealth(producer.Ping, producer.ForceMetadataRefresh, producer.Context().Done(), probeEvery, probeTimeout, cmp.Or(cfg.Log, slog.Default()))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ingest_kafka_up",
 		Help: "1 while the producer reaches Kafka (the last probe answered), 0 while POST /events answers 503 at once."},
 		func() float64 {
@@ -190,9 +190,6 @@ func NewEdge(cfg Config, producer *kgo.Client, ks *keys.Store, reg prometheus.Re
 		}))
 	return e
 }
-
-// UseLogger sends the edge's log lines (Kafka going and coming back) to log.
-func (e *Edge) UseLogger(log *slog.Logger) { e.health.log.Store(log) }
 
 // takeoverMargin is how long past the edge's own answer deadline (DeliveryTimeout + 1 s)
 // a reservation of POST /events stays the first request's: slack for clock skew

@@ -28,6 +28,20 @@ func (p *Parser) optional(b *Batch, st *eventState, idx int, field string, want 
 	return false
 }
 
+// required reads the kind of a required member's value: true when it is want (the caller
+// reads it); false after skipping a value of another kind (null included), rejected with
+// rule type_<want> and the raw value.
+func (p *Parser) required(b *Batch, st *eventState, idx int, field string, want kind) bool {
+	s := &p.sc
+	if s.kind() == want {
+		return true
+	}
+	from := s.i
+	s.skip(0)
+	p.reject(b, st, idx, field, "type_"+want.String(), s.raw(from))
+	return false
+}
+
 func (p *Parser) value(b *Batch, st *eventState, idx int, e *schema.Event) {
 	s := &p.sc
 	from := s.i
@@ -121,10 +135,7 @@ func upper(c byte) bool { return c >= 'A' && c <= 'Z' }
 
 func (p *Parser) consent(b *Batch, st *eventState, idx int, e *schema.Event) {
 	s := &p.sc
-	from := s.i
-	if s.kind() != kObject {
-		s.skip(0)
-		p.reject(b, st, idx, "consent", "type_object", s.raw(from))
+	if !p.required(b, st, idx, "consent", kObject) {
 		return
 	}
 	if !s.objectStart() {

@@ -28,7 +28,7 @@ type brokerHealth struct {
 	closed    <-chan struct{} // the producer's context: probing ends when it is closed
 	every     time.Duration
 	timeout   time.Duration
-	log       atomic.Pointer[slog.Logger] // transitions are logged here
+	log       *slog.Logger // transitions are logged here
 
 	down  atomic.Bool
 	mu    sync.Mutex
@@ -51,8 +51,7 @@ const (
 // return from down to up.
 func startHealth(ping func(context.Context) error, recovered func(), closed <-chan struct{}, every, timeout time.Duration, log *slog.Logger) *brokerHealth {
 	h := &brokerHealth{ping: ping, recovered: recovered, closed: closed, every: every, timeout: timeout, downc: make(chan struct{}),
-		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
-	h.log.Store(log)
+		kick: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{}), log: log}
 	go h.run()
 	return h
 }
@@ -117,9 +116,9 @@ func (h *brokerHealth) probe() bool {
 	if down := err != nil; h.down.Load() != down {
 		h.set(down)
 		if down {
-			h.log.Load().Warn("kafka unreachable: answering POST /events 503 until it is back", "err", err.Error())
+			h.log.Warn("kafka unreachable: answering POST /events 503 until it is back", "err", err.Error())
 		} else {
-			h.log.Load().Info("kafka reachable again: accepting POST /events")
+			h.log.Info("kafka reachable again: accepting POST /events")
 			h.recovered()
 		}
 	}

@@ -28,7 +28,6 @@ func New(cfg Config, bc broker.Config, seeds []string, ks *keys.Store, rdb redis
 		return nil, err
 	}
 	e := NewEdge(cfg, producer, ks, reg)
-	e.UseLogger(log)
 	if rdb != nil {
 		e.UseSuppression(rdb, reg)
 	}
