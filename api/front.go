@@ -34,12 +34,15 @@ func BareDeps(reg prometheus.Registerer, log *slog.Logger) Deps {
 }
 
 // hotPath is the client for the commands every request runs: rdb's auto-pipeliner
-// (shared, closed with rdb) when cfg.RedisAutoPipeline is on, else rdb itself.
+// (shared, closed with rdb; full-duplex when cfg.RedisFullDuplex) when
+// cfg.RedisAutoPipeline is on, else rdb itself.
 func hotPath(cfg Config, rdb redis.UniversalClient, log *slog.Logger) redis.Cmdable {
 	if !cfg.RedisAutoPipeline {
 		return rdb
 	}
-	ap, err := rdb.AutoPipeline()
+	opt := redis.DefaultBlockingAutoPipelineOptions()
+	opt.FullDuplex = cfg.RedisFullDuplex
+	ap, err := rdb.AutoPipelineWithOptions(opt)
 	if err != nil {
 		log.Warn("redis auto-pipelining unavailable; one round trip per command", "err", err.Error())
 		return rdb
