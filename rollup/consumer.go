@@ -55,6 +55,7 @@ type consumer struct {
 	dead     bool                      // stopped by the test hook: callbacks do nothing
 	scratch  schema.Batch              // decode buffer
 	held     []*kgo.Record             // polled, not yet handled
+	label    string                    // kafka_topic of the topic's incarnation (incarnation.go); "" until read
 	stored   map[int32]int64           // partition → highest offset in ClickHouse (-1: none); absent: unknown
 	commit   map[int32]kgo.EpochOffset // offsets to commit after the next flush
 	dlq      []*kgo.Record             // dead letters to produce before the next commit
@@ -265,7 +266,15 @@ func (c *consumer) readStored(ctx context.Context, parts []int32) error {
 	if err := waitRunningInserts(qctx, c.rb); err != nil {
 		return err
 	}
-	got, err := c.rb.maxOffsets(qctx, c.cfg.Topic, parts)
+	if c.label == "" {
+		l, err := topicLabel(qctx, c.cl, c.cfg.Topic)
+		if err != nil {
+			return err
+		}
+		c.label = l
+		c.sink.SetTopic(l)
+	}
+	got, err := c.rb.maxOffsets(qctx, c.label, parts)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/schema"
+	"svc/schema/broker"
 )
 
 // metric sums the samples of the named metric in reg (all label values).
@@ -291,5 +292,46 @@ func TestClickHouseDownThenBack(t *testing.T) {
 	w.waitExact(30 * time.Second)
 	if err := stop(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A topic deleted and created again (here: a new embedded broker over the same
+// database) starts its offsets at 0 again; the rows of the old incarnation must not make
+// the consumer skip the new one's records as already stored.
+func TestRecreatedTopicIsNotSkippedAsStored(t *testing.T) {
+	w := newWorld(t, 4)
+	w.produce(200)
+	stop := w.start(w.config("g-recreate"))
+	w.waitExact(20 * time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := broker.StartEmbedded(broker.Config{EmbeddedAddr: "127.0.0.1:0", Partitions: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(prod.Close)
+	w.seeds, w.prod = b.Addrs(), prod
+	w.produce(50) // offsets 0.. again, below what the first broker's rows reached
+	cfg := w.config("g-recreate")
+	stop = w.start(cfg)
+	w.waitExact(20 * time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := metric(t, cfg.Registerer, "svc_rollup_skipped_records_total"); got != 0 {
+		t.Errorf("%v records of the new topic skipped as already stored", got)
+	}
+	var labels uint64
+	if err := w.conn.QueryRow(context.Background(), "SELECT uniqExact(kafka_topic) FROM events").Scan(&labels); err != nil {
+		t.Fatal(err)
+	}
+	if labels != 2 {
+		t.Errorf("rows carry %d kafka_topic labels, want 2 (one per incarnation)", labels)
 	}
 }

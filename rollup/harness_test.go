@@ -227,11 +227,11 @@ func (e *world) gotRows() ([]string, error) {
 	return out, rows.Err()
 }
 
-// rawCheck returns the number of event rows and of distinct (partition, offset, index).
+// rawCheck returns the number of event rows and of distinct (topic, partition, offset, index).
 func (e *world) rawCheck() (rows, distinct uint64) {
 	e.t.Helper()
 	err := e.conn.QueryRow(context.Background(),
-		"SELECT count(), uniqExact(kafka_partition, kafka_offset, batch_index) FROM events").Scan(&rows, &distinct)
+		"SELECT count(), uniqExact(kafka_topic, kafka_partition, kafka_offset, batch_index) FROM events").Scan(&rows, &distinct)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -88,6 +88,10 @@ func NewSink(conn driver.Conn, table, topic string) *Sink {
 	return s
 }
 
+// SetTopic sets the kafka_topic of the rows flushed from now on (the topic's label,
+// incarnation.go).
+func (s *Sink) SetTopic(label string) { s.topic = label }
+
 // Len is the number of buffered rows.
 func (s *Sink) Len() int { return len(s.c.offset.v) }
 
