@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/schema"
-	"svc/schema/broker"
 )
 
 // metric sums the samples of the named metric in reg (all label values).
@@ -306,17 +305,7 @@ func TestRecreatedTopicIsNotSkippedAsStored(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := broker.StartEmbedded(broker.Config{EmbeddedAddr: "127.0.0.1:0", Partitions: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.Close)
-	prod, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(prod.Close)
-	w.seeds, w.prod = b.Addrs(), prod
+	w.newBroker()
 	w.produce(50) // offsets 0.. again, below what the first broker's rows reached
 	cfg := w.config("g-recreate")
 	stop = w.start(cfg)

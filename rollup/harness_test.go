@@ -48,19 +48,27 @@ type total struct {
 func newWorld(t *testing.T, partitions int) *world {
 	t.Helper()
 	ch, conn := chtest.NewDB(t)
-	b, err := broker.StartEmbedded(broker.Config{EmbeddedAddr: "127.0.0.1:0", Partitions: partitions})
+	e := &world{t: t, ch: ch, conn: conn, rng: rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano()))), want: map[string]*total{}, parts: partitions}
+	e.ws[0], e.ws[15] = 0xAA, byte(e.rng.IntN(256))
+	e.newBroker()
+	return e
+}
+
+// newBroker starts an embedded broker (a new one: its topics start at offset 0) and
+// points the world's producer and consumers at it.
+func (e *world) newBroker() {
+	e.t.Helper()
+	b, err := broker.StartEmbedded(broker.Config{EmbeddedAddr: "127.0.0.1:0", Partitions: e.parts})
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	t.Cleanup(b.Close)
+	e.t.Cleanup(b.Close)
 	prod, err := kgo.NewClient(kgo.SeedBrokers(b.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	if err != nil {
-		t.Fatal(err)
+		e.t.Fatal(err)
 	}
-	t.Cleanup(prod.Close)
-	e := &world{t: t, seeds: b.Addrs(), ch: ch, conn: conn, prod: prod, rng: rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano()))), want: map[string]*total{}, parts: partitions}
-	e.ws[0], e.ws[15] = 0xAA, byte(e.rng.IntN(256))
-	return e
+	e.t.Cleanup(prod.Close)
+	e.seeds, e.prod = b.Addrs(), prod
 }
 
 // config is a consumer configuration for tests: small batches, quick retries, fast
