@@ -3,7 +3,8 @@
 #
 #   wait_for NAME CMD [ARG...]   run CMD until it succeeds (60 s at most); logs NAME up or not
 #   stop_pid FILE                stop the process whose pid FILE holds (TERM, KILL after 30 s)
-#   clickhouse_start DIR         run clickhouse-server on DIR/config.xml (the caller writes it)
+#   clickhouse_start DIR         run clickhouse-server on DIR/config.xml (the caller writes it),
+#                                at nice $SVC_CLICKHOUSE_NICE (default 10) in a session of its own
 
 wait_for() {
   local name=$1 i; shift
@@ -26,11 +27,28 @@ stop_pid() {
 
 # clickhouse_start DIR: clickhouse-server on DIR/config.xml as a plain process with its data,
 # logs and users.xml under DIR; its pid in DIR/clickhouse.pid. Uses $root (the checkout).
+#
+# The server runs at a lower CPU priority than everything else (SVC_CLICKHOUSE_NICE,
+# default 10; 0 for none): on a machine it shares with the edge, its inserts and
+# merges, the pipeline's asynchronous back half, yield the CPU to request handling
+# instead of stalling it (bench/README.md: the 200k tail's spikes are its merges).
+# It only yields when the CPU is contended: an idle machine gives it all it asks.
 clickhouse_start() {
   local d=$1 bin
   mkdir -p "$d/data" "$d/tmp" "$d/user_files" "$d/format_schemas" "$d/log"
   cp "$root/deploy/local/clickhouse-users.xml" "$d/users.xml"
   bin=$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)
-  nohup "$bin" --config-file="$d/config.xml" >"$d/log/stdout.log" 2>&1 &
-  echo $! >"$d/clickhouse.pid" # 18.16 writes no pid file of its own when not daemonised
+  local nice=${SVC_CLICKHOUSE_NICE:-10} pid="" i
+  rm -f "$d/clickhouse.pid"
+  # 18.16 writes no pid file of its own when not daemonised: the shell that becomes the
+  # server writes it (setsid may fork, so $! would not be the server).
+  setsid sh -c 'echo $$ >"$1/clickhouse.pid"; shift; exec nice -n "$@"' sh "$d" "$nice" \
+    "$bin" --config-file="$d/config.xml" </dev/null >"$d/log/stdout.log" 2>&1 &
+  for i in $(seq 1 50); do [ -s "$d/clickhouse.pid" ] && break; sleep 0.1; done
+  pid=$(cat "$d/clickhouse.pid" 2>/dev/null || true)
+  # Where the kernel groups CPU time by session (autogroup), a nice value counts only
+  # inside the group: give the server's own session the same nice.
+  if [ -n "$pid" ] && [ -w "/proc/$pid/autogroup" ]; then
+    echo "$nice" >"/proc/$pid/autogroup" 2>/dev/null || true
+  fi
 }
