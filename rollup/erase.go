@@ -114,8 +114,8 @@ func (c *consumer) waitHeld() {
 
 // AnyPixel reports whether a buffered row belongs to one of pixels.
 func (s *Sink) AnyPixel(pixels map[uuid.UUID]bool) bool {
-	for i := range s.c.pixel.rows() {
-		if pixels[s.c.pixel.at(i)] {
+	for _, p := range s.c.pixel {
+		if pixels[p] {
 			return true
 		}
 	}
@@ -128,18 +128,18 @@ func (s *Sink) AnyPixel(pixels map[uuid.UUID]bool) bool {
 func (s *Sink) EraseIdentities(set *privacy.Set) int {
 	c := &s.c
 	n := 0
-	for i, has := range c.hasEmail.v {
+	for i, has := range c.hasEmail {
 		if has == 0 {
 			continue
 		}
-		row := c.email.b[i*32 : i*32+32]
+		row := c.email.Buf[i*32 : i*32+32]
 		var email [32]byte
 		copy(email[:], row)
-		id, ok := set.Lookup(c.workspace.at(i), email)
-		if !ok || !id.Applies(int64(c.received.v[i])) {
+		id, ok := set.Lookup(c.workspace[i], email)
+		if !ok || !id.Applies(int64(c.received.Data[i])) {
 			continue
 		}
-		c.hasEmail.v[i] = 0
+		c.hasEmail[i] = 0
 		copy(row, zero32[:])
 		n++
 	}

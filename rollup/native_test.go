@@ -2,9 +2,7 @@ package rollup
 
 import (
 	"bytes"
-	"encoding/binary"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -16,96 +14,42 @@ import (
 	"svc/schema"
 )
 
-// The sink's buffers must hold exactly what ch-go's Native encoders write for the same
-// values, since the driver decodes them as such.
-func TestNativeColumnsMatchChGoEncoding(t *testing.T) {
-	ids := []schema.UUID{{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, {0xff, 0, 0xee}}
-	ours := newUUIDColumn()
-	var theirs proto.ColUUID
-	for i := range ids {
-		w := nativeUUID(&ids[i])
-		ours.append(&w)
-		theirs.Append(uuid.UUID(ids[i]))
-	}
-	expectNative(t, "UUID", &ours, theirs)
-
-	var dt fixedColumn[uint32]
-	var chDT proto.ColDateTime
-	var i64 fixedColumn[int64]
-	var chDec proto.ColDecimal64
-	var d fixedColumn[uint16]
-	var chDate proto.ColDate
-	var i32 fixedColumn[int32]
-	var chI32 proto.ColInt32
-	for _, v := range []int64{0, 1, -5, 1 << 40, 4102444799} {
-		dt.v = append(dt.v, uint32(v))
-		chDT.Data = append(chDT.Data, proto.DateTime(uint32(v)))
-		i64.v = append(i64.v, v)
-		chDec = append(chDec, proto.Decimal64(v))
-		d.v = append(d.v, uint16(v))
-		chDate = append(chDate, proto.Date(uint16(v)))
-		i32.v = append(i32.v, int32(v))
-		chI32 = append(chI32, int32(v))
-	}
-	expectNative(t, "DateTime", &dt, chDT)
-	expectNative(t, "Decimal64", &i64, chDec)
-	expectNative(t, "Date", &d, chDate)
-	expectNative(t, "Int32", &i32, chI32)
-
-	var str stringColumn
-	var chStr proto.ColStr
-	for _, v := range []string{"", "purchase", string(bytes.Repeat([]byte("x"), 300))} {
-		str.append(v)
-		chStr.Append(v)
-	}
-	expectNative(t, "String", &str, chStr)
-}
-
-func expectNative(t *testing.T, name string, ours nativeColumn, theirs proto.ColInput) {
-	t.Helper()
-	var b proto.Buffer
-	theirs.EncodeColumn(&b)
-	if !bytes.Equal(ours.native(), b.Buf) {
-		t.Errorf("%s: sink %x, ch-go %x", name, ours.native(), b.Buf)
-	}
-}
-
-func TestNativeColumnsCompact(t *testing.T) {
-	var s stringColumn
-	var f fixedBytesColumn
-	f.size = 2
+func TestCompactColumn(t *testing.T) {
+	var s proto.ColStr
+	f := proto.ColFixedStr{Size: 2}
+	var dt proto.ColDateTime
+	var u proto.ColUUID
 	for i, v := range []string{"a", "", "ccc", "dd"} {
-		s.append(v)
-		f.b = append(f.b, byte(i), byte(i))
+		s.Append(v)
+		f.Buf = append(f.Buf, byte(i), byte(i))
+		dt.Data = append(dt.Data, proto.DateTime(i))
+		u = append(u, uuid.UUID{byte(i)})
 	}
 	keep := []bool{false, true, true, false}
-	s.compact(keep)
-	f.compact(keep)
-	if got := s.rows(); len(got) != 2 || got[0] != "" || got[1] != "ccc" {
+	for _, c := range []proto.Column{&s, &f, &dt, &u} {
+		if err := compactColumn(c, keep); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []string
+	_ = s.ForEach(func(_ int, v string) error { got = append(got, v); return nil })
+	if len(got) != 2 || got[0] != "" || got[1] != "ccc" {
 		t.Fatalf("strings after compact: %q", got)
 	}
-	if !bytes.Equal(f.b, []byte{1, 1, 2, 2}) {
-		t.Fatalf("fixed bytes after compact: %v", f.b)
+	s.Append("e") // the buffer stays consistent for the rows that follow
+	if s.Rows() != 3 || s.Row(2) != "e" || s.Row(1) != "ccc" {
+		t.Fatalf("append after compact: %d rows, %q %q", s.Rows(), s.Row(1), s.Row(2))
 	}
-}
-
-func TestPartsReader(t *testing.T) {
-	r := partsReader{parts: [][]byte{[]byte("ab"), nil, []byte("cde")}}
-	got, err := io.ReadAll(&r)
-	if err != nil || string(got) != "abcde" {
-		t.Fatalf("read %q, %v", got, err)
+	if !bytes.Equal(f.Buf, []byte{1, 1, 2, 2}) {
+		t.Fatalf("fixed bytes after compact: %v", f.Buf)
 	}
-}
-
-// rows returns the column's rows as strings .
-func (c *stringColumn) rows() []string {
-	var out []string
-	for off := 0; off < len(c.b); {
-		n, w := binary.Uvarint(c.b[off:])
-		out = append(out, string(c.b[off+w:off+w+int(n)]))
-		off += w + int(n)
+	if len(dt.Data) != 2 || dt.Data[0] != 1 || dt.Data[1] != 2 || len(u) != 2 || u[0][0] != 1 || u[1][0] != 2 {
+		t.Fatalf("fixed-width after compact: %v %v", dt.Data, u)
 	}
-	return out
+	var ip proto.ColIPv4
+	if err := compactColumn(&ip, nil); err == nil {
+		t.Fatal("compact of a column type without a rule: no error")
+	}
 }
 
 // The event-age histogram counts like a prometheus.Histogram with the same buckets.

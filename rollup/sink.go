@@ -10,6 +10,7 @@ import (
 	"github.com/ClickHouse/ch-go/proto"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
 
 	"svc/schema"
 )
@@ -19,12 +20,12 @@ import (
 // into a table partitioned by toYYYYMM(inserted_at), with one inserted_at per flush, is
 // one part: all or nothing.
 //
-// Each buffer holds its rows as the Native format sends them: UUIDs as 16 bytes (two
-// little-endian halves), DateTime as uint32 seconds, Date as uint16 days, Decimal(18,4)
-// as int64 × 10^4, FixedString(32) as 32 bytes, String as a length and the bytes. Add
-// converts nothing per row beyond integer division; a flush hands the buffers to the
-// driver without encoding them; buffers are kept across flushes, so Add allocates only
-// while they grow.
+// Each buffer is a ch-go column, the type clickhouse-go itself keeps an INSERT's column
+// in: DateTime as uint32 seconds, Date as uint16 days, Decimal(18,4) as int64 × 10^4,
+// FixedString(32) as 32 bytes, String as its bytes and positions. Add converts nothing
+// per row beyond integer division; a flush hands the buffers to the driver's columns
+// without copying them (native.go), and the driver encodes them once onto the wire;
+// buffers are kept across flushes, so Add allocates only while they grow.
 //
 // A Sink is not safe for concurrent use.
 type Sink struct {
@@ -34,29 +35,29 @@ type Sink struct {
 	c     sinkColumns
 	// table lists the columns in INSERT order, pointing into c.
 	table []namedColumn
-	// wire reads the columns' Native bytes one after the other (reused).
-	wire partsReader
+	// decodeOnly makes load fill the driver's columns by decoding (tests of that path).
+	decodeOnly bool
 	// receivedMs and occurredMs keep the millisecond times per row for EachAge.
 	receivedMs, occurredMs []int64
 }
 
 type sinkColumns struct {
-	workspace, pixel, key, event                     uuidColumn
-	sandbox, hasValue, consent, hasEmail, batchIndex fixedColumn[uint8]
-	name, currency, requestID, topic                 stringColumn
-	occurred, received, inserted                     fixedColumn[uint32] // DateTime: Unix seconds
-	date                                             fixedColumn[uint16] // Date: days since 1970-01-01
-	value                                            fixedColumn[int64]  // Decimal(18,4): × 10^4
-	email                                            fixedBytesColumn    // FixedString(32)
-	partition                                        fixedColumn[int32]
-	offset                                           fixedColumn[int64]
+	workspace, pixel, key, event                     proto.ColUUID
+	sandbox, hasValue, consent, hasEmail, batchIndex proto.ColUInt8
+	name, currency, requestID, topic                 proto.ColStr
+	occurred, received, inserted                     proto.ColDateTime  // Unix seconds
+	date                                             proto.ColDate      // days since 1970-01-01
+	value                                            proto.ColDecimal64 // Decimal(18,4): × 10^4
+	email                                            proto.ColFixedStr  // FixedString(32)
+	partition                                        proto.ColInt32
+	offset                                           proto.ColInt64
 }
 
-// namedColumn is one column of the INSERT: its name, the ClickHouse type its buffer
-// holds the Native encoding of (schema/migrations/0001_events.sql), and the buffer.
+// namedColumn is one column of the INSERT: its name, its ClickHouse type
+// (schema/migrations/0001_events.sql), and the buffer holding its rows.
 type namedColumn struct {
 	name, chType string
-	col          nativeColumn
+	col          proto.Column
 }
 
 // columns lists c's columns in the order of the INSERT's column list.
@@ -77,8 +78,7 @@ func (c *sinkColumns) columns() []namedColumn {
 // records of topic.
 func NewSink(conn driver.Conn, table, topic string) *Sink {
 	s := &Sink{conn: conn, topic: topic}
-	s.c.email.size = 32
-	s.c.workspace, s.c.pixel, s.c.key, s.c.event = newUUIDColumn(), newUUIDColumn(), newUUIDColumn(), newUUIDColumn()
+	s.c.email.Size = 32
 	s.table = s.c.columns()
 	names := make([]string, len(s.table))
 	for i, nc := range s.table {
@@ -93,7 +93,7 @@ func NewSink(conn driver.Conn, table, topic string) *Sink {
 func (s *Sink) SetTopic(label string) { s.topic = label }
 
 // Len is the number of buffered rows.
-func (s *Sink) Len() int { return len(s.c.offset.v) }
+func (s *Sink) Len() int { return len(s.c.offset) }
 
 const (
 	msPerSecond = 1000
@@ -105,40 +105,52 @@ const (
 // seconds and days.
 func (s *Sink) Add(b *schema.Batch, partition int32, offset int64) {
 	c := &s.c
-	ws, px, key := nativeUUID(&b.Workspace), nativeUUID(&b.Pixel), nativeUUID(&b.Key)
-	received := uint32(b.ReceivedAt / msPerSecond)
 	for i := range b.Events {
 		e := &b.Events[i]
-		c.workspace.append(&ws)
-		c.pixel.append(&px)
-		c.key.append(&key)
-		id := nativeUUID(&e.ID)
-		c.event.append(&id)
-		c.sandbox.v = append(c.sandbox.v, b2u(b.Sandbox))
-		c.name.append(e.Name)
-		c.occurred.v = append(c.occurred.v, uint32(e.OccurredAt/msPerSecond))
-		c.date.v = append(c.date.v, uint16(e.OccurredAt/msPerDay))
+		c.event = append(c.event, uuid.UUID(e.ID))
+		c.name.Append(e.Name)
+		c.occurred.Data = append(c.occurred.Data, proto.DateTime(e.OccurredAt/msPerSecond))
+		c.date = append(c.date, proto.Date(e.OccurredAt/msPerDay))
 		v := e.Value
 		if !e.HasValue {
 			v = 0
 		}
-		c.value.v = append(c.value.v, v)
-		c.hasValue.v = append(c.hasValue.v, b2u(e.HasValue))
-		c.currency.appendBytes(trimCurrency(&e.Currency))
-		c.consent.v = append(c.consent.v, b2u(e.Consent))
-		c.hasEmail.v = append(c.hasEmail.v, b2u(e.HasEmail))
+		c.value = append(c.value, proto.Decimal64(v))
+		c.hasValue = append(c.hasValue, b2u(e.HasValue))
+		c.currency.AppendBytes(trimCurrency(&e.Currency))
+		c.consent = append(c.consent, b2u(e.Consent))
+		c.hasEmail = append(c.hasEmail, b2u(e.HasEmail))
 		if e.HasEmail {
-			c.email.b = append(c.email.b, e.EmailSHA[:]...)
+			c.email.Buf = append(c.email.Buf, e.EmailSHA[:]...)
 		} else {
-			c.email.b = append(c.email.b, zero32[:]...)
+			c.email.Buf = append(c.email.Buf, zero32[:]...)
 		}
-		c.requestID.append(b.RequestID)
-		c.received.v = append(c.received.v, received)
-		c.partition.v = append(c.partition.v, partition)
-		c.offset.v = append(c.offset.v, offset)
-		c.batchIndex.v = append(c.batchIndex.v, uint8(i))
-		s.receivedMs = append(s.receivedMs, b.ReceivedAt)
+		c.batchIndex = append(c.batchIndex, uint8(i))
 		s.occurredMs = append(s.occurredMs, e.OccurredAt)
+	}
+	s.addRecordColumns(b, partition, offset)
+}
+
+// addRecordColumns appends the record's own values, the same for each of its events.
+func (s *Sink) addRecordColumns(b *schema.Batch, partition int32, offset int64) {
+	c := &s.c
+	n := len(b.Events)
+	ws, px, key := uuid.UUID(b.Workspace), uuid.UUID(b.Pixel), uuid.UUID(b.Key)
+	received, sandbox := proto.DateTime(b.ReceivedAt/msPerSecond), b2u(b.Sandbox)
+	for range n {
+		c.workspace = append(c.workspace, ws)
+		c.pixel = append(c.pixel, px)
+		c.key = append(c.key, key)
+	}
+	for range n {
+		c.sandbox = append(c.sandbox, sandbox)
+		c.received.Data = append(c.received.Data, received)
+		c.partition = append(c.partition, partition)
+		c.offset = append(c.offset, offset)
+		s.receivedMs = append(s.receivedMs, b.ReceivedAt)
+	}
+	for range n {
+		c.requestID.Append(b.RequestID)
 	}
 }
 
@@ -187,18 +199,18 @@ func (s *Sink) Flush(ctx context.Context, now time.Time) error {
 // stamp fills the per-flush columns (kafka_topic, inserted_at) for every buffered row.
 func (s *Sink) stamp(now time.Time) {
 	c := &s.c
-	c.topic.reset()
-	c.inserted.reset()
-	at := uint32(now.Unix())
+	c.topic.Reset()
+	c.inserted.Reset()
+	at := proto.DateTime(now.Unix())
 	for range s.Len() {
-		c.topic.append(s.topic)
-		c.inserted.v = append(c.inserted.v, at)
+		c.topic.Append(s.topic)
+		c.inserted.Data = append(c.inserted.Data, at)
 	}
 }
 
-// load hands the buffered columns to the driver's columns of one prepared INSERT: the
-// driver's column of each name decodes the buffer's Native bytes (a bulk copy for
-// fixed-width columns), with no per-row conversion.
+// load gives the buffered columns to the driver's columns of one prepared INSERT:
+// handed over without a copy (handOver), or decoded from their Native encoding where
+// the driver does not allow that (decodeInto); no per-row conversion either way.
 //
 // (clickhouse-go's typed Append would convert every row: a big.Int per Decimal, a
 // time.Time per DateTime, and allocate. ch-go's own client cannot talk to ClickHouse
@@ -208,18 +220,18 @@ func (s *Sink) load(cols []column.Interface) error {
 	if len(cols) != len(s.table) {
 		return fmt.Errorf("insert has %d columns, the sink %d", len(cols), len(s.table))
 	}
-	s.wire.reset()
+	n := s.Len()
 	for i, nc := range s.table {
 		if cols[i].Name() != nc.name || string(cols[i].Type()) != nc.chType {
 			return fmt.Errorf("insert column %d is %s %s, the sink writes %s %s", i, cols[i].Name(), cols[i].Type(), nc.name, nc.chType)
 		}
-		s.wire.parts = append(s.wire.parts, nc.col.native())
-	}
-	r := proto.NewReader(&s.wire)
-	n := s.Len()
-	for i, nc := range s.table {
-		if err := cols[i].Decode(r, n); err != nil {
-			return fmt.Errorf("column %s: %w", nc.name, err)
+		if s.decodeOnly || !handOver(cols[i], nc.col) {
+			if err := decodeInto(cols[i], nc.col); err != nil {
+				return fmt.Errorf("column %s: %w", nc.name, err)
+			}
+		}
+		if got := cols[i].Rows(); got != n {
+			return fmt.Errorf("column %s holds %d rows, want %d", nc.name, got, n)
 		}
 	}
 	return nil
@@ -237,7 +249,7 @@ func (s *Sink) EachAge(now time.Time, f func(sinceReceived, sinceOccurred time.D
 // Reset drops every buffered row, keeping capacity.
 func (s *Sink) Reset() {
 	for _, nc := range s.table {
-		nc.col.reset()
+		nc.col.Reset()
 	}
 	s.receivedMs, s.occurredMs = s.receivedMs[:0], s.occurredMs[:0]
 }
@@ -245,9 +257,9 @@ func (s *Sink) Reset() {
 // Partitions returns, for each partition with buffered rows, the highest buffered offset.
 func (s *Sink) Partitions() map[int32]int64 {
 	out := map[int32]int64{}
-	for i, p := range s.c.partition.v {
-		if o, ok := out[p]; !ok || s.c.offset.v[i] > o {
-			out[p] = s.c.offset.v[i]
+	for i, p := range s.c.partition {
+		if o, ok := out[p]; !ok || s.c.offset[i] > o {
+			out[p] = s.c.offset[i]
 		}
 	}
 	return out
@@ -259,30 +271,22 @@ func (s *Sink) Drop(drop func(partition int32, offset int64) bool) {
 	keep := make([]bool, s.Len())
 	any := false
 	for i := range keep {
-		keep[i] = !drop(c.partition.v[i], c.offset.v[i])
+		keep[i] = !drop(c.partition[i], c.offset[i])
 		any = any || !keep[i]
 	}
 	if !any {
 		return
 	}
-	c.topic.reset() // refilled by the next Flush
-	c.inserted.reset()
+	c.topic.Reset() // refilled by the next Flush
+	c.inserted.Reset()
 	for _, nc := range s.table {
 		if nc.col != &c.topic && nc.col != &c.inserted {
-			nc.col.compact(keep)
+			if err := compactColumn(nc.col, keep); err != nil {
+				panic(err) // a column type without a rule: a programming error
+			}
 		}
 	}
 	s.receivedMs, s.occurredMs = compact(s.receivedMs, keep), compact(s.occurredMs, keep)
-}
-
-func compact[T any](s []T, keep []bool) []T {
-	out := s[:0]
-	for i, k := range keep {
-		if k {
-			out = append(out, s[i])
-		}
-	}
-	return out
 }
 
 // MaxOffsets returns, for each of partitions that has rows of topic in table, the
