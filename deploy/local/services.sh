@@ -38,8 +38,12 @@ ch_up() { clickhouse-client --port "$ch_port" -q 'SELECT 1' >/dev/null 2>&1; }
 start_redis() {
   redis_up && { log "redis already answers on $redis_port"; return 0; }
   mkdir -p "$data/redis"
+  # AOF, fsynced every second; rewritten once it reaches 1 GB (and twice its size after
+  # the last rewrite), not at Redis's default 64 MB: at 200,000 events/s the log grows
+  # ~3.5 MB/s, and each rewrite forks Redis and costs a core for about a second, which
+  # showed as latency spikes at the edge (bench/README.md).
   redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$data/redis" \
-    --appendonly yes --save "" --daemonize yes \
+    --appendonly yes --save "" --auto-aof-rewrite-min-size 1gb --daemonize yes \
     --pidfile "$data/redis/redis.pid" --logfile "$data/redis/redis.log"
 }
 
