@@ -127,8 +127,32 @@ start_dev
   echo
 } >"$out/summary.txt"
 
+# drain NAME: wait (15 min at most) until the rollup consumer has read every record the
+# earlier steps produced (svc_rollup_partition_lag 0 on every partition, twice in a
+# row), so that each scenario starts from a quiet pipeline instead of inheriting the
+# backlog of an overload before it; when that took more than 2 s, the summary says how
+# long: the time the pipeline needed to catch up.
+drain() {
+  local name=$1 start=$SECONDS zero=0 lag
+  while [ $((SECONDS - start)) -lt 900 ]; do
+    lag=$(curl -fsS "http://$SVC_METRICS_ADDR/metrics" 2>/dev/null |
+      awk '/^svc_rollup_partition_lag/ {s += $2} END {print s + 0}')
+    if [ "$lag" = 0 ]; then
+      zero=$((zero + 1))
+      [ "$zero" -ge 2 ] && break
+    else
+      zero=0
+    fi
+    sleep 1
+  done
+  if [ $((SECONDS - start)) -gt 2 ]; then
+    echo "   (before $name: the consumer caught up with the earlier steps' backlog in $((SECONDS - start)) s; lag now $lag records)" | tee -a "$out/summary.txt"
+  fi
+}
+
 step() { # step NAME ARGS...: one scenario, its summary appended to summary.txt
   local name=$1; shift
+  drain "$name"
   # On a shared machine something may have stopped svc dev (a broad pkill): say so in
   # the summary, and start it again so the next scenarios still run.
   if ! kill -0 "$dev_pid" 2>/dev/null || { [ -n "$rollup_pid" ] && ! kill -0 "$rollup_pid" 2>/dev/null; }; then
