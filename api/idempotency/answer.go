@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"sort"
 )
 
 // The stored answer, packed. Most answers are a 202 of POST /events with no rejections,
@@ -132,16 +133,34 @@ func appendHead(out []byte, status int, contentType string) []byte {
 	return append(out, contentType...)
 }
 
-// longestWord is the longest dictionary word b starts with, or -1.
+// longestWord is the longest dictionary word b starts with (the first in words among
+// equally long ones), or -1.
 func longestWord(b []byte) int {
-	best := -1
-	for w, s := range words {
-		if len(s) > 1 && bytes.HasPrefix(b, []byte(s)) && (best < 0 || len(s) > len(words[best])) {
-			best = w
+	if len(b) == 0 {
+		return -1
+	}
+	for _, w := range wordsByFirst[b[0]] {
+		if bytes.HasPrefix(b, []byte(words[w])) {
+			return int(w)
 		}
 	}
-	return best
+	return -1
 }
+
+// wordsByFirst lists, for each byte, the words of more than one byte that start with it,
+// longest first (in words' order among equally long ones): Pack looks for a word at
+// every byte of a body.
+var wordsByFirst = func() (by [256][]uint8) {
+	for w, s := range words {
+		if len(s) > 1 {
+			by[s[0]] = append(by[s[0]], uint8(w))
+		}
+	}
+	for i := range by {
+		sort.SliceStable(by[i], func(a, b int) bool { return len(words[by[i][a]]) > len(words[by[i][b]]) })
+	}
+	return by
+}()
 
 // hexRun is the length of the even run of lowercase hex digits b starts with.
 func hexRun(b []byte) int {

@@ -70,3 +70,41 @@ func TestUnpackRefusesGarbage(t *testing.T) {
 		t.Errorf("an unreadable record gave %v, %v; want InUse (retry later)", o, st)
 	}
 }
+
+// longestWord, indexed by first byte, picks what a scan of every word picks (the
+// longest, the first among equally long ones) at every position of the answers, so
+// packed answers keep their bytes.
+func TestLongestWordMatchesAScan(t *testing.T) {
+	scan := func(b []byte) int {
+		best := -1
+		for w, s := range words {
+			if len(s) > 1 && bytes.HasPrefix(b, []byte(s)) && (best < 0 || len(s) > len(words[best])) {
+				best = w
+			}
+		}
+		return best
+	}
+	bodies := [][]byte{clean202.Body, oneRejection.Body, imported.Body, []byte(strings.Join(words, "") + "consent.measurement,consentx")}
+	found := 0
+	for _, b := range bodies {
+		for i := range b {
+			got, want := longestWord(b[i:]), scan(b[i:])
+			if got != want {
+				t.Fatalf("at %q: word %d, a scan finds %d", b[i:], got, want)
+			}
+			if got >= 0 {
+				found++
+			}
+		}
+	}
+	if found < len(words) {
+		t.Fatalf("only %d words found in bodies that hold every word", found)
+	}
+}
+
+func BenchmarkPackClean202(b *testing.B) {
+	b.ReportAllocs()
+	for range b.N {
+		Pack(clean202)
+	}
+}
