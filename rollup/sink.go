@@ -15,10 +15,10 @@ import (
 	"svc/schema"
 )
 
-// Sink buffers decoded events column by column, in ClickHouse's Native wire format,
-// and writes them to the events table in one INSERT per Flush. One INSERT of one block
-// into a table partitioned by toYYYYMM(inserted_at), with one inserted_at per flush, is
-// one part: all or nothing.
+// Sink buffers decoded events column by column, in ch-go's column types, and writes
+// them to the events table in one INSERT per Flush. One INSERT of one block into a table
+// partitioned by toYYYYMM(inserted_at), with one inserted_at per flush, is one part: all
+// or nothing.
 //
 // Each buffer is a ch-go column, the type clickhouse-go itself keeps an INSERT's column
 // in: DateTime as uint32 seconds, Date as uint16 days, Decimal(18,4) as int64 × 10^4,
