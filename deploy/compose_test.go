@@ -46,6 +46,7 @@ type composeService struct {
 	DependsOn       map[string]composeDependsOn           `yaml:"depends_on"`
 	Healthcheck     *composeHealthcheck                   `yaml:"healthcheck"`
 	StopGracePeriod string                                `yaml:"stop_grace_period"`
+	CPUShares       int                                   `yaml:"cpu_shares"`
 	Ulimits         map[string]struct {
 		Soft int `yaml:"soft"`
 		Hard int `yaml:"hard"`
@@ -540,6 +541,9 @@ func TestComposeClickHouse(t *testing.T) {
 		}
 		if s.Environment["CH_SHARD"] == "" || s.Environment["CH_REPLICA"] != name {
 			t.Errorf("%s: CH_SHARD/CH_REPLICA macros not set (CH_REPLICA must be the hostname)", name)
+		}
+		if s.CPUShares == 0 || s.CPUShares >= 1024 {
+			t.Errorf("%s: cpu_shares %d, want below the default 1024 (ClickHouse yields the cores to the edge on a shared host)", name, s.CPUShares)
 		}
 		mounted := strings.Join(s.Volumes, " ")
 		if !strings.Contains(mounted, "cluster.xml") || !strings.Contains(mounted, "users.d/svc.xml") {
