@@ -4,7 +4,7 @@
 #   wait_for NAME CMD [ARG...]   run CMD until it succeeds (60 s at most); logs NAME up or not
 #   stop_pid FILE                stop the process whose pid FILE holds (TERM, KILL after 30 s)
 #   clickhouse_start DIR         run clickhouse-server on DIR/config.xml (the caller writes it),
-#                                at nice $SVC_CLICKHOUSE_NICE (default 10) in a session of its own
+#                                at nice $SVC_CLICKHOUSE_NICE (default 19) in a session of its own
 
 wait_for() {
   local name=$1 i; shift
@@ -29,7 +29,7 @@ stop_pid() {
 # logs and users.xml under DIR; its pid in DIR/clickhouse.pid. Uses $root (the checkout).
 #
 # The server runs at a lower CPU priority than everything else (SVC_CLICKHOUSE_NICE,
-# default 10; 0 for none): on a machine it shares with the edge, its inserts and
+# default 19; 0 for none): on a machine it shares with the edge, its inserts and
 # merges, the pipeline's asynchronous back half, yield the CPU to request handling
 # instead of stalling it (bench/README.md: the 200k tail's spikes are its merges).
 # It only yields when the CPU is contended: an idle machine gives it all it asks.
@@ -38,7 +38,7 @@ clickhouse_start() {
   mkdir -p "$d/data" "$d/tmp" "$d/user_files" "$d/format_schemas" "$d/log"
   cp "$root/deploy/local/clickhouse-users.xml" "$d/users.xml"
   bin=$(command -v clickhouse-server || echo /usr/sbin/clickhouse-server)
-  local nice=${SVC_CLICKHOUSE_NICE:-10} pid="" i
+  local nice=${SVC_CLICKHOUSE_NICE:-19} pid="" i
   rm -f "$d/clickhouse.pid"
   # 18.16 writes no pid file of its own when not daemonised: the shell that becomes the
   # server writes it (setsid may fork, so $! would not be the server).
