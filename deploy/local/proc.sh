@@ -4,7 +4,9 @@
 #   wait_for NAME CMD [ARG...]   run CMD until it succeeds (60 s at most); logs NAME up or not
 #   stop_pid FILE                stop the process whose pid FILE holds (TERM, KILL after 30 s)
 #   clickhouse_start DIR         run clickhouse-server on DIR/config.xml (the caller writes it),
-#                                at nice $SVC_CLICKHOUSE_NICE (default 19) in a session of its own
+#                                at nice $SVC_CLICKHOUSE_NICE (default 19) in a session of its own,
+#                                and in the idle CPU group where the machine has one (cpu_idle)
+#   cpu_idle PID                 move PID into the CPU cgroup svc-idle (cpu.idle = 1)
 
 wait_for() {
   local name=$1 i; shift
@@ -33,6 +35,10 @@ stop_pid() {
 # merges, the pipeline's asynchronous back half, yield the CPU to request handling
 # instead of stalling it (bench/README.md: the 200k tail's spikes are its merges).
 # It only yields when the CPU is contended: an idle machine gives it all it asks.
+# Where the kernel offers CPU cgroups this user may write, the server also runs in the idle
+# group (cpu_idle): a nice value sets its share, but the kernel's EEVDF scheduler lets a
+# running low-priority thread finish its time slice (milliseconds) before a request
+# handler that wakes up gets the core; an idle group's threads give it up at once.
 clickhouse_start() {
   local d=$1 bin
   mkdir -p "$d/data" "$d/tmp" "$d/user_files" "$d/format_schemas" "$d/log"
@@ -51,4 +57,24 @@ clickhouse_start() {
   if [ -n "$pid" ] && [ -w "/proc/$pid/autogroup" ]; then
     echo "$nice" >"/proc/$pid/autogroup" 2>/dev/null || true
   fi
+  if [ -n "$pid" ] && [ "$nice" -gt 0 ]; then
+    cpu_idle "$pid" || log "clickhouse: no idle CPU group here (nice $nice only)"
+  fi
+}
+
+# cpu_idle PID: moves PID (all its threads) into the CPU cgroup svc-idle, created with
+# cpu.idle = 1 (SCHED_IDLE for the whole group: it runs on CPU time nothing else wants,
+# and any other task that wakes up preempts it). cgroup v1's cpu hierarchy or v2's
+# unified one with the cpu controller on; returns 1, changing nothing, where neither is
+# there or writable (no root, a container, a kernel before 5.15).
+cpu_idle() {
+  local pid=$1 top g
+  for top in /sys/fs/cgroup/cpu /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup; do
+    [ -d "$top" ] || continue
+    [ "$top" != /sys/fs/cgroup ] || grep -qw cpu "$top/cgroup.subtree_control" 2>/dev/null || continue
+    g=$top/svc-idle
+    mkdir -p "$g" 2>/dev/null && [ -f "$g/cpu.idle" ] || continue
+    echo 1 >"$g/cpu.idle" 2>/dev/null && echo "$pid" >"$g/cgroup.procs" 2>/dev/null && return 0
+  done
+  return 1
 }
