@@ -27,11 +27,16 @@ mkdir -p "$out"
 dur() { awk -v s="$1" -v k="$scale" 'BEGIN { printf "%ds", (s*k < 5 ? 5 : s*k) }'; }
 want() { case " $only " in *" $1 "*) return 0 ;; esac; return 1; }
 
-# Free TCP ports on 127.0.0.1: random ones in 20000..59999 that nothing answers on.
+# Free TCP ports on 127.0.0.1: random ones that nothing answers on, from 20000 up to the
+# kernel's range of ephemeral ports (32768 by default). A port inside that range may be
+# the local end of some outgoing connection, and then listening on it fails though
+# nothing answers there (run 20261125-041901 lost its svc dev so).
 free_port() {
-  local p
+  local p lo=32768
+  read -r lo _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  [ "$lo" -gt 21000 ] 2>/dev/null || lo=32768
   while :; do
-    p=$((20000 + RANDOM % 40000))
+    p=$((20000 + RANDOM % (lo - 20000)))
     (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null || { echo "$p"; return; }
   done
 }
