@@ -81,8 +81,8 @@ ch_up() { clickhouse-client --port "$(tcp_port "$1")" -q 'SELECT 1' >/dev/null 2
 
 start_node() {
   local n=$1 i d
-  ch_up "$n" && return 0
   i=$(index "$n"); d=$dir/$n
+  ch_up "$n" && { clickhouse_yield "$d"; return 0; }
   mkdir -p "$d"
   sed -e "s#@DATA@#$d#g" -e "s#@TCP_PORT@#$((base + i))#g" -e "s#@HTTP_PORT@#$((base - 900 + i))#g" \
     -e "s#@INTERSERVER_PORT@#$((base + 200 + i))#g" -e "s#@ZK_PORT@#$zk_port#g" \

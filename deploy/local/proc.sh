@@ -6,7 +6,9 @@
 #   clickhouse_start DIR         run clickhouse-server on DIR/config.xml (the caller writes it),
 #                                at nice $SVC_CLICKHOUSE_NICE (default 19) in a session of its own,
 #                                and in the idle CPU group where the machine has one (cpu_idle)
+#   clickhouse_yield DIR         the same priority for the server DIR/clickhouse.pid names
 #   cpu_idle PID                 move PID into the CPU cgroup svc-idle (cpu.idle = 1)
+#   cpu_normal PID               move PID back out of it
 
 wait_for() {
   local name=$1 i; shift
@@ -51,14 +53,25 @@ clickhouse_start() {
   setsid sh -c 'echo $$ >"$1/clickhouse.pid"; shift; exec nice -n "$@"' sh "$d" "$nice" \
     "$bin" --config-file="$d/config.xml" </dev/null >"$d/log/stdout.log" 2>&1 &
   for i in $(seq 1 50); do [ -s "$d/clickhouse.pid" ] && break; sleep 0.1; done
-  pid=$(cat "$d/clickhouse.pid" 2>/dev/null || true)
-  # Where the kernel groups CPU time by session (autogroup), a nice value counts only
-  # inside the group: give the server's own session the same nice.
-  if [ -n "$pid" ] && [ -w "/proc/$pid/autogroup" ]; then
+  clickhouse_yield "$d"
+}
+
+# clickhouse_yield DIR: the group-wide part of clickhouse_start's priority, for the server
+# whose pid DIR/clickhouse.pid holds; also applied to a server an earlier checkout started
+# (services.sh leaves a running server running). Where the kernel groups CPU time by
+# session (autogroup), a nice value counts only inside the group: the server's session
+# gets the same nice; then the idle CPU group (cpu_idle).
+clickhouse_yield() {
+  local nice=${SVC_CLICKHOUSE_NICE:-19} pid
+  pid=$(cat "$1/clickhouse.pid" 2>/dev/null || true)
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+  if [ -w "/proc/$pid/autogroup" ]; then
     echo "$nice" >"/proc/$pid/autogroup" 2>/dev/null || true
   fi
-  if [ -n "$pid" ] && [ "$nice" -gt 0 ]; then
+  if [ "$nice" -gt 0 ]; then
     cpu_idle "$pid" || log "clickhouse: no idle CPU group here (nice $nice only)"
+  else
+    cpu_normal "$pid"
   fi
 }
 
@@ -77,4 +90,13 @@ cpu_idle() {
     echo 1 >"$g/cpu.idle" 2>/dev/null && echo "$pid" >"$g/cgroup.procs" 2>/dev/null && return 0
   done
   return 1
+}
+
+# cpu_normal PID: moves PID back out of svc-idle, when it is there, into the top group.
+cpu_normal() {
+  local pid=$1 top
+  for top in /sys/fs/cgroup/cpu /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup; do
+    grep -qx "$pid" "$top/svc-idle/cgroup.procs" 2>/dev/null || continue
+    echo "$pid" >"$top/cgroup.procs" 2>/dev/null || true
+  done
 }

@@ -48,8 +48,8 @@ start_redis() {
 }
 
 start_clickhouse() {
-  ch_up && { log "clickhouse already answers on $ch_port"; return 0; }
   local d="$data/clickhouse"
+  ch_up && { log "clickhouse already answers on $ch_port"; clickhouse_yield "$d"; return 0; }
   mkdir -p "$d"
   sed -e "s#@DATA@#$d#g" -e "s#@TCP_PORT@#$ch_port#g" -e "s#@HTTP_PORT@#$ch_http_port#g" \
     "$root/deploy/local/clickhouse.xml" >"$d/config.xml"
