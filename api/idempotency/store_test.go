@@ -179,6 +179,33 @@ func TestTableSplitsIntoCompactShards(t *testing.T) {
 	}
 }
 
+// Drop removes every key of a table, split shards of two epochs included, and nothing
+// of another table.
+func TestDropRemovesTheWholeTable(t *testing.T) {
+	tab := Table{Life: 24 * time.Hour, Span: 6 * time.Hour, Skew: time.Minute}
+	tt, other := newTestTable(t, tab), newTestTable(t, tab)
+	now := time.Now()
+	for i := 0; i < 500; i++ {
+		tt.put(now, testField(i), "v")
+		tt.put(now.Add(-tab.Span), testField(1000+i), "v")
+	}
+	other.put(now, testField(1), "v")
+	before := keysLike(t, tt.rdb, tt.base+"*")
+	if len(before) < 20 {
+		t.Fatalf("%d keys before Drop: the table did not split", len(before))
+	}
+	gone, err := Drop(context.Background(), tt.rdb, tt.base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := keysLike(t, tt.rdb, tt.base+"*"); len(left) != 0 || gone != len(before) {
+		t.Fatalf("Drop removed %d of %d keys; left %v", gone, len(before), left)
+	}
+	if v, ok := other.find(now, testField(1)); !ok || v != "v" {
+		t.Fatalf("the other table lost its field: %q %v", v, ok)
+	}
+}
+
 // A field written in one epoch is found from the next ones for Life + Skew, and no
 // longer looked for after that; the directory forgets epochs out of reach.
 func TestTableFindsFieldsAcrossEpochs(t *testing.T) {

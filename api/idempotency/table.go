@@ -1,8 +1,12 @@
 package idempotency
 
 import (
+	"context"
+	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Tables. Records that must outlive a window (an API key's answers, the consumer's batch
@@ -51,6 +55,31 @@ func (t Table) Epoch(at int64) int64 { return at / t.Span.Milliseconds() }
 // ShardKey is the name of a shard (tests and tools).
 func ShardKey(base string, epoch int64, shard int) string {
 	return base + strconv.FormatInt(epoch, 10) + ":" + strconv.Itoa(shard)
+}
+
+// Drop deletes the table under base: the shards of every epoch its directory names, and
+// the directory, in one UNLINK (they share base's hash tag). It returns how many keys
+// went. For tools that discard a whole table (the load generator, the tables of the API
+// keys it made); strings a caller keeps beside a table (a long idempotency answer) are
+// not the table's, and Drop leaves them.
+func Drop(ctx context.Context, rdb redis.Cmdable, base string) (int, error) {
+	dir, err := rdb.HGetAll(ctx, base+"m").Result()
+	if err != nil {
+		return 0, err
+	}
+	keys := []string{base + "m"}
+	for name, m := range dir {
+		epoch, err := strconv.ParseInt(name, 10, 64)
+		var level, split, n int
+		if _, err2 := fmt.Sscanf(m, "%d %d %d", &level, &split, &n); err != nil || err2 != nil {
+			return 0, fmt.Errorf("table %s: directory entry %q = %q", base, name, m)
+		}
+		for s := 0; s < 1<<level+split; s++ {
+			keys = append(keys, ShardKey(base, epoch, s))
+		}
+	}
+	gone, err := rdb.Unlink(ctx, keys...).Result()
+	return int(gone), err
 }
 
 // Load is the fields per shard at which an epoch's table splits a shard.
