@@ -21,7 +21,7 @@ func procSh(t *testing.T, fn string, pid int) int {
 	case errors.As(err, &exit):
 		return exit.ExitCode()
 	}
-	t.Fatalf("cpu_idle: %v: %s", err, out)
+	t.Fatalf("%s: %v: %s", fn, err, out)
 	return -1
 }
 
