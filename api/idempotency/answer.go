@@ -72,6 +72,8 @@ var words = []string{
 	`max_decimals`,
 	`range`,
 	`(withheld: contact details are never echoed)`,
+	`normalised`, // the identity rules: with "normalised" spelled out, a 202 with two
+	`email`,      // rejections took 67 bytes and went to a string of its own (MaxValue)
 }
 
 const (
