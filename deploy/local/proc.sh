@@ -75,6 +75,9 @@ clickhouse_yield() {
   fi
 }
 
+# Where CPU cgroups may be: cgroup v1's cpu hierarchy (either name), v2's unified one.
+cpu_cgroups="/sys/fs/cgroup/cpu /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup"
+
 # cpu_idle PID: moves PID (all its threads) into the CPU cgroup svc-idle, created with
 # cpu.idle = 1 (SCHED_IDLE for the whole group: it runs on CPU time nothing else wants,
 # and any other task that wakes up preempts it). cgroup v1's cpu hierarchy or v2's
@@ -82,7 +85,7 @@ clickhouse_yield() {
 # there or writable (no root, a container, a kernel before 5.15).
 cpu_idle() {
   local pid=$1 top g
-  for top in /sys/fs/cgroup/cpu /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup; do
+  for top in $cpu_cgroups; do
     [ -d "$top" ] || continue
     [ "$top" != /sys/fs/cgroup ] || grep -qw cpu "$top/cgroup.subtree_control" 2>/dev/null || continue
     g=$top/svc-idle
@@ -95,7 +98,7 @@ cpu_idle() {
 # cpu_normal PID: moves PID back out of svc-idle, when it is there, into the top group.
 cpu_normal() {
   local pid=$1 top
-  for top in /sys/fs/cgroup/cpu /sys/fs/cgroup/cpu,cpuacct /sys/fs/cgroup; do
+  for top in $cpu_cgroups; do
     grep -qx "$pid" "$top/svc-idle/cgroup.procs" 2>/dev/null || continue
     echo "$pid" >"$top/cgroup.procs" 2>/dev/null || true
   done
