@@ -15,6 +15,7 @@ import (
 	"svc/api/keys"
 	"svc/api/limits"
 	"svc/lib/process"
+	"svc/lib/redisfn"
 )
 
 // NewDeps builds the shared stores over rdb and registers HTTP metrics on reg.
@@ -47,7 +48,7 @@ func hotPath(cfg Config, rdb redis.UniversalClient, log *slog.Logger) redis.Cmda
 		log.Warn("redis auto-pipelining unavailable; one round trip per command", "err", err.Error())
 		return rdb
 	}
-	return ap
+	return redisfn.Client{Cmdable: ap, Base: rdb} // function libraries load through rdb
 }
 
 // Front is the HTTP side of one process: the routes of its roles behind the API's

@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/api/idempotency"
+	"svc/lib/redisfn"
 	"svc/schema"
 )
 
@@ -53,25 +54,26 @@ func claimValue(at recordPos) string {
 	return string(binary.AppendUvarint(b, uint64(at.o)))
 }
 
-// claimScript: KEYS[1] claimDir; ARGV now ms, field, value, claimTable.Args. Returns the
-// value of the record that holds the claim, or nil when this one took it now. Running it
-// twice for one record answers its own value the second time.
-var claimScript = redis.NewScript(idempotency.LuaTable + `
-local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[4], ARGV[5], ARGV[6])
-local v, _, _, cur = t_find(t, ARGV[2])
-if v then return v end
-t_put(t, ARGV[2], ARGV[3], cur)
-return false
-`)
-
-// forgetClaimScript: KEYS[1] claimDir; ARGV now ms, field, claimTable.Args. Drops the
-// claim.
-var forgetClaimScript = redis.NewScript(idempotency.LuaTable + `
-local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[3], ARGV[4], ARGV[5])
-local v, key, en = t_find(t, ARGV[2])
-if v then t_del(t, key, en, ARGV[2]) end
-return 1
-`)
+// claimLibrary holds the claims' functions, each called with KEYS = {claimDir}:
+//   - claim: ARGV now ms, field, value, claimTable.Args. Returns the value of the record
+//     that holds the claim, or nil when this one took it now. Running it twice for one
+//     record answers its own value the second time.
+//   - forget_claim: ARGV now ms, field, claimTable.Args. Drops the claim.
+var claimLibrary = redisfn.New("claims", idempotency.LuaTable+`
+local function claim(KEYS, ARGV)
+  local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[4], ARGV[5], ARGV[6])
+  local v, _, _, cur = t_find(t, ARGV[2])
+  if v then return v end
+  t_put(t, ARGV[2], ARGV[3], cur)
+  return false
+end
+local function forget_claim(KEYS, ARGV)
+  local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[3], ARGV[4], ARGV[5])
+  local v, key, en = t_find(t, ARGV[2])
+  if v then t_del(t, key, en, ARGV[2]) end
+  return 1
+end
+`, "claim", "forget_claim")
 
 // ForgetClaims drops the claims on batch ids in topic (tools: the load generator cleans
 // up after itself).
@@ -82,7 +84,7 @@ func ForgetClaims(ctx context.Context, rdb redis.Cmdable, topic string, ids [][]
 		keys[i] = claimDir(topic, id)
 		args[i] = append([]any{now, claimField(id)}, claimTable.Args()...)
 	}
-	_, err := idempotency.Pipelined(ctx, rdb, forgetClaimScript, keys, args)
+	_, err := claimLibrary.Pipelined(ctx, rdb, "forget_claim", keys, args)
 	return err
 }
 
@@ -151,7 +153,7 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 		keys[i] = claimDir(c.cfg.Topic, id)
 		args[i] = append([]any{now, claimField(id), claimValue(pos[i])}, claimTable.Args()...)
 	}
-	cmds, err := idempotency.Pipelined(qctx, c.cfg.Redis, claimScript, keys, args)
+	cmds, err := claimLibrary.Pipelined(qctx, c.cfg.Redis, "claim", keys, args)
 	if err != nil {
 		return err
 	}

@@ -92,7 +92,7 @@ func TestClaimOutlivesTheRetryWindow(t *testing.T) {
 	defer ForgetClaims(ctx, rdb, schema.TopicEvents, [][]byte{id})
 	claim := func(at time.Time, pos recordPos) string {
 		args := append([]any{at.UnixMilli(), claimField(id), claimValue(pos)}, claimTable.Args()...)
-		v, err := claimScript.Run(ctx, rdb, []string{claimDir(schema.TopicEvents, id)}, args...).Text()
+		v, err := claimLibrary.Call(ctx, rdb, "claim", []string{claimDir(schema.TopicEvents, id)}, args...).Text()
 		if err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}

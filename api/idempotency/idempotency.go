@@ -53,6 +53,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"svc/lib/redisfn"
 )
 
 // Outcome of a reservation (LuaReserve, run by the server's gate script).
@@ -271,16 +273,18 @@ func parseDone(rec string) (Stored, error) {
 	return Unpack([]byte(rec[1+fpLen:]))
 }
 
-var (
-	completeScript = redis.NewScript(LuaReserve + `return complete(KEYS[1], ARGV[1], {unpack(ARGV, 2)})`)
-	releaseScript  = redis.NewScript(LuaReserve + `return release(KEYS[1], ARGV[1], {unpack(ARGV, 2)})`)
-	peekScript     = redis.NewScript(LuaReserve + `return peek(KEYS[1], ARGV[1], {unpack(ARGV, 2)})`)
-	forgetScript   = redis.NewScript(LuaReserve + `return forget(KEYS[1], ARGV[1], {unpack(ARGV, 2)})`)
-)
+// recordsLibrary holds the records' operations other than the gate's: complete, release,
+// peek and forget, each called with KEYS = {DirKey} and ARGV = {now ms, its arguments}.
+var recordsLibrary = redisfn.New("records", LuaReserve+`
+local function complete_record(KEYS, ARGV) return complete(KEYS[1], ARGV[1], {unpack(ARGV, 2)}) end
+local function release_record(KEYS, ARGV) return release(KEYS[1], ARGV[1], {unpack(ARGV, 2)}) end
+local function peek_record(KEYS, ARGV) return peek(KEYS[1], ARGV[1], {unpack(ARGV, 2)}) end
+local function forget_record(KEYS, ARGV) return forget(KEYS[1], ARGV[1], {unpack(ARGV, 2)}) end
+`, "complete_record", "release_record", "peek_record", "forget_record")
 
-func (s *Store) run(ctx context.Context, sc *redis.Script, keyID string, args ...any) *redis.Cmd {
+func (s *Store) run(ctx context.Context, fn, keyID string, args ...any) *redis.Cmd {
 	args = append(append([]any{s.Now().UnixMilli()}, args...), s.Table().Args()...)
-	return sc.Run(ctx, s.rdb, []string{DirKey(keyID)}, args...)
+	return recordsLibrary.Call(ctx, s.rdb, fn, []string{DirKey(keyID)}, args...)
 }
 
 // Complete stores the response of the reserved request for the replay window, in one
@@ -290,7 +294,7 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keyID string, args ..
 // it stores the answer of had the same effect as the taker's (the takeover contract),
 // so either answer is the key's answer.
 func (s *Store) Complete(ctx context.Context, keyID, idemKey, fp string, st Stored) error {
-	return s.run(ctx, completeScript, keyID, field(idemKey), doneRecord(fp, st)).Err()
+	return s.run(ctx, "complete_record", keyID, field(idemKey), doneRecord(fp, st)).Err()
 }
 
 // Release drops the reservation the request requestID made, when its request failed in
@@ -300,7 +304,7 @@ func (s *Store) Release(ctx context.Context, keyID, idemKey, fp, requestID strin
 	if requestID == "" {
 		return fmt.Errorf("idempotency: release without a request id")
 	}
-	return s.run(ctx, releaseScript, keyID, field(idemKey), fp, owner(requestID)).Err()
+	return s.run(ctx, "release_record", keyID, field(idemKey), fp, owner(requestID)).Err()
 }
 
 // Forget drops key id's records of idemKeys, in one pipeline (tools: the load generator
@@ -313,42 +317,8 @@ func (s *Store) Forget(ctx context.Context, keyID string, idemKeys ...string) er
 		keys[i] = DirKey(keyID)
 		args[i] = append([]any{now, field(k)}, table...)
 	}
-	_, err := Pipelined(ctx, s.rdb, forgetScript, keys, args)
+	_, err := recordsLibrary.Pipelined(ctx, s.rdb, "forget_record", keys, args)
 	return err
-}
-
-// Pipelined runs sc over keys[i] with args[i] for every i in one pipeline, by EVALSHA;
-// when Redis does not know the script (a restarted or new node), it loads it and runs
-// the pipeline again, so sc must have the same effect run once or twice. It returns each
-// run's result, or the first error that is not redis.Nil.
-func Pipelined(ctx context.Context, rdb redis.Cmdable, sc *redis.Script, keys []string, args [][]any) ([]*redis.Cmd, error) {
-	cmds := make([]*redis.Cmd, len(keys))
-	run := func() (unknown bool) {
-		_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for i, k := range keys {
-				cmds[i] = sc.EvalSha(ctx, p, []string{k}, args[i]...)
-			}
-			return nil
-		})
-		for _, c := range cmds {
-			if c.Err() != nil && redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-				return true
-			}
-		}
-		return false
-	}
-	if run() {
-		if err := sc.Load(ctx, rdb).Err(); err != nil {
-			return nil, err
-		}
-		run()
-	}
-	for _, c := range cmds {
-		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, err
-		}
-	}
-	return cmds, nil
 }
 
 // State of a record, as Peek reads it.
@@ -362,7 +332,7 @@ const (
 
 // Peek reports the state of key id's record for idemKey (tests and tools).
 func (s *Store) Peek(ctx context.Context, keyID, idemKey string) (State, error) {
-	v, err := s.run(ctx, peekScript, keyID, field(idemKey)).Text()
+	v, err := s.run(ctx, "peek_record", keyID, field(idemKey)).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Absent, nil

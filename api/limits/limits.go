@@ -83,43 +83,44 @@ func New(rdb redis.Cmdable) *Limiter { return &Limiter{rdb: rdb, Now: time.Now} 
 // A state value written before this format (a bare GCRA theoretical arrival time in ms)
 // is read under the current quota; such values expire within a day.
 const LuaTake = `
+local L_EPS = 1e-9
+
+local function l_spent(key, q, w, now)
+  local v = redis.call('GET', key)
+  if not v then return 0 end
+  local s, at = string.match(v, '^([^:]+):(.+)$')
+  if not s then
+    return math.max(0, math.min(q, ((tonumber(v) or 0) - now) * q / w))
+  end
+  s, at = tonumber(s) or 0, tonumber(at) or now
+  if at > now then at = now end
+  return math.max(0, math.min(q, s) - (now - at) * q / w)
+end
+
+local function l_put(key, s, w, now)
+  redis.call('SET', key, tostring(s) .. ':' .. tostring(now), 'PX', w + 1000)
+end
+
 local function take(kd, kb, now, dq, dw, bq, bw, cost)
-  local eps = 1e-9
-  local function spent(key, q, w)
-    local v = redis.call('GET', key)
-    if not v then return 0 end
-    local s, at = string.match(v, '^([^:]+):(.+)$')
-    if not s then
-      return math.max(0, math.min(q, ((tonumber(v) or 0) - now) * q / w))
-    end
-    s, at = tonumber(s) or 0, tonumber(at) or now
-    if at > now then at = now end
-    return math.max(0, math.min(q, s) - (now - at) * q / w)
-  end
-  local ds, bs = spent(kd, dq, dw), spent(kb, bq, bw)
-  local function reply(allowed, denied, retry)
-    return {allowed, denied, retry,
-      math.floor(dq - ds + eps), math.ceil(ds * dw / dq - eps),
-      math.floor(bq - bs + eps), math.ceil(bs * bw / bq - eps)}
-  end
-  local function put(key, s, w)
-    redis.call('SET', key, tostring(s) .. ':' .. tostring(now), 'PX', w + 1000)
-  end
-  if cost == 0 then return reply(1, 0, 0) end
+  local ds, bs = l_spent(kd, dq, dw, now), l_spent(kb, bq, bw, now)
+  local allowed, denied, retry = 1, 0, 0
   if cost < 0 then
     ds, bs = math.max(0, ds - 1), math.max(0, bs - 1)
-    put(kd, ds, dw); put(kb, bs, bw)
-    return reply(1, 0, 0)
+  elseif cost > 0 then
+    if ds + 1 > dq + L_EPS then
+      allowed, denied, retry = 0, 1, math.ceil((ds + 1 - dq) * dw / dq)
+    elseif bs + 1 > bq + L_EPS then
+      allowed, denied, retry = 0, 2, math.ceil((bs + 1 - bq) * bw / bq)
+    else
+      ds, bs = ds + 1, bs + 1
+    end
   end
-  if ds + 1 > dq + eps then
-    return reply(0, 1, math.ceil((ds + 1 - dq) * dw / dq))
+  if cost ~= 0 and allowed == 1 then
+    l_put(kd, ds, dw, now); l_put(kb, bs, bw, now)
   end
-  if bs + 1 > bq + eps then
-    return reply(0, 2, math.ceil((bs + 1 - bq) * bw / bq))
-  end
-  ds, bs = ds + 1, bs + 1
-  put(kd, ds, dw); put(kb, bs, bw)
-  return reply(1, 0, 0)
+  return {allowed, denied, retry,
+    math.floor(dq - ds + L_EPS), math.ceil(ds * dw / dq - L_EPS),
+    math.floor(bq - bs + L_EPS), math.ceil(bs * bw / bq - L_EPS)}
 end
 `
 

@@ -1,0 +1,134 @@
+// Package redisfn runs the hot path's Lua code as Redis function libraries (Redis 7:
+// FUNCTION LOAD, then FCALL) rather than as EVAL scripts.
+//
+// An EVAL script runs its whole text on every call: each helper it defines (the table
+// functions, the rate limiter, the records' operations) is made anew as a Lua closure,
+// and the Lua collector then reclaims it. A library's text runs once, when it is loaded;
+// a call runs only the function it names. For the gate that is 26 µs of Redis's time
+// against 34 (BenchmarkGateAndComplete in api/, and bench/README.md).
+//
+// Contract:
+//   - A Library's code defines local Lua functions; New registers those it names,
+//     under names that carry the code's hash, so two versions of a library (a rolling
+//     upgrade) live side by side in Redis and each process calls its own.
+//   - The functions are called as f(KEYS, ARGV), the parameters an EVAL script sees as
+//     globals, and may write (no flags): they are called with FCALL, never FCALL_RO.
+//   - Redis keeps loaded libraries in its AOF and RDB and replicates them. A node that
+//     does not have one (new, emptied, or promoted before the load reached it) answers
+//     "Function not found"; Call and Pipelined then load the library and call again,
+//     so a function's effect must be the same run once or twice in that case (it did
+//     not run the first time).
+package redisfn
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Library is Lua code loaded into Redis as a function library.
+type Library struct {
+	name string // family and code hash: svc_<family>_<hash>
+	code string // the FUNCTION LOAD text
+}
+
+// New returns the library family made of code, registering the local functions fns of
+// code. The library's name, and each function's, carry a hash of code and fns.
+func New(family, code string, fns ...string) *Library {
+	h := sha256.Sum256([]byte(code + "\x00" + strings.Join(fns, ",")))
+	l := &Library{name: "svc_" + family + "_" + hex.EncodeToString(h[:5])}
+	var b strings.Builder
+	b.WriteString("#!lua name=" + l.name + "\n" + code + "\n")
+	for _, fn := range fns {
+		b.WriteString("redis.register_function('" + l.Function(fn) + "', " + fn + ")\n")
+	}
+	l.code = b.String()
+	return l
+}
+
+// Name is the library's name in Redis (FUNCTION LIST).
+func (l *Library) Name() string { return l.name }
+
+// Function is the name Redis knows the library's function fn by.
+func (l *Library) Function(fn string) string { return l.name + "_" + fn }
+
+// Client pairs a client made for calls (go-redis's auto-pipeliner) with the client it
+// was made from, through which a Library loads: the auto-pipeliner does not carry
+// FUNCTION LOAD to every master of a cluster.
+type Client struct {
+	redis.Cmdable
+	Base redis.UniversalClient
+}
+
+// Load loads the library, replacing a library of the same name (which has the same
+// code): on every master when c is (or was made from) a cluster client, else on the
+// server c talks to.
+func (l *Library) Load(ctx context.Context, c redis.Cmdable) error {
+	if pair, ok := c.(Client); ok {
+		c = pair.Base
+	}
+	if cluster, ok := c.(*redis.ClusterClient); ok {
+		return cluster.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+			return m.FunctionLoadReplace(ctx, l.code).Err()
+		})
+	}
+	return c.FunctionLoadReplace(ctx, l.code).Err()
+}
+
+// Call runs the library's function fn over keys and args through c, loading the library
+// first when the node does not have it.
+func (l *Library) Call(ctx context.Context, c redis.Cmdable, fn string, keys []string, args ...any) *redis.Cmd {
+	cmd := c.FCall(ctx, l.Function(fn), keys, args...)
+	if !notFound(cmd.Err()) {
+		return cmd
+	}
+	if err := l.Load(ctx, c); err != nil {
+		cmd.SetErr(err)
+		return cmd
+	}
+	return c.FCall(ctx, l.Function(fn), keys, args...)
+}
+
+// Pipelined runs fn over keys[i] with args[i] for every i in one pipeline through c; when
+// a node does not have the library, it loads it and runs the whole pipeline again, so
+// fn's effect must be the same run once or twice. It returns each run's result, or the
+// first error that is not redis.Nil.
+func (l *Library) Pipelined(ctx context.Context, c redis.Cmdable, fn string, keys []string, args [][]any) ([]*redis.Cmd, error) {
+	cmds := make([]*redis.Cmd, len(keys))
+	run := func() (missing bool) {
+		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, k := range keys {
+				cmds[i] = p.FCall(ctx, l.Function(fn), []string{k}, args[i]...)
+			}
+			return nil
+		})
+		for _, cmd := range cmds {
+			if notFound(cmd.Err()) {
+				return true
+			}
+		}
+		return false
+	}
+	if run() {
+		if err := l.Load(ctx, c); err != nil {
+			return nil, err
+		}
+		run()
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, err
+		}
+	}
+	return cmds, nil
+}
+
+// notFound reports whether err is Redis's answer to a call of a function it does not
+// have.
+func notFound(err error) bool {
+	return err != nil && redis.HasErrorPrefix(err, "Function not found")
+}
