@@ -359,3 +359,19 @@ func TestSoakVerdict(t *testing.T) {
 		t.Errorf("goroutines growing with flat connections judged %+v", v)
 	}
 }
+
+func TestPersistenceForksCountsRewritesAndSnapshots(t *testing.T) {
+	info := "# Persistence\r\nloading:0\r\nrdb_saves:2\r\nrdb_bgsave_in_progress:0\r\naof_rewrite_in_progress:1\r\naof_rewrites:3\r\naof_last_bgrewrite_status:ok\r\n"
+	if got := persistenceForks(info); got != (forks{done: 5, running: 1}) {
+		t.Fatalf("persistenceForks = %+v, want 5 done (2 saves, 3 rewrites), 1 running", got)
+	}
+	quiet := forks{done: 5}
+	if note := forkNote(quiet, quiet); note != "" {
+		t.Fatalf("a note without a fork: %q", note)
+	}
+	for _, c := range [][2]forks{{quiet, {done: 6}}, {{done: 5, running: 1}, {done: 6}}, {quiet, {done: 5, running: 1}}} {
+		if !strings.Contains(forkNote(c[0], c[1]), "Redis forked") {
+			t.Fatalf("no note from %+v to %+v", c[0], c[1])
+		}
+	}
+}

@@ -243,8 +243,10 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 	} else {
 		close(probesDone)
 	}
+	noteForks := watchForks(ctx, fx.Redis())
 	runLoad(ctx, &f.common, rep, do, extra)
 	<-probesDone
+	noteForks(rep)
 	if probe != nil {
 		probe.wait(ctx, f.probeWait)
 		rep.Freshness = probe.report(rep.Started)

@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// forks are the forks Redis has made for persistence (AOF rewrites and RDB snapshots):
+// finished, and running now; summed over a cluster's masters. A fork copies Redis's page
+// tables, and its child then writes the whole dataset out on the machine's cores: a run
+// that meets one measures that too, so the report says so (forkNote).
+type forks struct{ done, running int64 }
+
+func redisForks(ctx context.Context, rdb redis.UniversalClient) (forks, error) {
+	var mu sync.Mutex
+	var total forks
+	count := func(ctx context.Context, c *redis.Client) error {
+		info, err := c.Info(ctx, "persistence").Result()
+		if err != nil {
+			return err
+		}
+		f := persistenceForks(info)
+		mu.Lock()
+		total.done += f.done
+		total.running += f.running
+		mu.Unlock()
+		return nil
+	}
+	var err error
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		err = c.ForEachMaster(ctx, count)
+	case *redis.Client:
+		err = count(ctx, c)
+	default:
+		err = fmt.Errorf("redis client %T", rdb)
+	}
+	return total, err
+}
+
+// persistenceForks reads INFO persistence: rewrites and snapshots finished (aof_rewrites,
+// rdb_saves) and running.
+func persistenceForks(info string) forks {
+	var f forks
+	for _, line := range strings.Split(info, "\r\n") {
+		name, v, _ := strings.Cut(line, ":")
+		x, _ := strconv.ParseInt(v, 10, 64)
+		switch name {
+		case "aof_rewrites", "rdb_saves":
+			f.done += x
+		case "aof_rewrite_in_progress", "rdb_bgsave_in_progress":
+			f.running += x
+		}
+	}
+	return f
+}
+
+// watchForks reads Redis's forks now; the function it returns adds forkNote for the forks
+// since to a report (nothing when Redis cannot be asked).
+func watchForks(ctx context.Context, rdb redis.UniversalClient) func(*Report) {
+	before, err := redisForks(ctx, rdb)
+	return func(rep *Report) {
+		after, err2 := redisForks(ctx, rdb)
+		if err != nil || err2 != nil {
+			return
+		}
+		if note := forkNote(before, after); note != "" {
+			rep.Notes = append(rep.Notes, note)
+		}
+	}
+}
+
+// forkNote is the report's note when a fork ran during the run (between before and
+// after), or "".
+func forkNote(before, after forks) string {
+	if after.done == before.done && before.running == 0 && after.running == 0 {
+		return ""
+	}
+	return "Redis forked for persistence during the run (an AOF rewrite or RDB snapshot: its child writes the dataset out on the same cores); the latency of those seconds includes it"
+}
