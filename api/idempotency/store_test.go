@@ -131,7 +131,7 @@ func testField(i int) string {
 }
 
 // A busy table splits its shards as it fills: every field is found, every shard stays
-// in the listpack encoding (under 128 fields), the shards average at least Load fields,
+// in the listpack encoding (under 128 fields), the shards average about Load fields,
 // and each expires between Life + Skew and Life + Skew + Span after its fields were
 // written.
 func TestTableSplitsIntoCompactShards(t *testing.T) {
@@ -158,7 +158,8 @@ func TestTableSplitsIntoCompactShards(t *testing.T) {
 	var level, split, count int
 	fmt.Sscanf(dir, "%d %d %d", &level, &split, &count)
 	shards := 1<<level + split
-	if count != n || n/shards < Load-1 || n/shards > Load {
+	// The count is an estimate (CountStep): within 15% of n, and so the shards' average.
+	if count < n*85/100 || count > n*115/100 || n/shards < Load*85/100 || n/shards > Load*115/100 {
 		t.Fatalf("directory %q: %d shards for %d fields, want about %d each", dir, shards, n, Load)
 	}
 	total := 0
