@@ -15,9 +15,10 @@
 //     globals, and may write (no flags): they are called with FCALL, never FCALL_RO.
 //   - Redis keeps loaded libraries in its AOF and RDB and replicates them. A node that
 //     does not have one (new, emptied, or promoted before the load reached it) answers
-//     "Function not found"; Call and Pipelined then load the library and call again,
-//     so a function's effect must be the same run once or twice in that case (it did
-//     not run the first time).
+//     "Function not found"; Call then loads the library and calls again (the first call
+//     did not run). Pipelined runs its whole pipeline again, where other nodes may have
+//     run their part already: a function called through it must have the same effect
+//     run once or twice.
 package redisfn
 
 import (
