@@ -69,7 +69,10 @@ type Client struct {
 // code): on every master when c is (or was made from) a cluster client, else on the
 // server c talks to.
 func (l *Library) Load(ctx context.Context, c redis.Cmdable) error {
-	if pair, ok := c.(Client); ok {
+	switch pair := c.(type) {
+	case Client:
+		c = pair.Base
+	case *Client:
 		c = pair.Base
 	}
 	if cluster, ok := c.(*redis.ClusterClient); ok {

@@ -125,10 +125,14 @@ func TestAutoPipelinedCallsLoadThroughTheBase(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := redisfn.Client{Cmdable: ap, Base: rdb}
 	lib := counter(uuid.NewString())
-	t.Cleanup(func() { _ = lib.Load(ctx, c); rdb.FunctionDelete(ctx, lib.Name()) })
+	t.Cleanup(func() { _ = lib.Load(ctx, rdb); rdb.FunctionDelete(ctx, lib.Name()) })
+	pair := redisfn.Client{Cmdable: ap, Base: rdb}
 	for i := range 30 {
+		var c redis.Cmdable = pair
+		if i%2 == 1 {
+			c = &pair // a pointer to the pair loads through its Base too
+		}
 		key := "svc:test:redisfn:{" + uuid.NewString() + "}"
 		t.Cleanup(func() { rdb.Del(ctx, key) })
 		got, err := lib.Call(ctx, c, "bump", []string{key}, "x").Slice()
