@@ -126,7 +126,7 @@ func TestAutoPipelinedCallsLoadThroughTheBase(t *testing.T) {
 		t.Fatal(err)
 	}
 	lib := counter(uuid.NewString())
-	t.Cleanup(func() { _ = lib.Load(ctx, rdb); rdb.FunctionDelete(ctx, lib.Name()) })
+	t.Cleanup(func() { rdb.FunctionDelete(ctx, lib.Name()) })
 	pair := redisfn.Client{Cmdable: ap, Base: rdb}
 	for i := range 30 {
 		var c redis.Cmdable = pair
