@@ -2,12 +2,13 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"svc/lib/process"
 )
 
 // forks are the forks Redis has made for persistence (AOF rewrites and RDB snapshots):
@@ -31,15 +32,7 @@ func redisForks(ctx context.Context, rdb redis.UniversalClient) (forks, error) {
 		mu.Unlock()
 		return nil
 	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, count)
-	case *redis.Client:
-		err = count(ctx, c)
-	default:
-		err = fmt.Errorf("redis client %T", rdb)
-	}
+	err := process.EachMaster(ctx, rdb, count)
 	return total, err
 }
 

@@ -402,3 +402,12 @@ func TestEmptiedShardKeepsItsExpiry(t *testing.T) {
 		t.Fatalf("shard %s holds %d fields, want the placeholder and the new record", key, n)
 	}
 }
+
+// The Lua table functions use the package's Load and CountStep.
+func TestLuaTableUsesTheGoConstants(t *testing.T) {
+	for _, want := range []string{fmt.Sprintf("local T_LOAD = %d\n", Load), fmt.Sprintf("local T_STEP = %d\n", CountStep)} {
+		if !strings.Contains(LuaTable, want) {
+			t.Errorf("LuaTable lacks %q", want)
+		}
+	}
+}
