@@ -99,7 +99,8 @@ func (c Config) Addrs() []string {
 // Open connects to c.Database over the native protocol and pings it. The caller owns
 // the returned pool and must Close it. Every query on the pool carries
 // max_insert_block_size = 16M rows so that one batch insert stays one block (one part
-// per partition) on the server.
+// per partition) on the server. Its PrepareBatch is guarded against a clickhouse-go race
+// that could close a pooled connection after Send (batch.go).
 func Open(ctx context.Context, c Config) (driver.Conn, error) {
 	return open(ctx, c, c.Database)
 }
@@ -139,7 +140,7 @@ func open(ctx context.Context, c Config, database string) (driver.Conn, error) {
 		conn.Close()
 		return nil, fmt.Errorf("clickhouse %s/%s: %w", c.Addr, database, err)
 	}
-	return conn, nil
+	return pool{conn}, nil
 }
 
 // ErrorCode returns the ClickHouse server error code carried by err, or 0.

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -285,8 +287,22 @@ func TestOutboundRestartAndTwoWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(rows) != len(hits) {
-		t.Fatalf("delivery log has %d rows for %d requests", len(rows), len(hits))
+		t.Fatalf("delivery log has %d rows for %d requests:\n%s", len(rows), len(hits), unmatchedRows(rows, seen))
 	}
+}
+
+// unmatchedRows lists the delivery-log rows that no request matched, or that repeat one.
+func unmatchedRows(rows []DeliveryRow, seen map[string]bool) string {
+	var b strings.Builder
+	logged := map[string]int{}
+	for _, r := range rows {
+		k := ids.Format(ids.Event, r.EventID) + "#" + strconv.Itoa(r.Attempt)
+		if logged[k]++; logged[k] > 1 || !seen[k] {
+			fmt.Fprintf(&b, "%s: outcome %s, status %d, error %q, worker %s, logged %d times\n",
+				k, r.Outcome, r.StatusCode, r.Error, r.Worker, logged[k])
+		}
+	}
+	return b.String()
 }
 
 // TestOutboundDisable: 410 disables at once; a run of failures longer than

@@ -189,7 +189,7 @@ var Table = []Setting{
 	{Name: "SVC_CLICKHOUSE_HTTP_PORT", Group: GroupScripts, Kind: Int, Default: "8123",
 		ReadBy: []string{Scripts}, Meaning: "HTTP port of the local ClickHouse that `deploy/local/services.sh` starts"},
 	{Name: "SVC_CLICKHOUSE_NICE", Group: GroupScripts, Kind: Int, Default: "19",
-		ReadBy: []string{Scripts}, Meaning: "CPU nice value of the local ClickHouse servers (`deploy/local/proc.sh`, for its own session too where the kernel groups by session), which also run in the idle CPU cgroup `svc-idle` where the machine lets the script make one: on a machine shared with the edge, its inserts and merges yield the CPU to request handling; 0 for neither"},
+		ReadBy: []string{Scripts}, Meaning: "CPU nice value of the local ClickHouse servers (`deploy/local/proc.sh`, for its own session too where the kernel groups by session), which also run in the idle CPU cgroup `svc-idle` where the machine lets the script make one: on a machine shared with the edge, its inserts and merges yield the CPU to request handling; 0 for neither, as `make test` and `make test-scale` set it (a test waiting on ClickHouse beside busy test binaries would otherwise starve)"},
 	{Name: "SVC_REDIS_CLUSTER_PORT", Group: GroupScripts, Kind: Int, Default: "7000",
 		ReadBy: []string{Scripts}, Meaning: "first port of the local Redis Cluster that `deploy/local/redis-cluster.sh` starts (six nodes on consecutive ports)"},
 	{Name: "SVC_REDIS_CLUSTER_NODE_TIMEOUT", Group: GroupScripts, Kind: Int, Default: "2000",
