@@ -15,9 +15,10 @@ import (
 // TestBatchContextEndingAfterSendSparesThePool: a caller that cancels its context right
 // after Send (a deferred cancel) must not break the connection Send has put back in the
 // pool. clickhouse-go v2.50's Send stops its context watchdog without waiting for it;
-// with one P the watchdog runs after the cancel, sees both its channels ready and, half
-// the time, closes the pooled connection under the next query. Open's pool guards
-// against it (batch.go); without the guard this test fails within a few iterations.
+// with every P kept busy the watchdog goroutine first runs after the cancel, sees both
+// its channels ready and, half the time, closes the pooled connection under the next
+// query. Open's pool guards against it (batch.go); without the guard this test failed
+// 10 runs in 10, within the first few inserts.
 func TestBatchContextEndingAfterSendSparesThePool(t *testing.T) {
 	cfg, _ := chtest.NewDB(t)
 	cfg.MaxOpenConns = 1
