@@ -42,7 +42,8 @@ stop:
 # yields to request handling, but a test waits on ClickHouse while other test binaries
 # compile and spin, and an idle-group ClickHouse gets no CPU then (api/catalog's tests
 # took 111 s instead of 3 s beside two busy loops). services.sh applies the value to a
-# server this checkout already runs, so the next `make run` or `make bench` restores it.
+# local server already running, also one another checkout started; the next `make run`
+# or `make bench` restores 19.
 test test-scale: export SVC_CLICKHOUSE_NICE ?= 0
 
 test: build services

@@ -65,6 +65,7 @@ clickhouse_yield() {
   local nice=${SVC_CLICKHOUSE_NICE:-19} pid
   pid=$(cat "$1/clickhouse.pid" 2>/dev/null || true)
   [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || return 0
+  log "clickhouse: server $pid ($1) at nice $nice"
   if [ -w "/proc/$pid/autogroup" ]; then
     echo "$nice" >"/proc/$pid/autogroup" 2>/dev/null || true
   fi

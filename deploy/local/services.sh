@@ -49,9 +49,26 @@ start_redis() {
     --pidfile "$data/redis/redis.pid" --logfile "$data/redis/redis.log"
 }
 
+# ch_started_dir: the data directory of the ClickHouse answering on $ch_port when a
+# checkout of svc started it (its --config-file under DIR, its pid in DIR/clickhouse.pid),
+# so that this run's priority (SVC_CLICKHOUSE_NICE: 0 for the tests, 19 otherwise) reaches
+# a server another checkout started too; $data/clickhouse when there is none or `ss`
+# cannot say (a server svc did not start keeps its priority).
+ch_started_dir() {
+  local pid cfg d
+  pid=$(ss -Hltnp "sport = :$ch_port" 2>/dev/null | grep -o 'pid=[0-9]*' | head -1 | cut -d= -f2 || true)
+  cfg=$( { tr '\0' '\n' <"/proc/${pid:-0}/cmdline"; } 2>/dev/null | sed -n 's/^--config-file=//p' || true)
+  d=$(dirname "${cfg:-/nonexistent/x}")
+  if [ -n "$pid" ] && [ "$(cat "$d/clickhouse.pid" 2>/dev/null)" = "$pid" ]; then
+    echo "$d"
+  else
+    echo "$data/clickhouse"
+  fi
+}
+
 start_clickhouse() {
   local d="$data/clickhouse"
-  ch_up && { log "clickhouse already answers on $ch_port"; clickhouse_yield "$d"; return 0; }
+  ch_up && { log "clickhouse already answers on $ch_port"; clickhouse_yield "$(ch_started_dir)"; return 0; }
   mkdir -p "$d"
   sed -e "s#@DATA@#$d#g" -e "s#@TCP_PORT@#$ch_port#g" -e "s#@HTTP_PORT@#$ch_http_port#g" \
     "$root/deploy/local/clickhouse.xml" >"$d/config.xml"
