@@ -2,7 +2,6 @@ package schema
 
 import (
 	"context"
-	"sync"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
@@ -63,31 +62,28 @@ func (b guardedBatch) Close() error {
 // batchContext carries its parent's values and deadline, and ends with its parent's
 // error when the parent ends before detach; after detach it never ends.
 type batchContext struct {
-	context.Context // the parent: Value and Deadline
+	context.Context // the parent: Value, Deadline, and Err once done is closed
 	done            chan struct{}
 	stop            func() bool
-
-	mu  sync.Mutex
-	err error
 }
 
 func newBatchContext(parent context.Context) *batchContext {
 	c := &batchContext{Context: parent, done: make(chan struct{})}
-	c.stop = context.AfterFunc(parent, func() {
-		c.mu.Lock()
-		c.err = parent.Err()
-		c.mu.Unlock()
-		close(c.done)
-	})
+	c.stop = context.AfterFunc(parent, func() { close(c.done) })
 	return c
 }
 
 func (c *batchContext) Done() <-chan struct{} { return c.done }
 
+// Err is the parent's error once done is closed (the parent had ended then, and an
+// ended context's error never changes), else nil.
 func (c *batchContext) Err() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.err
+	select {
+	case <-c.done:
+		return c.Context.Err()
+	default:
+		return nil
+	}
 }
 
 // detach stops following the parent; a context that already ended stays ended.
