@@ -17,7 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/api/apitest"
-	"svc/api/limits"
+	"svc/lib/limits"
 )
 
 // clusters are the distributed engines `make test-scale` starts: a Redis Cluster

@@ -22,7 +22,7 @@ import (
 	json "github.com/goccy/go-json"
 
 	"svc/api/apitest"
-	"svc/api/signature"
+	"svc/lib/signature"
 )
 
 // privacyEnv makes the pipeline and the privacy worker quick for tests.

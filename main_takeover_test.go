@@ -14,7 +14,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
-	"svc/api/idempotency"
+	"svc/lib/idempotency"
 	"svc/lib/process"
 )
 

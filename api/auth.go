@@ -8,15 +8,15 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"svc/api/keys"
-	"svc/api/limits"
-	"svc/api/problem"
+	"svc/lib/apikey"
+	"svc/lib/limits"
+	"svc/lib/problem"
 )
 
 // authenticate applies the spec's authentication rules 2–7. It returns the key the
 // bearer token names whenever one does, also with a refusal (revoked, expired, address
 // not allowed), so that the refusal declares that key's windows.
-func (s *Server) authenticate(r *Request) (*keys.Key, *problem.Problem) {
+func (s *Server) authenticate(r *Request) (*apikey.Key, *problem.Problem) {
 	h := r.Ctx.Request.Header.Peek("Authorization")
 	const bearer = "Bearer "
 	if len(h) == 0 {
@@ -27,7 +27,7 @@ func (s *Server) authenticate(r *Request) (*keys.Key, *problem.Problem) {
 	}
 	secret := string(h[len(bearer):])
 	k, sec, err := s.Deps.Keys.Authenticate(r.Context(), secret)
-	if errors.Is(err, keys.ErrUnknownSecret) {
+	if errors.Is(err, apikey.ErrUnknownSecret) {
 		return nil, problem.New(problem.InvalidKey, "The bearer token matches no key on record.")
 	}
 	if err != nil {
@@ -60,7 +60,7 @@ func (s *Server) authenticate(r *Request) (*keys.Key, *problem.Problem) {
 // refuse writes p, a refusal made before the request was counted, declaring the windows
 // of key k as they stand (read, not spent); with no key known (k nil), the default
 // policy with nothing spent.
-func (s *Server) refuse(r *Request, k *keys.Key, p *problem.Problem) {
+func (s *Server) refuse(r *Request, k *apikey.Key, p *problem.Problem) {
 	var dec *limits.Decision
 	if k != nil {
 		dec = s.peek(r, k)
@@ -70,7 +70,7 @@ func (s *Server) refuse(r *Request, k *keys.Key, p *problem.Problem) {
 
 // peek reads key k's windows without spending. When the limiter cannot be read it
 // declares k's windows as full: the policy is still k's own.
-func (s *Server) peek(r *Request, k *keys.Key) *limits.Decision {
+func (s *Server) peek(r *Request, k *apikey.Key) *limits.Decision {
 	b, d := limits.Windows(k.Burst, k.Daily)
 	dec, err := s.Deps.Limits.Peek(r.Context(), k.ID.String(), b, d)
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"svc/api/problem"
+	"svc/lib/problem"
 )
 
 // Request bodies are streamed (fasthttp.Server.StreamRequestBody): fasthttp reads the

@@ -13,8 +13,8 @@ import (
 
 	"svc/api"
 	"svc/api/apitest"
-	"svc/api/idempotency"
-	"svc/api/limits"
+	"svc/lib/idempotency"
+	"svc/lib/limits"
 	"svc/lib/process"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	json "github.com/goccy/go-json"
 
-	"svc/api/ids"
-	"svc/api/problem"
+	"svc/lib/ids"
+	"svc/lib/problem"
 )
 
 // perIPListener bounds the open connections from one client address

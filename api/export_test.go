@@ -1,6 +1,6 @@
 package api
 
-import "svc/api/limits"
+import "svc/lib/limits"
 
 // ParsePrefixForTest exposes parsePrefix to api_test.
 var ParsePrefixForTest = parsePrefix

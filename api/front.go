@@ -11,16 +11,16 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api/idempotency"
-	"svc/api/keys"
-	"svc/api/limits"
+	"svc/lib/idempotency"
+	"svc/lib/limits"
 	"svc/lib/process"
 	"svc/lib/redisfn"
+	"svc/schema/workspace"
 )
 
 // NewDeps builds the shared stores over rdb and registers HTTP metrics on reg.
 func NewDeps(cfg Config, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) Deps {
-	ks := keys.NewStore(rdb)
+	ks := workspace.NewStore(rdb)
 	ks.CacheTTL = cfg.KeyCacheTTL
 	hot := hotPath(cfg, rdb, log)
 	idem := idempotency.New(hot)

@@ -7,9 +7,9 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"svc/api/idempotency"
-	"svc/api/limits"
-	"svc/api/problem"
+	"svc/lib/idempotency"
+	"svc/lib/limits"
+	"svc/lib/problem"
 	"svc/lib/redisfn"
 )
 

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api/idempotency"
-	"svc/api/limits"
+	"svc/lib/idempotency"
+	"svc/lib/limits"
 	"svc/lib/svctest"
 )
 

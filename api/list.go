@@ -1,8 +1,8 @@
 package api
 
 import (
-	"svc/api/paging"
-	"svc/api/problem"
+	"svc/lib/paging"
+	"svc/lib/problem"
 )
 
 // ParsePage reads the paging parameters of a request for list (api/paging), adding an

@@ -8,7 +8,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"svc/api/problem"
+	"svc/lib/problem"
 )
 
 // malformedPart is the part of a request fasthttp could not read, as an errors[] entry

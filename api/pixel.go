@@ -3,9 +3,9 @@ package api
 import (
 	"errors"
 
-	"svc/api/ids"
-	"svc/api/keys"
-	"svc/api/problem"
+	"svc/lib/ids"
+	"svc/lib/problem"
+	"svc/schema/workspace"
 )
 
 // PixelOfKey resolves raw (a pixel id, prefixed or not) to a pixel of the calling key's
@@ -14,17 +14,17 @@ import (
 // (422 for a body field, 404 for an id in the query). An unknown pixel, or one of
 // another workspace (a sandbox key reaching past the showroom included), is 404
 // not_found; a failing store is 503.
-func PixelOfKey(r *Request, ks *keys.Store, raw string) (keys.Pixel, error) {
+func PixelOfKey(r *Request, ks *workspace.Store, raw string) (workspace.Pixel, error) {
 	id, err := ids.Parse(ids.Pixel, raw)
 	if err != nil {
-		return keys.Pixel{}, err
+		return workspace.Pixel{}, err
 	}
 	px, err := ks.Pixel(r.Context(), id)
-	if errors.Is(err, keys.ErrNotFound) || err == nil && px.WorkspaceID != r.Key.WorkspaceID {
-		return keys.Pixel{}, problem.New(problem.NotFound, "No pixel %s in this key's workspace.", ids.Format(ids.Pixel, id))
+	if errors.Is(err, workspace.ErrNotFound) || err == nil && px.WorkspaceID != r.Key.WorkspaceID {
+		return workspace.Pixel{}, problem.New(problem.NotFound, "No pixel %s in this key's workspace.", ids.Format(ids.Pixel, id))
 	}
 	if err != nil {
-		return keys.Pixel{}, Unavailable("the pixel store", 1)
+		return workspace.Pixel{}, Unavailable("the pixel store", 1)
 	}
 	return px, nil
 }

@@ -7,9 +7,9 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
-	"svc/api/idempotency"
-	"svc/api/keys"
-	"svc/api/limits"
+	"svc/lib/apikey"
+	"svc/lib/idempotency"
+	"svc/lib/limits"
 )
 
 // Request is one call in flight. It lives only as long as the handler runs: like the
@@ -20,7 +20,7 @@ type Request struct {
 	// ID is the request id (req_…), also sent as the Request-Id header.
 	ID string
 	// Key is the authenticated key; nil on public routes.
-	Key *keys.Key
+	Key *apikey.Key
 	// Version is the API version in use (a dated version).
 	Version string
 	// Limits is the rate-limit decision of this request (nil on public routes).

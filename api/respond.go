@@ -8,8 +8,8 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/valyala/fasthttp"
 
-	"svc/api/limits"
-	"svc/api/problem"
+	"svc/lib/limits"
+	"svc/lib/problem"
 )
 
 func unavailable(what string) *problem.Problem {

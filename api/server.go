@@ -12,16 +12,17 @@ import (
 
 	"github.com/valyala/fasthttp"
 
-	"svc/api/idempotency"
-	"svc/api/ids"
-	"svc/api/keys"
-	"svc/api/limits"
-	"svc/api/problem"
+	"svc/lib/apikey"
+	"svc/lib/idempotency"
+	"svc/lib/ids"
+	"svc/lib/limits"
+	"svc/lib/problem"
+	"svc/schema/workspace"
 )
 
 // Deps are the stores every HTTP role shares.
 type Deps struct {
-	Keys    *keys.Store
+	Keys    *workspace.Store
 	Limits  *limits.Limiter
 	Idem    *idempotency.Store
 	Metrics *Metrics
@@ -46,7 +47,7 @@ type Server struct {
 // NewServer returns a Server for routes.
 func NewServer(cfg Config, deps Deps, routes []Route) *Server {
 	return &Server{Config: cfg, Deps: deps, rt: newRouter(routes),
-		noKey: limits.Full(limits.Windows(keys.DefaultBurst, keys.DefaultDaily)), now: time.Now,
+		noKey: limits.Full(limits.Windows(apikey.DefaultBurst, apikey.DefaultDaily)), now: time.Now,
 		bodies: &bodyBudget{limit: int64(cfg.MaxInflightBodyBytes)}}
 }
 

@@ -15,8 +15,9 @@ import (
 
 	"svc/api"
 	"svc/api/apitest"
-	"svc/api/keys"
-	"svc/api/problem"
+	"svc/lib/apikey"
+	"svc/lib/problem"
+	"svc/schema/workspace"
 )
 
 // testRoutes exercise the conventions without any role's logic.
@@ -63,7 +64,7 @@ func TestAuthenticationCodes(t *testing.T) {
 	}
 
 	// Scope.
-	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Scopes: []string{"events:write", "account:read"}})
+	k, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Scopes: []string{"events:write", "account:read"}})
 	m = apitest.Problem(t, s.Do(t, "GET", "/things", sec, ""), 403, "insufficient_scope")
 	if m["required_scope"] != "plans:read" || len(m["granted_scopes"].([]any)) != 2 {
 		t.Fatalf("insufficient_scope fields: %v", m)
@@ -71,19 +72,19 @@ func TestAuthenticationCodes(t *testing.T) {
 
 	// Expiry carries expired_at.
 	past := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
-	_, expSec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, ExpiresAt: &past})
+	_, expSec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, ExpiresAt: &past})
 	m = apitest.Problem(t, s.Do(t, "GET", "/things", expSec, ""), 401, "key_expired")
 	if m["expired_at"] != past.Format(time.RFC3339) {
 		t.Fatalf("expired_at %v, want %s", m["expired_at"], past.Format(time.RFC3339))
 	}
 
 	// Allow-list carries client_ip.
-	_, ipSec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Allow: []string{"203.0.113.0/24"}})
+	_, ipSec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Allow: []string{"203.0.113.0/24"}})
 	m = apitest.Problem(t, s.Do(t, "GET", "/things", ipSec, ""), 403, "ip_not_allowed")
 	if m["client_ip"] != "127.0.0.1" {
 		t.Fatalf("client_ip %v", m["client_ip"])
 	}
-	_, okSec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Allow: []string{"127.0.0.1", "10.0.0.0/8"}})
+	_, okSec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Allow: []string{"127.0.0.1", "10.0.0.0/8"}})
 	if r := s.Do(t, "GET", "/things", okSec, ""); r.Status != 200 {
 		t.Fatalf("allowed address refused: %d %s", r.Status, r.Body)
 	}
@@ -101,7 +102,7 @@ func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 		c.TrustedProxies = nil
 	})
 	tn := s.Tenant(t, false)
-	_, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Allow: []string{"198.51.100.7"}})
+	_, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Allow: []string{"198.51.100.7"}})
 	// Untrusted peer: the header is ignored.
 	apitest.Problem(t, s.Do(t, "GET", "/things", sec, "", "X-Forwarded-For", "198.51.100.7"), 403, "ip_not_allowed")
 
@@ -206,7 +207,7 @@ func TestRoutingProblems(t *testing.T) {
 func TestVersions(t *testing.T) {
 	s := apitest.Start(t, testRoutes(), nil)
 	tn := s.Tenant(t, false)
-	_, pinned := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Version: "2026-03-01"})
+	_, pinned := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Version: "2026-03-01"})
 	cases := []struct {
 		secret, query, header, want string
 	}{
@@ -229,7 +230,7 @@ func TestVersions(t *testing.T) {
 func TestRateLimitHeadersAndWindows(t *testing.T) {
 	s := apitest.Start(t, testRoutes(), nil)
 	tn := s.Tenant(t, false)
-	_, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 3, Daily: 100})
+	_, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 3, Daily: 100})
 	for i := 0; i < 3; i++ {
 		r := s.Do(t, "GET", "/things", sec, "")
 		if r.Status != 200 {
@@ -268,7 +269,7 @@ func TestRateLimitHeadersAndWindows(t *testing.T) {
 func TestQuotaExceededSpendsNoBurst(t *testing.T) {
 	s := apitest.Start(t, testRoutes(), nil)
 	tn := s.Tenant(t, false)
-	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 10, Daily: 2})
+	k, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 10, Daily: 2})
 	for i := 0; i < 2; i++ {
 		if r := s.Do(t, "GET", "/things", sec, ""); r.Status != 200 {
 			t.Fatalf("%d", r.Status)
@@ -292,7 +293,7 @@ func TestQuotaExceededSpendsNoBurst(t *testing.T) {
 func TestRejectedAndUnauthorisedSpendNothing(t *testing.T) {
 	s := apitest.Start(t, testRoutes(), nil)
 	tn := s.Tenant(t, false)
-	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 5, Daily: 50})
+	k, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 5, Daily: 50})
 	b, d := api.LimitsWindowsForTest(5, 50)
 	peek := func() (int, int) {
 		dec, err := s.Deps.Limits.Peek(context.Background(), k.ID.String(), b, d)
@@ -496,7 +497,7 @@ func TestLongURLGetsAProblem(t *testing.T) {
 func TestChangingLimitsKeepsWhatWasSpent(t *testing.T) {
 	s := apitest.Start(t, testRoutes(), nil)
 	tn := s.Tenant(t, false)
-	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 4, Daily: 3})
+	k, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 4, Daily: 3})
 	for i := 0; i < 3; i++ {
 		if r := s.Do(t, "GET", "/things", sec, ""); r.Status != 200 {
 			t.Fatalf("request %d: %d", i, r.Status)
@@ -522,9 +523,9 @@ func TestChangingLimitsKeepsWhatWasSpent(t *testing.T) {
 func TestRefusalsDeclareTheKeysOwnWindows(t *testing.T) {
 	s := apitest.Start(t, testRoutes(), nil)
 	tn := s.Tenant(t, false)
-	_, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 77, Daily: 7777,
+	_, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 77, Daily: 7777,
 		Scopes: []string{"account:read"}})
-	_, ipSec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 77, Daily: 7777,
+	_, ipSec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 77, Daily: 7777,
 		Allow: []string{"203.0.113.0/24"}})
 	const policy = `"burst";q=77;w=60, "daily";q=7777;w=86400`
 	check := func(r apitest.Response, status int, code, remaining string) {
@@ -550,7 +551,7 @@ func TestRefusalsDeclareTheKeysOwnWindows(t *testing.T) {
 		t.Fatalf("RateLimit %q: a refusal spent quota", got)
 	}
 	// A default key that spent 5 declares r=115 on its 403.
-	_, def := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Scopes: []string{"account:read"}})
+	_, def := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Scopes: []string{"account:read"}})
 	for i := 0; i < 5; i++ {
 		s.Do(t, "GET", "/fail", def, "")
 	}
@@ -582,7 +583,7 @@ func TestMalformedRequestsSayWhatToFix(t *testing.T) {
 	}
 	// Bodies are read only once the key is checked: a malformed body needs a valid key to
 	// be seen at all (without one the answer is 401 before any body byte is read).
-	_, sec := s.Key(t, keys.KeySpec{WorkspaceID: s.Tenant(t, false).Workspace.ID, Env: keys.Live, Scopes: []string{"plans:read"}})
+	_, sec := s.Key(t, workspace.KeySpec{WorkspaceID: s.Tenant(t, false).Workspace.ID, Env: apikey.Live, Scopes: []string{"plans:read"}})
 	cases = append(cases, struct{ raw, field string }{
 		"POST /things HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + sec + "\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "body"})
 	for _, c := range cases {

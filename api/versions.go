@@ -3,7 +3,7 @@ package api
 import (
 	"slices"
 
-	"svc/api/problem"
+	"svc/lib/problem"
 )
 
 // Version is one served API version. Versions are dates (YYYY-MM-DD); the aliases

@@ -8,13 +8,14 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api/idempotency"
-	"svc/api/ids"
-	"svc/api/keys"
 	"svc/ingest"
+	"svc/lib/apikey"
+	"svc/lib/idempotency"
+	"svc/lib/ids"
 	"svc/lib/process"
 	"svc/rollup"
 	"svc/schema"
+	"svc/schema/workspace"
 )
 
 // Raised limits of the bench's keys: far above any rate the bench sends, so a run
@@ -34,7 +35,7 @@ type Fixture struct {
 	Secrets   []string
 
 	rdb       redis.UniversalClient
-	store     *keys.Store
+	store     *workspace.Store
 	forgotten bool // ForgetRequests ran: Close need not scan
 }
 
@@ -45,7 +46,7 @@ func Provision(ctx context.Context, rc process.RedisConfig, name string, npixels
 	if err != nil {
 		return nil, err
 	}
-	f := &Fixture{rdb: rdb, store: keys.NewStore(rdb)}
+	f := &Fixture{rdb: rdb, store: workspace.NewStore(rdb)}
 	ws, err := f.store.CreateWorkspace(ctx, name, false)
 	if err != nil {
 		rdb.Close()
@@ -59,7 +60,7 @@ func Provision(ctx context.Context, rc process.RedisConfig, name string, npixels
 		}
 	}
 	for i := 0; i < nkeys; i++ {
-		k, secret, err := f.store.CreateKey(ctx, keys.KeySpec{WorkspaceID: ws.ID, Env: keys.Live,
+		k, secret, err := f.store.CreateKey(ctx, workspace.KeySpec{WorkspaceID: ws.ID, Env: apikey.Live,
 			Scopes: scopes, Burst: BenchBurst, Daily: BenchDaily})
 		if err != nil {
 			f.Close(ctx)

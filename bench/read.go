@@ -14,7 +14,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"svc/api/catalog"
-	"svc/api/ids"
+	"svc/lib/ids"
 	"svc/lib/settings"
 	"svc/schema"
 )

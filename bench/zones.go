@@ -18,7 +18,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"svc/api/paging"
+	"svc/lib/paging"
 	"svc/lib/settings"
 	"svc/rollup"
 	"svc/schema"

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unsafe"
 
-	"svc/api/problem"
+	"svc/lib/problem"
 	"svc/schema"
 )
 

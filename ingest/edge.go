@@ -18,16 +18,17 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"svc/api"
-	"svc/api/idempotency"
-	"svc/api/ids"
-	"svc/api/keys"
-	"svc/api/problem"
+	"svc/lib/apikey"
+	"svc/lib/idempotency"
+	"svc/lib/ids"
 	"svc/lib/logs"
+	"svc/lib/problem"
 	"svc/lib/process"
 	"svc/lib/settings"
 	"svc/privacy"
 	"svc/schema"
 	"svc/schema/broker"
+	"svc/schema/workspace"
 )
 
 // Config of the edge role (the HTTP side is api.Config, Kafka is broker.Config).
@@ -152,7 +153,7 @@ func newMetrics(reg prometheus.Registerer, client *kgo.Client, capacity int) *Me
 type Edge struct {
 	cfg      Config
 	producer *kgo.Client
-	keys     *keys.Store
+	keys     *workspace.Store
 	metrics  *Metrics
 	work     sync.Pool // *work
 	accepted prometheus.Counter
@@ -175,7 +176,7 @@ type work struct {
 }
 
 // NewEdge returns the edge over an open producer and key store.
-func NewEdge(cfg Config, producer *kgo.Client, ks *keys.Store, reg prometheus.Registerer) *Edge {
+func NewEdge(cfg Config, producer *kgo.Client, ks *workspace.Store, reg prometheus.Registerer) *Edge {
 	e := &Edge{cfg: cfg, producer: producer, keys: ks, metrics: newMetrics(reg, producer, cfg.MaxBufferedRecords)}
 	e.work.New = func() any { return &work{acked: make(chan error, 1)} }
 	e.accepted = e.metrics.Events.WithLabelValues("accepted", "")
@@ -265,7 +266,7 @@ func (e *Edge) postEvents(r *api.Request) error {
 	}
 	base, idem := e.idBase(r)
 	b.AssignIDs(base)
-	w.buf = schema.AppendBatch(w.buf[:0], &schema.Batch{Sandbox: r.Key.Env == keys.Sandbox,
+	w.buf = schema.AppendBatch(w.buf[:0], &schema.Batch{Sandbox: r.Key.Env == apikey.Sandbox,
 		Workspace: schema.UUID(r.Key.WorkspaceID), Pixel: schema.UUID(px.ID), Key: schema.UUID(r.Key.ID),
 		ReceivedAt: time.Now().UnixMilli(), RequestID: r.ID, Events: b.Events})
 	body, _ := json.Marshal(Accepted{Accepted: len(b.Events), Rejected: len(b.Rejections),
@@ -337,7 +338,7 @@ func (e *Edge) produceFailed(err error) error {
 
 // pixel resolves the batch's pixel within the key's workspace (api.PixelOfKey): a
 // malformed id is 422.
-func (e *Edge) pixel(r *api.Request, raw string) (keys.Pixel, error) {
+func (e *Edge) pixel(r *api.Request, raw string) (workspace.Pixel, error) {
 	px, err := api.PixelOfKey(r, e.keys, raw)
 	if errors.Is(err, ids.ErrMalformed) {
 		return px, problem.Invalid("pixel_id is not a pixel id.",

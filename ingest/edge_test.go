@@ -20,10 +20,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/api/apitest"
-	"svc/api/keys"
+	"svc/lib/apikey"
 	"svc/lib/svctest"
 	"svc/schema"
 	"svc/schema/broker"
+	"svc/schema/workspace"
 )
 
 type rig struct {
@@ -233,7 +234,7 @@ func TestWholeBatchFailures(t *testing.T) {
 	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, `{"pixel_id":`), 422, "invalid_request")
 	apitest.Problem(t, rg.Oversize(t, "POST", "/events", tn.Secret, 1<<20+1), 413, "payload_too_large")
 	// Scope.
-	_, sec := rg.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Scopes: []string{"plans:read"}})
+	_, sec := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Scopes: []string{"plans:read"}})
 	apitest.Problem(t, rg.Do(t, "POST", "/events", sec, batchJSON(tn.PixelID(), eventJSON("e", "", true))), 403, "insufficient_scope")
 	apitest.Problem(t, rg.Do(t, "GET", "/events", tn.Secret, ""), 405, "method_not_allowed")
 	if n := len(rg.records(t)); n != 0 {
@@ -350,7 +351,7 @@ func (rg *rig) postTimed(secret, pixel, name string) outageCall {
 func TestKafkaOutageFailsFast(t *testing.T) {
 	rg := newRig(t)
 	tn := rg.Tenant(t, false)
-	_, secret := rg.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 100000, Daily: 10000000})
+	_, secret := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 100000, Daily: 10000000})
 	var (
 		mu    sync.Mutex
 		calls []outageCall

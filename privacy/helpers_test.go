@@ -13,7 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/api/apitest"
-	"svc/api/paging"
+	"svc/lib/paging"
 	"svc/privacy"
 	"svc/rollup"
 	"svc/schema"

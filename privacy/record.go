@@ -13,8 +13,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"svc/api/ids"
-	"svc/api/keys"
+	"svc/lib/apikey"
+	"svc/lib/ids"
 )
 
 // Statuses of an erasure (the API's status field).
@@ -326,10 +326,10 @@ type DayView struct {
 func (e *Erasure) View() View {
 	v := View{ID: ids.Format(ids.Erasure, e.ID), IDUUID: e.ID.String(), Status: e.Status(),
 		Identity: IdentityView{EmailSHA256: hex.EncodeToString(e.Email[:])}, Suppress: e.Suppress,
-		Environment: keys.Live, WorkspaceID: ids.Format(ids.Org, e.Workspace), WorkspaceIDUUID: e.Workspace.String(),
+		Environment: apikey.Live, WorkspaceID: ids.Format(ids.Org, e.Workspace), WorkspaceIDUUID: e.Workspace.String(),
 		RequestedAt: e.RequestedAt.UTC(), DaysRecomputed: []DayView{}, RequestID: e.RequestID}
 	if e.Sandbox {
-		v.Environment = keys.Sandbox
+		v.Environment = apikey.Sandbox
 	}
 	if !e.StartedAt.IsZero() {
 		t := e.StartedAt.UTC()

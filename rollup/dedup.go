@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/api/idempotency"
+	"svc/lib/idempotency"
 	"svc/lib/redisfn"
 	"svc/schema"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/shopspring/decimal"
 
 	"svc/api/catalog"
-	"svc/api/ids"
-	"svc/api/problem"
+	"svc/lib/ids"
+	"svc/lib/problem"
 )
 
 // ActualsRow is one campaign's delivered performance on one day, as an inbound message

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/api/admin"
-	"svc/api/ids"
+	"svc/lib/ids"
 	"svc/lib/settings"
 	"svc/schema"
 )

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/api/apitest"
-	"svc/api/signature"
+	"svc/lib/signature"
 	"svc/lib/svctest"
 	"svc/schema/chtest"
 )

@@ -10,7 +10,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 
-	"svc/api/ids"
+	"svc/lib/ids"
 )
 
 // Event kinds delivered to outbound endpoints (payloads in README.md).

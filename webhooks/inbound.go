@@ -15,10 +15,10 @@ import (
 
 	"svc/api"
 	"svc/api/catalog"
-	"svc/api/ids"
-	"svc/api/keys"
-	"svc/api/problem"
-	"svc/api/signature"
+	"svc/lib/ids"
+	"svc/lib/problem"
+	"svc/lib/signature"
+	"svc/schema/workspace"
 )
 
 // Inbound is the receiver of signed partner messages: POST /webhooks/inbound/{workspace}.
@@ -34,7 +34,7 @@ type Inbound struct {
 	Config  Config
 	Store   *Store
 	Logs    *Logs
-	Keys    *keys.Store
+	Keys    *workspace.Store
 	Actuals ActualsWriter
 	Metrics *Metrics
 	Log     *slog.Logger
@@ -78,7 +78,7 @@ func (in *Inbound) handle(r *api.Request) error {
 	if err != nil {
 		return problem.New(problem.NotFound, "No workspace %q: want org_<uuid> or a UUID.", r.Param("workspace"))
 	}
-	if _, err := in.Keys.Workspace(ctx, ws); errors.Is(err, keys.ErrNotFound) {
+	if _, err := in.Keys.Workspace(ctx, ws); errors.Is(err, workspace.ErrNotFound) {
 		return problem.New(problem.NotFound, "No workspace %s.", ids.Format(ids.Org, ws))
 	} else if err != nil {
 		in.Log.Error("inbound: workspace lookup failed", "request_id", r.ID, "err", err.Error())

@@ -15,8 +15,8 @@ import (
 	"svc/api"
 	"svc/api/apitest"
 	"svc/api/catalog"
-	"svc/api/ids"
-	"svc/api/signature"
+	"svc/lib/ids"
+	"svc/lib/signature"
 )
 
 type inboundEnv struct {

@@ -16,7 +16,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 
-	"svc/api/ids"
+	"svc/lib/ids"
 )
 
 func contextTimeout() (context.Context, context.CancelFunc) {

@@ -15,10 +15,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/api"
-	"svc/api/keys"
 	"svc/lib/process"
 	"svc/privacy"
 	"svc/schema"
+	"svc/schema/workspace"
 )
 
 // Role is the webhooks role's parts, wired together.
@@ -36,7 +36,7 @@ type Role struct {
 // cfg.ClickHouse (the role owns that pool and closes it on Close), keeps its schedule in
 // rdb, reads keys from ks, runs the privacy worker (erasure.go), and registers its
 // metrics on reg. cfg must be valid.
-func Open(ctx context.Context, cfg Config, rdb redis.UniversalClient, ks *keys.Store, reg prometheus.Registerer, log *slog.Logger) (*Role, error) {
+func Open(ctx context.Context, cfg Config, rdb redis.UniversalClient, ks *workspace.Store, reg prometheus.Registerer, log *slog.Logger) (*Role, error) {
 	conn, err := schema.Open(ctx, cfg.ClickHouse)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
@@ -48,7 +48,7 @@ func Open(ctx context.Context, cfg Config, rdb redis.UniversalClient, ks *keys.S
 
 // New wires the role over Redis, the key store and the ClickHouse conn (which the role
 // closes on Close).
-func New(cfg Config, rdb redis.UniversalClient, ks *keys.Store, conn driver.Conn, m *Metrics, log *slog.Logger) *Role {
+func New(cfg Config, rdb redis.UniversalClient, ks *workspace.Store, conn driver.Conn, m *Metrics, log *slog.Logger) *Role {
 	st := NewStore(rdb, cfg.Prefix)
 	logs := NewLogs(conn)
 	em := &Emitter{Store: st, Logs: logs, Log: log, Delay: cfg.Schedule[0]}

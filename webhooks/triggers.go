@@ -10,11 +10,11 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"svc/api/ids"
-	"svc/api/keys"
-	"svc/api/paging"
+	"svc/lib/ids"
+	"svc/lib/paging"
 	"svc/rollup"
 	"svc/schema"
+	"svc/schema/workspace"
 )
 
 // Triggers find what outbound events report and emit them. Every event id is derived
@@ -23,7 +23,7 @@ import (
 type Triggers struct {
 	Config  Config
 	Emitter *Emitter
-	Keys    *keys.Store
+	Keys    *workspace.Store
 	Conn    driver.Conn
 	Log     *slog.Logger
 	Now     func() time.Time
@@ -84,7 +84,7 @@ func (tr *Triggers) ScanExpiringKeys(ctx context.Context) error {
 const maxDaysPerScan = 7
 
 // ScanClosedDays emits rollup.day_closed for each pixel of a workspace with endpoints
-// whose local day (in the pixel's zone: its own, its workspace's, or UTC; keys.Store)
+// whose local day (in the pixel's zone: its own, its workspace's, or UTC; workspace.Store)
 // has rollup rows and became final (rollup.StatusIn) since the last scan: the instant
 // it turned final is in (last scan, this scan]. By then the edge accepts no more events
 // for the day, so its rows are complete. The last scan's instant is kept in Redis; the
@@ -121,9 +121,9 @@ func (tr *Triggers) ScanClosedDays(ctx context.Context) error {
 // closePixelDays announces each local day of p that turned final in (since, now] and
 // has rollup rows. A pixel's rows are of its workspace's environment (sandbox keys
 // exist only for showroom workspaces, live keys only for the others).
-func (tr *Triggers) closePixelDays(ctx context.Context, p keys.Pixel, since, now time.Time) error {
+func (tr *Triggers) closePixelDays(ctx context.Context, p workspace.Pixel, since, now time.Time) error {
 	z, err := tr.Keys.TimeZone(ctx, p)
-	if errors.Is(err, keys.ErrNotFound) {
+	if errors.Is(err, workspace.ErrNotFound) {
 		return nil // deleted meanwhile
 	}
 	if err != nil {

@@ -10,17 +10,18 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/ids"
-	"svc/api/keys"
+	"svc/lib/apikey"
+	"svc/lib/ids"
 	"svc/rollup"
 	"svc/schema"
+	"svc/schema/workspace"
 )
 
 func TestTriggers(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	rcv := newReceiver(t, e.clock, func(w http.ResponseWriter, n int) { w.WriteHeader(200) })
-	ks := keys.NewStore(e.rdb)
+	ks := workspace.NewStore(e.rdb)
 	w, err := ks.CreateWorkspace(ctx, "triggers", false)
 	if err != nil {
 		t.Fatal(err)
@@ -65,9 +66,9 @@ func TestTriggers(t *testing.T) {
 
 	// Keys: one expiring in three days, one in thirty, one revoked.
 	soon, later := now.Add(72*time.Hour), now.Add(30*24*time.Hour)
-	k1, _, _ := ks.CreateKey(ctx, keys.KeySpec{WorkspaceID: w.ID, Env: keys.Live, Scopes: []string{"events:write"}, ExpiresAt: &soon})
-	ks.CreateKey(ctx, keys.KeySpec{WorkspaceID: w.ID, Env: keys.Live, Scopes: []string{"events:write"}, ExpiresAt: &later})
-	k3, _, _ := ks.CreateKey(ctx, keys.KeySpec{WorkspaceID: w.ID, Env: keys.Live, Scopes: []string{"events:write"}, ExpiresAt: &soon})
+	k1, _, _ := ks.CreateKey(ctx, workspace.KeySpec{WorkspaceID: w.ID, Env: apikey.Live, Scopes: []string{"events:write"}, ExpiresAt: &soon})
+	ks.CreateKey(ctx, workspace.KeySpec{WorkspaceID: w.ID, Env: apikey.Live, Scopes: []string{"events:write"}, ExpiresAt: &later})
+	k3, _, _ := ks.CreateKey(ctx, workspace.KeySpec{WorkspaceID: w.ID, Env: apikey.Live, Scopes: []string{"events:write"}, ExpiresAt: &soon})
 	ks.Revoke(ctx, k3.ID)
 
 	tr := &Triggers{Config: e.cfg, Emitter: e.emitter(), Keys: ks, Conn: e.conn, Log: e.log, Now: e.clock.Now}
@@ -134,12 +135,12 @@ func TestTriggersLocalDays(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	rcv := newReceiver(t, e.clock, func(w http.ResponseWriter, n int) { w.WriteHeader(200) })
-	ks := keys.NewStore(e.rdb)
+	ks := workspace.NewStore(e.rdb)
 	w, err := ks.CreateWorkspace(ctx, "local days", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	px, err := ks.PutPixel(ctx, keys.Pixel{ID: uuid.New(), WorkspaceID: w.ID, Name: "kathmandu", TimeZone: "Asia/Kathmandu"})
+	px, err := ks.PutPixel(ctx, workspace.Pixel{ID: uuid.New(), WorkspaceID: w.ID, Name: "kathmandu", TimeZone: "Asia/Kathmandu"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 
-	"svc/api/ids"
-	"svc/api/signature"
+	"svc/lib/ids"
+	"svc/lib/signature"
 )
 
 // Worker makes the delivery attempts that are due. Any number of workers (in one

@@ -20,10 +20,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/api"
-	"svc/api/ids"
-	"svc/api/keys"
+	"svc/lib/apikey"
+	"svc/lib/ids"
 	"svc/lib/process"
 	"svc/lib/settings"
+	"svc/schema/workspace"
 )
 
 // Command is one admin command: "<noun> <verb>" → Run.
@@ -34,7 +35,7 @@ type Command struct {
 
 // Env is what commands share: the key store and where output goes.
 type Env struct {
-	Keys  *keys.Store
+	Keys  *workspace.Store
 	Redis redis.UniversalClient
 	Out   io.Writer
 }
@@ -88,7 +89,7 @@ func Main(ctx context.Context, args []string, sets ...Commands) error {
 		return err
 	}
 	defer rdb.Close()
-	e := &Env{Keys: keys.NewStore(rdb), Redis: rdb, Out: os.Stdout}
+	e := &Env{Keys: workspace.NewStore(rdb), Redis: rdb, Out: os.Stdout}
 	out, err := cmd.Run(ctx, e, rest)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
@@ -164,9 +165,9 @@ type WorkspaceJSON struct {
 }
 
 // NewWorkspaceJSON formats w.
-func NewWorkspaceJSON(w keys.Workspace) WorkspaceJSON {
+func NewWorkspaceJSON(w workspace.Workspace) WorkspaceJSON {
 	return WorkspaceJSON{ids.Format(ids.Org, w.ID), w.ID.String(), w.Name, w.Showroom,
-		keys.EffectiveZone(w, "").Name, w.CreatedAt}
+		workspace.EffectiveZone(w, "").Name, w.CreatedAt}
 }
 
 func workspaceCreate(ctx context.Context, e *Env, args []string) (any, error) {
@@ -180,7 +181,7 @@ func workspaceCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	if strings.TrimSpace(*name) == "" {
 		return nil, errors.New("--name is required")
 	}
-	w, err := e.Keys.PutWorkspace(ctx, keys.Workspace{ID: uuid.New(), Name: strings.TrimSpace(*name), Showroom: *showroom,
+	w, err := e.Keys.PutWorkspace(ctx, workspace.Workspace{ID: uuid.New(), Name: strings.TrimSpace(*name), Showroom: *showroom,
 		TimeZone: *zone, CreatedAt: time.Now().UTC().Truncate(time.Second)})
 	if err != nil {
 		return nil, zoneError("--time-zone", err)
@@ -189,17 +190,17 @@ func workspaceCreate(ctx context.Context, e *Env, args []string) (any, error) {
 }
 
 // WorkspaceArg resolves a --workspace value (org_… or UUID) to an existing workspace.
-func WorkspaceArg(ctx context.Context, ks *keys.Store, raw string) (keys.Workspace, error) {
+func WorkspaceArg(ctx context.Context, ks *workspace.Store, raw string) (workspace.Workspace, error) {
 	if raw == "" {
-		return keys.Workspace{}, errors.New("--workspace is required")
+		return workspace.Workspace{}, errors.New("--workspace is required")
 	}
 	id, err := ids.Parse(ids.Org, raw)
 	if err != nil {
-		return keys.Workspace{}, fmt.Errorf("--workspace %q: %v", raw, err)
+		return workspace.Workspace{}, fmt.Errorf("--workspace %q: %v", raw, err)
 	}
 	w, err := ks.Workspace(ctx, id)
-	if errors.Is(err, keys.ErrNotFound) {
-		return keys.Workspace{}, fmt.Errorf("no workspace %s", ids.Format(ids.Org, id))
+	if errors.Is(err, workspace.ErrNotFound) {
+		return workspace.Workspace{}, fmt.Errorf("no workspace %s", ids.Format(ids.Org, id))
 	}
 	return w, err
 }
@@ -219,8 +220,8 @@ type PixelJSON struct {
 }
 
 // NewPixelJSON formats p of workspace w.
-func NewPixelJSON(p keys.Pixel, w keys.Workspace) PixelJSON {
-	z := keys.EffectiveZone(w, p.TimeZone)
+func NewPixelJSON(p workspace.Pixel, w workspace.Workspace) PixelJSON {
+	z := workspace.EffectiveZone(w, p.TimeZone)
 	return PixelJSON{ids.Format(ids.Pixel, p.ID), p.ID.String(), ids.Format(ids.Org, w.ID), w.ID.String(), p.Name,
 		z.Name, z.Source, p.CreatedAt}
 }
@@ -237,7 +238,7 @@ func pixelCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := e.Keys.PutPixel(ctx, keys.Pixel{ID: uuid.New(), WorkspaceID: w.ID, Name: *name, TimeZone: *zone})
+	p, err := e.Keys.PutPixel(ctx, workspace.Pixel{ID: uuid.New(), WorkspaceID: w.ID, Name: *name, TimeZone: *zone})
 	if err != nil {
 		return nil, zoneError("--time-zone", err)
 	}
@@ -252,8 +253,8 @@ func keyCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	expires := fs.String("expires", "", "expiry, RFC 3339")
 	allow := fs.String("allow", "", "comma-separated addresses or CIDR ranges")
 	version := fs.String("version", "", "pinned API version")
-	burst := fs.Int("burst", keys.DefaultBurst, "requests per 60 s")
-	daily := fs.Int("daily", keys.DefaultDaily, "requests per rolling 86,400 s")
+	burst := fs.Int("burst", apikey.DefaultBurst, "requests per 60 s")
+	daily := fs.Int("daily", apikey.DefaultDaily, "requests per rolling 86,400 s")
 	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
@@ -261,7 +262,7 @@ func keyCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	spec := keys.KeySpec{WorkspaceID: w.ID, Env: *envName, Scopes: splitList(*scopes), Allow: splitList(*allow),
+	spec := workspace.KeySpec{WorkspaceID: w.ID, Env: *envName, Scopes: splitList(*scopes), Allow: splitList(*allow),
 		Version: *version, Burst: *burst, Daily: *daily}
 	if *burst < 1 || *daily < 1 {
 		return nil, errors.New("--burst and --daily must be at least 1")
@@ -283,7 +284,7 @@ func keyCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := keys.NewJSON(k, time.Now())
+	out := apikey.NewJSON(k, time.Now())
 	out.Secret = secret
 	return out, nil
 }
@@ -298,14 +299,14 @@ func splitList(s string) []string {
 	return out
 }
 
-func keyArg(ctx context.Context, e *Env, raw string) (keys.Key, error) {
+func keyArg(ctx context.Context, e *Env, raw string) (apikey.Key, error) {
 	id, err := ids.Parse(ids.Key, raw)
 	if err != nil {
-		return keys.Key{}, fmt.Errorf("key id %q: %v", raw, err)
+		return apikey.Key{}, fmt.Errorf("key id %q: %v", raw, err)
 	}
 	k, err := e.Keys.Key(ctx, id)
-	if errors.Is(err, keys.ErrNotFound) {
-		return keys.Key{}, fmt.Errorf("no key %s", ids.Format(ids.Key, id))
+	if errors.Is(err, workspace.ErrNotFound) {
+		return apikey.Key{}, fmt.Errorf("no key %s", ids.Format(ids.Key, id))
 	}
 	return k, err
 }
@@ -323,7 +324,7 @@ func keyRevoke(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return keys.NewJSON(k, time.Now()), nil
+	return apikey.NewJSON(k, time.Now()), nil
 }
 
 func keyRotate(ctx context.Context, e *Env, args []string) (any, error) {
@@ -341,7 +342,7 @@ func keyRotate(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := keys.NewJSON(k, time.Now())
+	out := apikey.NewJSON(k, time.Now())
 	out.Secret, out.PreviousCutoverAt = secret, &cutover
 	return out, nil
 }
@@ -368,7 +369,7 @@ func keySetLimits(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	return keys.NewJSON(k, time.Now()), nil
+	return apikey.NewJSON(k, time.Now()), nil
 }
 
 func keyList(ctx context.Context, e *Env, args []string) (any, error) {
@@ -387,9 +388,9 @@ func keyList(ctx context.Context, e *Env, args []string) (any, error) {
 	}
 	sort.Slice(ks, func(i, j int) bool { return ks[i].CreatedAt.Before(ks[j].CreatedAt) })
 	now := time.Now()
-	out := make([]keys.JSON, len(ks))
+	out := make([]apikey.JSON, len(ks))
 	for i, k := range ks {
-		out[i] = keys.NewJSON(k, now)
+		out[i] = apikey.NewJSON(k, now)
 	}
 	return map[string]any{"data": out}, nil
 }

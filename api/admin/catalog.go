@@ -11,7 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"svc/api/catalog"
-	"svc/api/ids"
+	"svc/lib/ids"
 	"svc/lib/settings"
 	"svc/schema"
 )

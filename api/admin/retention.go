@@ -5,7 +5,7 @@ import (
 	"errors"
 	"flag"
 
-	"svc/api/ids"
+	"svc/lib/ids"
 	"svc/privacy"
 )
 

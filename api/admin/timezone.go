@@ -6,9 +6,9 @@ import (
 	"flag"
 	"fmt"
 
-	"svc/api/ids"
-	"svc/api/keys"
+	"svc/lib/ids"
 	"svc/schema"
+	"svc/schema/workspace"
 )
 
 // timeZoneCommands set reporting time zones: a workspace's (default UTC) and a pixel's
@@ -59,7 +59,7 @@ func pixelSetTimeZone(ctx context.Context, e *Env, args []string) (any, error) {
 		zone = ""
 	}
 	p, err := e.Keys.SetPixelTimeZone(ctx, id, zone)
-	if errors.Is(err, keys.ErrNotFound) {
+	if errors.Is(err, workspace.ErrNotFound) {
 		return nil, fmt.Errorf("no pixel %s", ids.Format(ids.Pixel, id))
 	}
 	if err != nil {

@@ -22,12 +22,13 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/api"
-	"svc/api/ids"
-	"svc/api/keys"
+	"svc/lib/apikey"
+	"svc/lib/ids"
 	"svc/lib/logs"
 	"svc/lib/process"
 	"svc/lib/settings"
 	"svc/lib/svctest"
+	"svc/schema/workspace"
 )
 
 // RedisURL is where tests find one Redis server (svctest.RedisURL).
@@ -46,7 +47,7 @@ type Server struct {
 	API      *api.Server
 	Deps     api.Deps
 	Redis    redis.UniversalClient
-	Keys     *keys.Store
+	Keys     *workspace.Store
 	Registry *prometheus.Registry
 	Client   *http.Client
 }
@@ -83,7 +84,7 @@ func Start(t testing.TB, routes []api.Route, cfg func(*api.Config)) *Server {
 }
 
 // Workspace creates a workspace (a showroom one when showroom is true).
-func (s *Server) Workspace(t testing.TB, showroom bool) keys.Workspace {
+func (s *Server) Workspace(t testing.TB, showroom bool) workspace.Workspace {
 	t.Helper()
 	w, err := s.Keys.CreateWorkspace(context.Background(), "test "+uuid.NewString()[:8], showroom)
 	if err != nil {
@@ -93,7 +94,7 @@ func (s *Server) Workspace(t testing.TB, showroom bool) keys.Workspace {
 }
 
 // Pixel creates a pixel in ws.
-func (s *Server) Pixel(t testing.TB, ws uuid.UUID) keys.Pixel {
+func (s *Server) Pixel(t testing.TB, ws uuid.UUID) workspace.Pixel {
 	t.Helper()
 	p, err := s.Keys.CreatePixel(context.Background(), ws, "test pixel")
 	if err != nil {
@@ -103,10 +104,10 @@ func (s *Server) Pixel(t testing.TB, ws uuid.UUID) keys.Pixel {
 }
 
 // Key creates a key per spec (WorkspaceID and Env must be set; Scopes default to all).
-func (s *Server) Key(t testing.TB, spec keys.KeySpec) (keys.Key, string) {
+func (s *Server) Key(t testing.TB, spec workspace.KeySpec) (apikey.Key, string) {
 	t.Helper()
 	if len(spec.Scopes) == 0 {
-		spec.Scopes = keys.Scopes
+		spec.Scopes = apikey.Scopes
 	}
 	k, secret, err := s.Keys.CreateKey(context.Background(), spec)
 	if err != nil {
@@ -117,20 +118,20 @@ func (s *Server) Key(t testing.TB, spec keys.KeySpec) (keys.Key, string) {
 
 // Tenant is a workspace with one pixel and one all-scopes key.
 type Tenant struct {
-	Workspace keys.Workspace
-	Pixel     keys.Pixel
-	Key       keys.Key
+	Workspace workspace.Workspace
+	Pixel     workspace.Pixel
+	Key       apikey.Key
 	Secret    string
 }
 
 // Tenant creates a live (or, with showroom, sandbox) workspace, pixel and key.
 func (s *Server) Tenant(t testing.TB, showroom bool) Tenant {
 	w := s.Workspace(t, showroom)
-	env := keys.Live
+	env := apikey.Live
 	if showroom {
-		env = keys.Sandbox
+		env = apikey.Sandbox
 	}
-	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: w.ID, Env: env})
+	k, sec := s.Key(t, workspace.KeySpec{WorkspaceID: w.ID, Env: env})
 	return Tenant{Workspace: w, Pixel: s.Pixel(t, w.ID), Key: k, Secret: sec}
 }
 

@@ -11,14 +11,14 @@ import (
 	"svc/api/admin"
 	"svc/api/apitest"
 	"svc/api/catalog"
-	"svc/api/keys"
 	"svc/schema/chtest"
+	"svc/schema/workspace"
 )
 
 func TestAdminImportCommand(t *testing.T) {
 	cfg, conn := chtest.NewDB(t)
 	t.Setenv("SVC_CLICKHOUSE_DB", cfg.Database)
-	ks := keys.NewStore(apitest.Redis(t))
+	ks := workspace.NewStore(apitest.Redis(t))
 	ctx := context.Background()
 	w, err := ks.CreateWorkspace(ctx, "import test", false)
 	if err != nil {

@@ -21,7 +21,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/paging"
+	"svc/lib/paging"
 )
 
 // ErrNotFound is returned by single-object reads when the object does not exist in the

@@ -9,13 +9,13 @@ import (
 
 	"svc/api/apitest"
 	"svc/api/catalog"
-	"svc/api/keys"
 	"svc/schema/chtest"
+	"svc/schema/workspace"
 )
 
 func TestSeedShowroomIsDeterministicAndReadable(t *testing.T) {
 	_, conn := chtest.NewDB(t)
-	ks := keys.NewStore(apitest.Redis(t))
+	ks := workspace.NewStore(apitest.Redis(t))
 	ctx := context.Background()
 	first, err := catalog.SeedShowroom(ctx, ks, conn)
 	if err != nil {

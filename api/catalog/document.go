@@ -11,8 +11,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/ids"
-	"svc/api/problem"
+	"svc/lib/ids"
+	"svc/lib/problem"
 )
 
 // Document is the JSON file `svc admin import FILE` loads into one workspace (README.md

@@ -8,7 +8,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"svc/api/problem"
+	"svc/lib/problem"
 )
 
 // Summary counts what an import wrote.

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/ids"
+	"svc/lib/ids"
 )
 
 // Showroom ids are fixed: the same on every run and every machine, so sandbox keys,

@@ -8,9 +8,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"svc/api/ids"
-	"svc/api/keys"
-	"svc/api/problem"
+	"svc/lib/ids"
+	"svc/lib/problem"
+	"svc/schema/workspace"
 )
 
 // ImportError is returned by `svc admin import` when the file fails validation; it
@@ -41,12 +41,12 @@ var showroomCreated = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // SeedShowroom writes the showroom workspace and pixel (Redis) and its catalog
 // (ClickHouse) under fixed ids. Running it again rewrites the same records.
-func SeedShowroom(ctx context.Context, ks *keys.Store, conn driver.Conn) (SeedResult, error) {
-	w, err := ks.PutWorkspace(ctx, keys.Workspace{ID: ShowroomWorkspace, Name: ShowroomName, Showroom: true, CreatedAt: showroomCreated})
+func SeedShowroom(ctx context.Context, ks *workspace.Store, conn driver.Conn) (SeedResult, error) {
+	w, err := ks.PutWorkspace(ctx, workspace.Workspace{ID: ShowroomWorkspace, Name: ShowroomName, Showroom: true, CreatedAt: showroomCreated})
 	if err != nil {
 		return SeedResult{}, err
 	}
-	if _, err := ks.PutPixel(ctx, keys.Pixel{ID: ShowroomPixel, WorkspaceID: w.ID, Name: "northwind-outdoor.example website",
+	if _, err := ks.PutPixel(ctx, workspace.Pixel{ID: ShowroomPixel, WorkspaceID: w.ID, Name: "northwind-outdoor.example website",
 		CreatedAt: showroomCreated}); err != nil {
 		return SeedResult{}, err
 	}

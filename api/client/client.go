@@ -37,7 +37,7 @@ import (
 	"sync"
 	"time"
 
-	"svc/api/problem"
+	"svc/lib/problem"
 )
 
 // Client calls the API at BaseURL with one API key.

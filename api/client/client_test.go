@@ -18,14 +18,15 @@ import (
 	"svc/api/catalog"
 	"svc/api/client"
 	"svc/api/docs"
-	"svc/api/keys"
-	"svc/api/limits"
 	"svc/api/read"
-	"svc/api/signature"
 	"svc/ingest"
+	"svc/lib/apikey"
+	"svc/lib/limits"
+	"svc/lib/signature"
 	"svc/schema"
 	"svc/schema/broker"
 	"svc/schema/chtest"
+	"svc/schema/workspace"
 )
 
 // rig is the real service in-process: the ingest edge producing to an embedded broker,
@@ -53,7 +54,7 @@ func newRig(t *testing.T) *rig {
 		t.Fatal(err)
 	}
 	t.Cleanup(producer.Close)
-	edge := ingest.NewEdge(icfg, producer, keys.NewStore(rdb), prometheus.NewRegistry())
+	edge := ingest.NewEdge(icfg, producer, workspace.NewStore(rdb), prometheus.NewRegistry())
 	a := &read.API{Conn: conn}
 	s := apitest.Start(t, append(append(edge.Routes(), a.Routes()...), docs.Routes()...), nil)
 	a.Keys = s.Keys
@@ -144,7 +145,7 @@ func TestSendEventsReusesOneKeyAcrossRetries(t *testing.T) {
 func TestProblemsAreTypedAndOnlyRetryableOnesRetried(t *testing.T) {
 	rg := newRig(t)
 	tn := rg.Tenant(t, false)
-	_, secret := rg.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Scopes: []string{"events:write"}})
+	_, secret := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Scopes: []string{"events:write"}})
 	rc := &recorder{}
 	c := rg.client(secret, rc)
 	err := c.Get(context.Background(), "/plans", nil, nil)
@@ -172,7 +173,7 @@ func TestProblemsAreTypedAndOnlyRetryableOnesRetried(t *testing.T) {
 
 // spend takes n requests of k's windows straight from the limiter (as other processes
 // using the key would), fast enough that almost nothing refills meanwhile.
-func spend(t *testing.T, rg *rig, k keys.Key, n int) {
+func spend(t *testing.T, rg *rig, k apikey.Key, n int) {
 	t.Helper()
 	b, d := limits.Windows(k.Burst, k.Daily)
 	for i := 0; i < n; i++ {
@@ -185,7 +186,7 @@ func spend(t *testing.T, rg *rig, k keys.Key, n int) {
 func TestRetryAfterIsHonoured(t *testing.T) {
 	rg := newRig(t)
 	tn := rg.Tenant(t, false)
-	k, secret := rg.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 120})
+	k, secret := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 120})
 	spend(t, rg, k, 122)
 	rc := &recorder{}
 	c := rg.client(secret, rc)
@@ -206,7 +207,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 func TestPacingKeepsClearOfTheLimit(t *testing.T) {
 	rg := newRig(t)
 	tn := rg.Tenant(t, false)
-	k, secret := rg.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 120})
+	k, secret := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 120})
 	spend(t, rg, k, 116)
 	rc := &recorder{}
 	c := rg.client(secret, rc)
@@ -232,7 +233,7 @@ func TestIteratorFollowsNextCursor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, secret := rg.Key(t, keys.KeySpec{WorkspaceID: ws.ID, Env: keys.Sandbox, Burst: 10000, Daily: 100000})
+	_, secret := rg.Key(t, workspace.KeySpec{WorkspaceID: ws.ID, Env: apikey.Sandbox, Burst: 10000, Daily: 100000})
 	c := rg.client(secret, &recorder{})
 	var all struct {
 		Data []client.Object `json:"data"`

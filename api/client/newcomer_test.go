@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"svc/api/client"
-	"svc/api/signature"
+	"svc/lib/signature"
 	"svc/rollup"
 	"svc/schema"
 	"svc/schema/broker"

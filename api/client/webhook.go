@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"svc/api/signature"
+	"svc/lib/signature"
 )
 
 // WebhookTolerance is how far a webhook's signed timestamp may be from the receiver's

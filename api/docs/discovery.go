@@ -6,9 +6,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"svc/api"
-	"svc/api/ids"
-	"svc/api/keys"
-	"svc/api/limits"
+	"svc/lib/apikey"
+	"svc/lib/ids"
+	"svc/lib/limits"
 )
 
 // ServiceName is the name in /.well-known/svc.
@@ -46,11 +46,11 @@ func Discovery(routes []api.Route, publicURL string) map[string]any {
 	}
 	sort.Strings(keyOnly)
 	var scopes []any
-	for _, s := range keys.Scopes {
+	for _, s := range apikey.Scopes {
 		sort.Strings(ops[s])
 		scopes = append(scopes, map[string]any{"name": s, "description": scopeText[s], "operations": nonNil(ops[s])})
 	}
-	b, d := limits.Windows(keys.DefaultBurst, keys.DefaultDaily)
+	b, d := limits.Windows(apikey.DefaultBurst, apikey.DefaultDaily)
 	var versions []any
 	for _, v := range api.Served {
 		versions = append(versions, v)

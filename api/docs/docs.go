@@ -25,9 +25,9 @@ import (
 	"github.com/yuin/goldmark/parser"
 
 	"svc/api"
-	"svc/api/keys"
-	"svc/api/limits"
-	"svc/api/problem"
+	"svc/lib/apikey"
+	"svc/lib/limits"
+	"svc/lib/problem"
 )
 
 //go:embed pages/*.md
@@ -274,7 +274,7 @@ func scopesTable(routes []api.Route) string {
 	}
 	var b strings.Builder
 	b.WriteString("| Scope | What it allows | Operations |\n|---|---|---|\n")
-	for _, s := range append(append([]string(nil), keys.Scopes...), "(any valid key)") {
+	for _, s := range append(append([]string(nil), apikey.Scopes...), "(any valid key)") {
 		sort.Strings(ops[s])
 		text := scopeText[s]
 		if s == "(any valid key)" {
@@ -302,7 +302,7 @@ func versionsTable() string {
 }
 
 func windowsTable() string {
-	bw, dw := limits.Windows(keys.DefaultBurst, keys.DefaultDaily)
+	bw, dw := limits.Windows(apikey.DefaultBurst, apikey.DefaultDaily)
 	return fmt.Sprintf("| Window | Name in policy | Quota | Seconds | Counted |\n|---|---|---|---|---|\n"+
 		"| Burst | `%s` | %d | %d | per key |\n| Daily (rolling) | `%s` | %d | %d | per key, not per workspace |\n\n"+
 		"A default key's `RateLimit-Policy` is `%s`.\n", bw.Name, bw.Quota, bw.Seconds, dw.Name, dw.Quota, dw.Seconds, limits.Policy(bw, dw))

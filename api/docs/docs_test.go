@@ -13,11 +13,12 @@ import (
 	"svc/api"
 	"svc/api/apitest"
 	"svc/api/docs"
-	"svc/api/keys"
 	"svc/api/mcp"
-	"svc/api/problem"
 	"svc/api/read"
 	"svc/ingest"
+	"svc/lib/apikey"
+	"svc/lib/problem"
+	"svc/schema/workspace"
 	"svc/webhooks"
 )
 
@@ -356,7 +357,7 @@ func TestDiscoveryNeedsAKeyAndDescribesIt(t *testing.T) {
 	s := startDocs(t)
 	apitest.Problem(t, s.Do(t, "GET", "/.well-known/svc", "", ""), 401, "unauthorized")
 	tn := s.Tenant(t, false)
-	k, sec := s.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Burst: 77, Daily: 7777,
+	k, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 77, Daily: 7777,
 		Scopes: []string{"pixels:read"}})
 	r := s.Do(t, "GET", "/v1/.well-known/svc", sec, "")
 	if r.Status != 200 {
@@ -378,7 +379,7 @@ func TestDiscoveryNeedsAKeyAndDescribesIt(t *testing.T) {
 	if key["id"] != "key_"+k.ID.String() || key["environment"] != "live" || fmt.Sprint(key["granted_scopes"]) != "[pixels:read]" {
 		t.Errorf("key %v", key)
 	}
-	if d["base_url"] != s.URL+"/v1" || len(d["scopes"].([]any)) != len(keys.Scopes) {
+	if d["base_url"] != s.URL+"/v1" || len(d["scopes"].([]any)) != len(apikey.Scopes) {
 		t.Errorf("service-wide facts: base_url %v, scopes %v", d["base_url"], d["scopes"])
 	}
 }

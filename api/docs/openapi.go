@@ -9,9 +9,9 @@ import (
 	json "github.com/goccy/go-json"
 
 	"svc/api"
-	"svc/api/keys"
-	"svc/api/limits"
-	"svc/api/problem"
+	"svc/lib/apikey"
+	"svc/lib/limits"
+	"svc/lib/problem"
 )
 
 // Key returns the table key of a route: "METHOD /path".
@@ -96,7 +96,7 @@ func RateLimit(r api.Route) map[string]any {
 	if r.Public {
 		return nil
 	}
-	b, d := limits.Windows(keys.DefaultBurst, keys.DefaultDaily)
+	b, d := limits.Windows(apikey.DefaultBurst, apikey.DefaultDaily)
 	return map[string]any{
 		"scope": "key",
 		"cost":  1,
@@ -180,7 +180,7 @@ func OpenAPI(routes []api.Route, publicURL string) map[string]any {
 			"headers": headerComponents(),
 			"securitySchemes": map[string]any{"bearer": map[string]any{
 				"type": "http", "scheme": "bearer",
-				"description": "A workspace API key: svc_live_… or svc_sandbox_… (a sandbox key sees only showroom data). Scopes: " + strings.Join(keys.Scopes, ", ") + ".",
+				"description": "A workspace API key: svc_live_… or svc_sandbox_… (a sandbox key sees only showroom data). Scopes: " + strings.Join(apikey.Scopes, ", ") + ".",
 			}},
 		},
 	}

@@ -1,7 +1,7 @@
 package docs
 
 import (
-	"svc/api/problem"
+	"svc/lib/problem"
 )
 
 // Param is one parameter of an operation.

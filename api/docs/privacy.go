@@ -1,6 +1,6 @@
 package docs
 
-import "svc/api/problem"
+import "svc/lib/problem"
 
 // Documentation of the privacy operations (privacy/README.md): erasure of a person by
 // identity. Kept beside the main tables so they can be read on their own; init adds

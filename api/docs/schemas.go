@@ -1,8 +1,8 @@
 package docs
 
 import (
-	"svc/api/keys"
-	"svc/api/problem"
+	"svc/lib/apikey"
+	"svc/lib/problem"
 )
 
 // Helpers that keep the schema table short.
@@ -142,12 +142,12 @@ func components() map[string]Schema {
 		}),
 		"Me": withIDs(object("The calling key's own record.", []string{"id", "environment", "workspace_id", "scopes", "version"}, Schema{
 			"id":             id("key_", "The key"),
-			"environment":    enum("live or sandbox.", keys.Live, keys.Sandbox),
+			"environment":    enum("live or sandbox.", apikey.Live, apikey.Sandbox),
 			"status":         enum("A key that answers is active.", "active"),
 			"workspace_id":   id("org_", "The key's workspace"),
 			"workspace_name": str("The workspace's name."),
 			"showroom":       boolean("true for a showroom workspace (sandbox keys)."),
-			"scopes":         array(enum("A scope.", keys.Scopes...), "Scopes granted."),
+			"scopes":         array(enum("A scope.", apikey.Scopes...), "Scopes granted."),
 			"expires_at":     nullable(timeSchema),
 			"pinned_version": Schema{"type": []string{"string", "null"}, "description": "The version pinned on the key."},
 			"version":        str("The API version this request used."),
@@ -317,9 +317,9 @@ func components() map[string]Schema {
 			}),
 		"DiscoveryKey": withIDs(object("The calling key.", []string{"id", "environment", "workspace_id", "granted_scopes", "version"}, Schema{
 			"id":             id("key_", "The key"),
-			"environment":    enum("live or sandbox.", keys.Live, keys.Sandbox),
+			"environment":    enum("live or sandbox.", apikey.Live, apikey.Sandbox),
 			"workspace_id":   id("org_", "The key's workspace"),
-			"granted_scopes": array(enum("A scope.", keys.Scopes...), "Scopes granted to the key."),
+			"granted_scopes": array(enum("A scope.", apikey.Scopes...), "Scopes granted to the key."),
 			"pinned_version": Schema{"type": []string{"string", "null"}, "description": "The version pinned on the key."},
 			"version":        str("The API version this request used."),
 		}), "id", "workspace_id"),

@@ -15,17 +15,18 @@ import (
 	"svc/api/apitest"
 	"svc/api/catalog"
 	"svc/api/docs"
-	"svc/api/keys"
 	"svc/api/mcp"
 	"svc/api/read"
+	"svc/lib/apikey"
 	"svc/schema/chtest"
+	"svc/schema/workspace"
 )
 
 // rig is the read API and the MCP endpoint on one api.Server over the real Redis and a
 // private ClickHouse database holding the showroom.
 type rig struct {
 	*apitest.Server
-	showroom keys.Workspace
+	showroom workspace.Workspace
 }
 
 func newRig(t *testing.T) *rig {
@@ -46,7 +47,7 @@ func newRig(t *testing.T) *rig {
 }
 
 func (rg *rig) key(t *testing.T, scopes ...string) string {
-	_, sec := rg.Key(t, keys.KeySpec{WorkspaceID: rg.showroom.ID, Env: keys.Sandbox, Scopes: scopes})
+	_, sec := rg.Key(t, workspace.KeySpec{WorkspaceID: rg.showroom.ID, Env: apikey.Sandbox, Scopes: scopes})
 	return sec
 }
 
@@ -98,7 +99,7 @@ func call(t *testing.T, cs *sdk.ClientSession, tool string, args map[string]any)
 
 func TestToolsAtTheCurrentAndPreviousRevision(t *testing.T) {
 	rg := newRig(t)
-	secret := rg.key(t, keys.Scopes...)
+	secret := rg.key(t, apikey.Scopes...)
 	schemas := map[string]docs.Schema{}
 	for _, tl := range mcp.Tools {
 		schemas[tl.Name] = docs.Inline(docs.Operations["GET "+tl.Path].Response)
@@ -193,7 +194,7 @@ func TestToolErrorsCarryTheProblemDocument(t *testing.T) {
 		!strings.HasSuffix(p["doc_url"].(string), "/developers/errors/insufficient_scope") {
 		t.Fatalf("plans without plans:read: error %v %v", res.IsError, p)
 	}
-	cs = rg.connect(t, rg.key(t, keys.Scopes...), revisions[0])
+	cs = rg.connect(t, rg.key(t, apikey.Scopes...), revisions[0])
 	res = call(t, cs, "plan", map[string]any{"id": "pln_00000000-0000-4000-8000-000000000000"})
 	if p := structured(t, res); !res.IsError || p["code"] != "not_found" || p["status"] != float64(404) {
 		t.Fatalf("unknown plan: %v %v", res.IsError, p)
@@ -227,7 +228,7 @@ func TestSameKeysAndLimitsAsREST(t *testing.T) {
 	r = mcpPost(t, rg, "svc_sandbox_nope", list)
 	apitest.Problem(t, r, 401, "invalid_key")
 
-	secret := rg.key(t, keys.Scopes...)
+	secret := rg.key(t, apikey.Scopes...)
 	toolCall := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"plans","arguments":{"limit":1}}}`
 	remaining := func(r apitest.Response) int {
 		t.Helper()

@@ -14,9 +14,9 @@ import (
 
 	"svc/api"
 	"svc/api/catalog"
-	"svc/api/ids"
-	"svc/api/paging"
-	"svc/api/problem"
+	"svc/lib/ids"
+	"svc/lib/paging"
+	"svc/lib/problem"
 )
 
 // MaxImportRows is the ceiling of POST /imports/actuals (spec: 500 rows per import).

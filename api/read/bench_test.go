@@ -11,9 +11,10 @@ import (
 	"github.com/shopspring/decimal"
 
 	"svc/api/catalog"
-	"svc/api/keys"
+	"svc/lib/apikey"
 	"svc/rollup"
 	"svc/schema"
+	"svc/schema/workspace"
 )
 
 // latencies reports the p50 and p99 of samples as benchmark metrics.
@@ -74,7 +75,7 @@ func BenchmarkPixelRollups90Days(b *testing.B) {
 func BenchmarkPlanActuals500Lines30Days(b *testing.B) {
 	e := newEnv(b)
 	w := e.Workspace(b, false)
-	_, sec := e.Key(b, keys.KeySpec{WorkspaceID: w.ID, Env: keys.Live, Burst: 1 << 20, Daily: 1 << 30})
+	_, sec := e.Key(b, workspace.KeySpec{WorkspaceID: w.ID, Env: apikey.Live, Burst: 1 << 20, Daily: 1 << 30})
 	plan := uuid.New()
 	ctx := context.Background()
 	batch := catalog.Batch{Plans: []catalog.Plan{{ID: plan, Name: "bench", Objective: "conversion", Status: "live",

@@ -7,9 +7,9 @@ import (
 	"log/slog"
 	"time"
 
-	"svc/api/keys"
 	"svc/lib/settings"
 	"svc/schema"
+	"svc/schema/workspace"
 )
 
 // Config is the read API role's configuration (`svc api`, and in `svc dev`).
@@ -49,7 +49,7 @@ func (c Config) Validate() error {
 
 // Open connects to ClickHouse and returns the read API over it and the key store ks
 // (the API owns the pool: its Role closes it). cfg must be valid.
-func Open(ctx context.Context, cfg Config, ks *keys.Store, log *slog.Logger) (*API, error) {
+func Open(ctx context.Context, cfg Config, ks *workspace.Store, log *slog.Logger) (*API, error) {
 	conn, err := schema.Open(ctx, cfg.ClickHouse)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)

@@ -9,11 +9,11 @@ import (
 	"github.com/google/uuid"
 
 	"svc/api"
-	"svc/api/ids"
-	"svc/api/keys"
-	"svc/api/paging"
-	"svc/api/problem"
 	"svc/ingest"
+	"svc/lib/apikey"
+	"svc/lib/ids"
+	"svc/lib/paging"
+	"svc/lib/problem"
 	"svc/privacy"
 )
 
@@ -48,7 +48,7 @@ func (a *API) postErasure(r *api.Request) error {
 	}
 	now := a.now().UTC().Truncate(time.Second)
 	e := &privacy.Erasure{ID: privacy.NewID(r.Key.ID, r.Ctx.Request.Header.Peek("Idempotency-Key")),
-		Workspace: r.Key.WorkspaceID, Sandbox: r.Key.Env == keys.Sandbox, Email: req.email, Suppress: req.suppress,
+		Workspace: r.Key.WorkspaceID, Sandbox: r.Key.Env == apikey.Sandbox, Email: req.email, Suppress: req.suppress,
 		Stage: privacy.StagePending, RequestedAt: now, KeyID: r.Key.ID, RequestID: r.ID}
 	ctx, cancel := a.ctx(r)
 	defer cancel()

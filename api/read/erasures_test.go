@@ -11,8 +11,9 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/api/keys"
+	"svc/lib/apikey"
 	"svc/privacy"
+	"svc/schema/workspace"
 )
 
 // TestPostErasureRefusesBadBodies: every malformed request is 422 invalid_request
@@ -128,7 +129,7 @@ func TestErasureRecordsThroughTheAPI(t *testing.T) {
 	if r := e.Do(t, "GET", "/erasures?status=done", tn.Secret, ""); r.Status != 422 {
 		t.Fatalf("status=done: %d", r.Status)
 	}
-	_, narrow := e.Key(t, keys.KeySpec{WorkspaceID: tn.Workspace.ID, Env: keys.Live, Scopes: []string{"pixels:read"}})
+	_, narrow := e.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Scopes: []string{"pixels:read"}})
 	for _, m := range []string{"GET", "POST"} {
 		if r := e.Do(t, m, "/erasures", narrow, `{"identity": {"email": "ada@example.com"}}`); r.Status != 403 || !strings.Contains(string(r.Body), "insufficient_scope") {
 			t.Fatalf("%s /erasures without identities:erase: %d %s", m, r.Status, r.Body)

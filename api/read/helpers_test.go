@@ -11,9 +11,10 @@ import (
 
 	"svc/api/apitest"
 	"svc/api/catalog"
-	"svc/api/keys"
 	"svc/api/read"
+	"svc/lib/apikey"
 	"svc/schema/chtest"
+	"svc/schema/workspace"
 )
 
 // env is a read API over the real Redis and a private ClickHouse database.
@@ -40,11 +41,11 @@ type tenant struct {
 func (e *env) tenant(t testing.TB, showroom bool) tenant {
 	t.Helper()
 	w := e.Workspace(t, showroom)
-	envName := keys.Live
+	envName := apikey.Live
 	if showroom {
-		envName = keys.Sandbox
+		envName = apikey.Sandbox
 	}
-	k, sec := e.Key(t, keys.KeySpec{WorkspaceID: w.ID, Env: envName, Burst: 1 << 20, Daily: 1 << 30})
+	k, sec := e.Key(t, workspace.KeySpec{WorkspaceID: w.ID, Env: envName, Burst: 1 << 20, Daily: 1 << 30})
 	return tenant{apitest.Tenant{Workspace: w, Pixel: e.Pixel(t, w.ID), Key: k, Secret: sec}}
 }
 

@@ -5,8 +5,8 @@ import (
 
 	"svc/api"
 	"svc/api/catalog"
-	"svc/api/paging"
-	"svc/api/problem"
+	"svc/lib/paging"
+	"svc/lib/problem"
 )
 
 // parsePage reads the paging parameters (api/paging) for list; a cursor of a dated list

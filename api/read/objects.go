@@ -11,11 +11,12 @@ import (
 
 	"svc/api"
 	"svc/api/catalog"
-	"svc/api/ids"
-	"svc/api/keys"
-	"svc/api/paging"
-	"svc/api/problem"
+	"svc/lib/apikey"
+	"svc/lib/ids"
+	"svc/lib/paging"
+	"svc/lib/problem"
 	"svc/privacy"
+	"svc/schema/workspace"
 )
 
 func (a *API) catalogRoutes() []api.Route {
@@ -234,7 +235,7 @@ type Account struct {
 func (a *API) account(r *api.Request) error {
 	ws := r.Key.WorkspaceID
 	w, err := a.Keys.Workspace(r.Context(), ws)
-	if errors.Is(err, keys.ErrNotFound) {
+	if errors.Is(err, workspace.ErrNotFound) {
 		return notFound("account", ids.Format(ids.Org, ws))
 	}
 	if err != nil {
@@ -248,12 +249,12 @@ func (a *API) account(r *api.Request) error {
 	}
 	out := Account{ID: ids.Format(ids.Org, ws), IDUUID: ws.String(), Name: w.Name, LegalName: acc.LegalName,
 		Country: acc.Country, Currency: acc.Currency, Timezone: acc.Timezone, Industry: acc.Industry,
-		Environment: keys.Live, Showroom: w.Showroom, CreatedAt: w.CreatedAt}
+		Environment: apikey.Live, Showroom: w.Showroom, CreatedAt: w.CreatedAt}
 	if acc.Name != "" {
 		out.Name = acc.Name
 	}
 	if w.Showroom {
-		out.Environment = keys.Sandbox
+		out.Environment = apikey.Sandbox
 	}
 	days, err := privacy.NewRetention(a.Keys.Redis()).Get(r.Context(), ws)
 	if err != nil {

@@ -17,9 +17,9 @@ import (
 
 	"svc/api"
 	"svc/api/catalog"
-	"svc/api/keys"
-	"svc/api/problem"
+	"svc/lib/problem"
 	"svc/lib/process"
+	"svc/schema/workspace"
 )
 
 // Scopes of the read API's operations (DESIGN.md, decisions).
@@ -36,7 +36,7 @@ const (
 // store (workspaces, pixels).
 type API struct {
 	Conn driver.Conn
-	Keys *keys.Store
+	Keys *workspace.Store
 	Log  *slog.Logger // nil: failures are not logged
 	// QueryTimeout bounds each ClickHouse query of a request.
 	QueryTimeout time.Duration

@@ -6,12 +6,13 @@ import (
 	"github.com/google/uuid"
 
 	"svc/api"
-	"svc/api/ids"
-	"svc/api/keys"
-	"svc/api/paging"
-	"svc/api/problem"
+	"svc/lib/apikey"
+	"svc/lib/ids"
+	"svc/lib/paging"
+	"svc/lib/problem"
 	"svc/rollup"
 	"svc/schema"
+	"svc/schema/workspace"
 )
 
 // PixelRollup is one record of GET /pixel-rollups: one day of one event name and
@@ -48,7 +49,7 @@ func (a *API) pixelRollups(r *api.Request) error {
 	if raw == "" {
 		errs = append(errs, queryError("pixel_id", "required", nil))
 	}
-	q := rollup.DailyQuery{Workspace: schema.UUID(r.Key.WorkspaceID), Sandbox: r.Key.Env == keys.Sandbox, Now: a.now()}
+	q := rollup.DailyQuery{Workspace: schema.UUID(r.Key.WorkspaceID), Sandbox: r.Key.Env == apikey.Sandbox, Now: a.now()}
 	q.From, q.To = dateRange(r, &errs)
 	if q.EventName = r.Query("event_name"); len(q.EventName) > maxEventName {
 		errs = append(errs, queryError("event_name", "max_length_200", q.EventName[:maxEventName]))
@@ -66,7 +67,7 @@ func (a *API) pixelRollups(r *api.Request) error {
 		return err
 	}
 	if zone == "" {
-		z, err := a.Keys.TimeZone(r.Context(), keys.Pixel{ID: pixel, WorkspaceID: r.Key.WorkspaceID})
+		z, err := a.Keys.TimeZone(r.Context(), workspace.Pixel{ID: pixel, WorkspaceID: r.Key.WorkspaceID})
 		if err != nil {
 			return api.Unavailable("the key store", 1)
 		}

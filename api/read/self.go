@@ -5,9 +5,10 @@ import (
 	"time"
 
 	"svc/api"
-	"svc/api/ids"
-	"svc/api/keys"
-	"svc/api/limits"
+	"svc/lib/apikey"
+	"svc/lib/ids"
+	"svc/lib/limits"
+	"svc/schema/workspace"
 )
 
 // Window is one rate-limit window of the calling key as GET /limits and GET /me show it.
@@ -68,9 +69,9 @@ type Me struct {
 }
 
 func (a *API) me(r *api.Request) error {
-	k := keys.NewJSON(*r.Key, a.now())
+	k := apikey.NewJSON(*r.Key, a.now())
 	w, err := a.Keys.Workspace(r.Context(), r.Key.WorkspaceID)
-	if err != nil && !errors.Is(err, keys.ErrNotFound) {
+	if err != nil && !errors.Is(err, workspace.ErrNotFound) {
 		return api.Unavailable("the key store", 1)
 	}
 	_, win := windows(r)

@@ -5,14 +5,15 @@ import (
 
 	"svc/api"
 	"svc/api/apitest"
-	"svc/api/keys"
 	"svc/api/read"
+	"svc/lib/apikey"
+	"svc/schema/workspace"
 )
 
 func TestMeLimitsVersions(t *testing.T) {
 	e := newEnv(t)
 	w := e.Workspace(t, false)
-	k, sec := e.Key(t, keys.KeySpec{WorkspaceID: w.ID, Env: keys.Live, Scopes: []string{"events:write"},
+	k, sec := e.Key(t, workspace.KeySpec{WorkspaceID: w.ID, Env: apikey.Live, Scopes: []string{"events:write"},
 		Version: "2026-03-01", Allow: []string{"127.0.0.0/8"}, Burst: 50, Daily: 5000})
 
 	var me read.Me
@@ -51,7 +52,7 @@ func TestMeLimitsVersions(t *testing.T) {
 func TestScopesAreEnforced(t *testing.T) {
 	e := newEnv(t)
 	w := e.Workspace(t, false)
-	_, sec := e.Key(t, keys.KeySpec{WorkspaceID: w.ID, Env: keys.Live, Scopes: []string{"events:write"}})
+	_, sec := e.Key(t, workspace.KeySpec{WorkspaceID: w.ID, Env: apikey.Live, Scopes: []string{"events:write"}})
 	for _, c := range []struct{ method, path, scope string }{
 		{"GET", "/account", "account:read"},
 		{"GET", "/plans", "plans:read"},

@@ -7,7 +7,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"svc/api/catalog"
-	"svc/api/ids"
+	"svc/lib/ids"
 )
 
 // The JSON records of the read API. Every id is prefixed and has its raw UUID beside it

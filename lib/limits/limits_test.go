@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/api/apitest"
-	"svc/api/limits"
+	"svc/lib/limits"
 )
 
 // clocked is a limiter over the test Redis with a clock the test moves, and a key id no

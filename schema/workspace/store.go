@@ -1,4 +1,4 @@
-package keys
+package workspace
 
 import (
 	"context"
@@ -11,13 +11,12 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"svc/lib/apikey"
 )
 
 // ErrNotFound is returned for a workspace, pixel or key that does not exist.
 var ErrNotFound = errors.New("not found")
-
-// ErrUnknownSecret is returned by Authenticate for a secret that opens no key.
-var ErrUnknownSecret = errors.New("secret matches no key")
 
 // Store reads and writes the records in Redis. Authenticate caches what it reads for
 // CacheTTL, so a revocation or limit change reaches every process within CacheTTL.
@@ -41,8 +40,8 @@ type Store struct {
 }
 
 type cachedKey struct {
-	key     *Key
-	secret  Secret
+	key     *apikey.Key
+	secret  apikey.Secret
 	digest  string
 	fetched time.Time
 }
@@ -163,49 +162,49 @@ type KeySpec struct {
 	ExpiresAt   *time.Time
 	Allow       []string
 	Version     string
-	Burst       int // 0 means DefaultBurst
-	Daily       int // 0 means DefaultDaily
+	Burst       int // 0 means apikey.DefaultBurst
+	Daily       int // 0 means apikey.DefaultDaily
 }
 
 // CreateKey creates a key and returns its record and its secret (shown only here).
 // A sandbox key is only for a showroom workspace; a live key never for one.
-func (s *Store) CreateKey(ctx context.Context, spec KeySpec) (Key, string, error) {
+func (s *Store) CreateKey(ctx context.Context, spec KeySpec) (apikey.Key, string, error) {
 	w, err := s.Workspace(ctx, spec.WorkspaceID)
 	if err != nil {
-		return Key{}, "", fmt.Errorf("workspace %s: %w", spec.WorkspaceID, err)
+		return apikey.Key{}, "", fmt.Errorf("workspace %s: %w", spec.WorkspaceID, err)
 	}
 	switch {
-	case spec.Env != Live && spec.Env != Sandbox:
-		return Key{}, "", fmt.Errorf("env must be live or sandbox, not %q", spec.Env)
-	case spec.Env == Sandbox && !w.Showroom:
-		return Key{}, "", errors.New("a sandbox key can only be created for a showroom workspace")
-	case spec.Env == Live && w.Showroom:
-		return Key{}, "", errors.New("a live key cannot be created for a showroom workspace")
+	case spec.Env != apikey.Live && spec.Env != apikey.Sandbox:
+		return apikey.Key{}, "", fmt.Errorf("env must be live or sandbox, not %q", spec.Env)
+	case spec.Env == apikey.Sandbox && !w.Showroom:
+		return apikey.Key{}, "", errors.New("a sandbox key can only be created for a showroom workspace")
+	case spec.Env == apikey.Live && w.Showroom:
+		return apikey.Key{}, "", errors.New("a live key cannot be created for a showroom workspace")
 	}
-	if err := ValidateScopes(spec.Scopes); err != nil {
-		return Key{}, "", err
+	if err := apikey.ValidateScopes(spec.Scopes); err != nil {
+		return apikey.Key{}, "", err
 	}
-	allow, err := ParseAllow(spec.Allow)
+	allow, err := apikey.ParseAllow(spec.Allow)
 	if err != nil {
-		return Key{}, "", err
+		return apikey.Key{}, "", err
 	}
 	if spec.Burst < 0 || spec.Daily < 0 {
-		return Key{}, "", errors.New("limits must be positive")
+		return apikey.Key{}, "", errors.New("limits must be positive")
 	}
-	k := Key{ID: uuid.New(), WorkspaceID: w.ID, Env: spec.Env, Scopes: spec.Scopes,
+	k := apikey.Key{ID: uuid.New(), WorkspaceID: w.ID, Env: spec.Env, Scopes: spec.Scopes,
 		ExpiresAt: spec.ExpiresAt, Allow: allow, Version: spec.Version,
-		Burst: orDefault(spec.Burst, DefaultBurst), Daily: orDefault(spec.Daily, DefaultDaily),
+		Burst: orDefault(spec.Burst, apikey.DefaultBurst), Daily: orDefault(spec.Daily, apikey.DefaultDaily),
 		CreatedAt: s.now()}
-	secret := newSecret(k.Env)
+	secret := apikey.NewSecret(k.Env)
 	kb, _ := json.Marshal(k)
-	sb, _ := json.Marshal(Secret{KeyID: k.ID})
+	sb, _ := json.Marshal(apikey.Secret{KeyID: k.ID})
 	err = inOrder(
 		func() error { return s.rdb.Set(ctx, keyKey(k.ID), kb, 0).Err() },
-		func() error { return s.rdb.SAdd(ctx, keyKey(k.ID)+":secrets", Digest(secret)).Err() },
+		func() error { return s.rdb.SAdd(ctx, keyKey(k.ID)+":secrets", apikey.Digest(secret)).Err() },
 		func() error { return s.rdb.SAdd(ctx, wsKey(w.ID)+":keys", k.ID.String()).Err() },
-		func() error { return s.rdb.Set(ctx, secretKey(Digest(secret)), sb, 0).Err() })
+		func() error { return s.rdb.Set(ctx, secretKey(apikey.Digest(secret)), sb, 0).Err() })
 	if err != nil {
-		return Key{}, "", err
+		return apikey.Key{}, "", err
 	}
 	return k, secret, nil
 }
@@ -228,21 +227,21 @@ func orDefault(v, def int) int {
 }
 
 // Key reads a key record.
-func (s *Store) Key(ctx context.Context, id uuid.UUID) (Key, error) {
-	var k Key
+func (s *Store) Key(ctx context.Context, id uuid.UUID) (apikey.Key, error) {
+	var k apikey.Key
 	return k, s.getJSON(ctx, keyKey(id), &k)
 }
 
-func (s *Store) putKey(ctx context.Context, k Key) error {
+func (s *Store) putKey(ctx context.Context, k apikey.Key) error {
 	b, _ := json.Marshal(k)
 	return s.rdb.Set(ctx, keyKey(k.ID), b, 0).Err()
 }
 
 // Revoke marks a key revoked; every process refuses it within CacheTTL.
-func (s *Store) Revoke(ctx context.Context, id uuid.UUID) (Key, error) {
+func (s *Store) Revoke(ctx context.Context, id uuid.UUID) (apikey.Key, error) {
 	k, err := s.Key(ctx, id)
 	if err != nil {
-		return Key{}, err
+		return apikey.Key{}, err
 	}
 	if k.RevokedAt == nil {
 		now := s.now()
@@ -252,13 +251,13 @@ func (s *Store) Revoke(ctx context.Context, id uuid.UUID) (Key, error) {
 }
 
 // SetLimits changes a key's burst and daily quotas (0 leaves one as it is).
-func (s *Store) SetLimits(ctx context.Context, id uuid.UUID, burst, daily int) (Key, error) {
+func (s *Store) SetLimits(ctx context.Context, id uuid.UUID, burst, daily int) (apikey.Key, error) {
 	if burst < 0 || daily < 0 {
-		return Key{}, errors.New("limits must be positive")
+		return apikey.Key{}, errors.New("limits must be positive")
 	}
 	k, err := s.Key(ctx, id)
 	if err != nil {
-		return Key{}, err
+		return apikey.Key{}, err
 	}
 	k.Burst, k.Daily = orDefault(burst, k.Burst), orDefault(daily, k.Daily)
 	return k, s.putKey(ctx, k)
@@ -266,36 +265,36 @@ func (s *Store) SetLimits(ctx context.Context, id uuid.UUID, burst, daily int) (
 
 // Rotate issues a new secret for key id at once. Every older secret of the key keeps
 // working until now+overlap (its cutover), then answers key_expired.
-func (s *Store) Rotate(ctx context.Context, id uuid.UUID, overlap time.Duration) (Key, string, time.Time, error) {
+func (s *Store) Rotate(ctx context.Context, id uuid.UUID, overlap time.Duration) (apikey.Key, string, time.Time, error) {
 	if overlap < 0 {
-		return Key{}, "", time.Time{}, errors.New("overlap must not be negative")
+		return apikey.Key{}, "", time.Time{}, errors.New("overlap must not be negative")
 	}
 	k, err := s.Key(ctx, id)
 	if err != nil {
-		return Key{}, "", time.Time{}, err
+		return apikey.Key{}, "", time.Time{}, err
 	}
 	if k.RevokedAt != nil {
-		return Key{}, "", time.Time{}, errors.New("a revoked key cannot be rotated")
+		return apikey.Key{}, "", time.Time{}, errors.New("a revoked key cannot be rotated")
 	}
 	cutover := s.now().Add(overlap)
 	digests, err := s.rdb.SMembers(ctx, keyKey(id)+":secrets").Result()
 	if err != nil {
-		return Key{}, "", time.Time{}, err
+		return apikey.Key{}, "", time.Time{}, err
 	}
-	secret := newSecret(k.Env)
-	nb, _ := json.Marshal(Secret{KeyID: k.ID})
-	d := Digest(secret)
+	secret := apikey.NewSecret(k.Env)
+	nb, _ := json.Marshal(apikey.Secret{KeyID: k.ID})
+	d := apikey.Digest(secret)
 	// The new secret first: should a step below fail, the caller gets no secret and the
 	// old ones keep working as they did.
 	if err := s.rdb.SAdd(ctx, keyKey(id)+":secrets", d).Err(); err != nil {
-		return Key{}, "", time.Time{}, err
+		return apikey.Key{}, "", time.Time{}, err
 	}
 	if err := s.rdb.Set(ctx, secretKey(d), nb, 0).Err(); err != nil {
-		return Key{}, "", time.Time{}, err
+		return apikey.Key{}, "", time.Time{}, err
 	}
 	for _, old := range digests {
 		if err := s.setCutover(ctx, old, cutover); err != nil {
-			return Key{}, "", time.Time{}, err
+			return apikey.Key{}, "", time.Time{}, err
 		}
 	}
 	return k, secret, cutover, nil
@@ -303,7 +302,7 @@ func (s *Store) Rotate(ctx context.Context, id uuid.UUID, overlap time.Duration)
 
 // setCutover gives the secret record of digest a cutover, unless it has one.
 func (s *Store) setCutover(ctx context.Context, digest string, cutover time.Time) error {
-	var old Secret
+	var old apikey.Secret
 	if err := s.getJSON(ctx, secretKey(digest), &old); err != nil || old.CutoverAt != nil {
 		if errors.Is(err, ErrNotFound) {
 			return nil
@@ -316,12 +315,12 @@ func (s *Store) setCutover(ctx context.Context, digest string, cutover time.Time
 }
 
 // Keys lists a workspace's keys.
-func (s *Store) Keys(ctx context.Context, ws uuid.UUID) ([]Key, error) {
+func (s *Store) Keys(ctx context.Context, ws uuid.UUID) ([]apikey.Key, error) {
 	ids, err := s.rdb.SMembers(ctx, wsKey(ws)+":keys").Result()
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Key, 0, len(ids))
+	out := make([]apikey.Key, 0, len(ids))
 	for _, raw := range ids {
 		id, err := uuid.Parse(raw)
 		if err != nil {
@@ -334,11 +333,11 @@ func (s *Store) Keys(ctx context.Context, ws uuid.UUID) ([]Key, error) {
 	return out, nil
 }
 
-// Authenticate finds the key a secret opens. It returns ErrUnknownSecret when none does.
+// Authenticate finds the key a secret opens. It returns apikey.ErrUnknownSecret when none does.
 // The caller checks revocation, expiry and cutover (Check). The secret itself is hashed
 // at once and never kept; the stored digest is compared in constant time.
-func (s *Store) Authenticate(ctx context.Context, secret string) (*Key, Secret, error) {
-	digest := Digest(secret)
+func (s *Store) Authenticate(ctx context.Context, secret string) (*apikey.Key, apikey.Secret, error) {
+	digest := apikey.Digest(secret)
 	now := s.Now()
 	s.mu.Lock()
 	c, ok := s.byHash[digest]
@@ -349,10 +348,10 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (*Key, Secret, 
 	k, sec, err := s.lookup(ctx, digest)
 	if errors.Is(err, ErrNotFound) {
 		s.forget(digest)
-		return nil, Secret{}, ErrUnknownSecret
+		return nil, apikey.Secret{}, apikey.ErrUnknownSecret
 	}
 	if err != nil {
-		return nil, Secret{}, err
+		return nil, apikey.Secret{}, err
 	}
 	s.mu.Lock()
 	if len(s.byHash) > 100000 { // bound memory: valid keys only, but be safe
@@ -366,14 +365,14 @@ func (s *Store) Authenticate(ctx context.Context, secret string) (*Key, Secret, 
 // lookup reads the secret record of digest, then the key record it names: two round
 // trips (the records live in different hash slots of a cluster), taken once per
 // CacheTTL per secret and process. ErrNotFound when either is missing.
-func (s *Store) lookup(ctx context.Context, digest string) (*Key, Secret, error) {
-	var sec Secret
+func (s *Store) lookup(ctx context.Context, digest string) (*apikey.Key, apikey.Secret, error) {
+	var sec apikey.Secret
 	if err := s.getJSON(ctx, secretKey(digest), &sec); err != nil {
-		return nil, Secret{}, err
+		return nil, apikey.Secret{}, err
 	}
-	k := new(Key)
+	k := new(apikey.Key)
 	if err := s.getJSON(ctx, keyKey(sec.KeyID), k); err != nil {
-		return nil, Secret{}, err
+		return nil, apikey.Secret{}, err
 	}
 	return k, sec, nil
 }

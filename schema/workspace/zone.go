@@ -1,4 +1,4 @@
-package keys
+package workspace
 
 import (
 	"context"

@@ -11,7 +11,7 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 
-	"svc/api/problem"
+	"svc/lib/problem"
 )
 
 // The limits of every list: limit 1..MaxLimit, DefaultLimit when absent; offset

@@ -1,9 +1,9 @@
-package keys
+package apikey
 
 import (
 	"time"
 
-	"svc/api/ids"
+	"svc/lib/ids"
 )
 
 // JSON is a key as GET /me and `svc admin key …` print it; Secret only on create and

@@ -1,21 +1,12 @@
-// Package keys is the record of workspaces, pixels and API keys, held in Redis: the
-// hot-path state the edge and the read API authenticate against. Secrets are stored only
-// as SHA-256 digests; a secret is shown once, when created or rotated.
-//
-// Redis layout (prefix "svc:"):
-//
-//	svc:ws:<uuid>            JSON Workspace
-//	svc:ws:<uuid>:keys       set of key ids
-//	svc:ws:<uuid>:pixels     set of pixel ids
-//	svc:pixel:<uuid>         JSON Pixel
-//	svc:key:<uuid>           JSON Key (the key record, without secrets)
-//	svc:secret:<sha256 hex>  JSON Secret: which key a digest opens, and its cutover
-//
-// No name has a hash tag: every command touches one record, so in a Redis Cluster the
-// records of different workspaces, pixels and keys spread over every master.
-package keys
+// Package apikey is the API key a bearer secret opens: its record (workspace,
+// environment, scopes, expiry, allow-list, pinned version, burst and daily quotas), the
+// secrets' digests (the only form in which secrets are stored), and Authenticator, the
+// narrow interface through which the HTTP server (lib/httpserver) finds a key. The
+// records are kept by the workspace store (schema/workspace), which implements it.
+package apikey
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -45,27 +36,13 @@ const (
 	DefaultDaily = 10000
 )
 
-// Workspace is an organisation's workspace. A showroom workspace holds demonstration
-// data and is the only kind a sandbox key may be bound to.
-type Workspace struct {
-	ID        uuid.UUID `json:"id"`
-	Name      string    `json:"name"`
-	Showroom  bool      `json:"showroom"`
-	CreatedAt time.Time `json:"created_at"`
-	// TimeZone is the IANA zone whose days the workspace's rollups are ("" is UTC).
-	TimeZone string `json:"time_zone,omitempty"`
-}
+// ErrUnknownSecret is Authenticate's answer for a secret that opens no key.
+var ErrUnknownSecret = errors.New("secret matches no key")
 
-// Pixel is a tracking pixel of a workspace.
-type Pixel struct {
-	ID          uuid.UUID `json:"id"`
-	WorkspaceID uuid.UUID `json:"workspace_id"`
-	Name        string    `json:"name"`
-	Showroom    bool      `json:"showroom"`
-	CreatedAt   time.Time `json:"created_at"`
-	// TimeZone overrides the workspace's zone for this pixel's rollups ("" inherits it).
-	// Store.Pixel caches records for good: read the zone with Store.TimeZone.
-	TimeZone string `json:"time_zone,omitempty"`
+// Authenticator finds the key a secret opens: ErrUnknownSecret when none does, another
+// error when the store cannot be read. The caller checks revocation, expiry and cutover.
+type Authenticator interface {
+	Authenticate(ctx context.Context, secret string) (*Key, Secret, error)
 }
 
 // Key is an API key's record. It never holds a secret.
@@ -113,8 +90,8 @@ func Digest(secret string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// newSecret returns "svc_<env>_" and 48 hex digits of crypto/rand.
-func newSecret(env string) string {
+// NewSecret returns "svc_<env>_" and 48 hex digits of crypto/rand.
+func NewSecret(env string) string {
 	var b [24]byte
 	_, _ = rand.Read(b[:])
 	return "svc_" + env + "_" + hex.EncodeToString(b[:])
