@@ -16,8 +16,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"svc/api/apitest"
 	"svc/lib/limits"
+	"svc/schema/apitest"
 )
 
 // clusters are the distributed engines `make test-scale` starts: a Redis Cluster

@@ -21,8 +21,8 @@ import (
 
 	json "github.com/goccy/go-json"
 
-	"svc/api/apitest"
 	"svc/lib/signature"
+	"svc/schema/apitest"
 )
 
 // privacyEnv makes the pipeline and the privacy worker quick for tests.

@@ -5,16 +5,17 @@ import (
 	"errors"
 	"fmt"
 
-	"svc/api"
 	"svc/api/docs"
 	"svc/api/mcp"
 	"svc/api/read"
 	"svc/ingest"
+	"svc/lib/httpserver"
 	"svc/lib/logs"
 	"svc/lib/process"
 	"svc/lib/settings"
 	"svc/rollup"
 	"svc/schema/broker"
+	"svc/schema/workspace"
 	"svc/webhooks"
 )
 
@@ -24,7 +25,7 @@ import (
 type roleSet interface {
 	base() *processSettings
 	validate() error
-	build(ctx context.Context, p *process.Process, front *api.Front) ([]process.Role, error)
+	build(ctx context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error)
 }
 
 // roleSets reads each role command's settings.
@@ -53,14 +54,14 @@ var roleSets = map[string]func(r *settings.Reader) roleSet{
 // front's.
 type processSettings struct {
 	Process process.Config
-	HTTP    api.Config
+	HTTP    httpserver.Config
 	// bareFront serves only /healthz and /readyz without API keys or a Redis check (the
 	// rollup consumer's front).
 	bareFront bool
 }
 
 func readProcess(r *settings.Reader) processSettings {
-	return processSettings{Process: process.ConfigFromEnv(r), HTTP: api.ConfigFromEnv(r)}
+	return processSettings{Process: process.ConfigFromEnv(r), HTTP: httpserver.ConfigFromEnv(r)}
 }
 
 func (s *processSettings) base() *processSettings { return s }
@@ -89,8 +90,8 @@ func roleCommand(name string) func(ctx context.Context, args []string) error {
 			return err
 		}
 		defer p.Close()
-		front, checks := newFront(b, p)
-		roles, err := set.build(ctx, p, front)
+		front, ks, checks := newFront(b, p)
+		roles, err := set.build(ctx, p, front, ks)
 		if err != nil {
 			p.CloseRoles(roles)
 			return err
@@ -100,13 +101,17 @@ func roleCommand(name string) func(ctx context.Context, args []string) error {
 	}
 }
 
-// newFront is the HTTP front of role set b on p, and the readiness checks of its own:
-// the API's stores over Redis, and Redis's check; a bare front has neither.
-func newFront(b *processSettings, p *process.Process) (*api.Front, []process.Check) {
+// newFront is the HTTP front of role set b on p, the workspace store its keys are
+// authenticated against (the roles share it), and the readiness checks of its own:
+// Redis's; a bare front has no keys, no store and no check.
+func newFront(b *processSettings, p *process.Process) (*httpserver.Front, *workspace.Store, []process.Check) {
 	if b.bareFront {
-		return api.NewFront(b.HTTP, api.BareDeps(p.Registry, p.Log)), nil
+		return httpserver.NewFront(b.HTTP, httpserver.BareDeps(p.Registry, p.Log)), nil, nil
 	}
-	return api.NewFront(b.HTTP, api.NewDeps(b.HTTP, p.Redis, p.Registry, p.Log)), []process.Check{process.RedisCheck(p.Redis)}
+	ks := workspace.NewStore(p.Redis)
+	ks.CacheTTL = b.HTTP.KeyCacheTTL
+	deps := httpserver.NewDeps(b.HTTP, p.Redis, ks, p.Registry, p.Log)
+	return httpserver.NewFront(b.HTTP, deps), ks, []process.Check{process.RedisCheck(p.Redis)}
 }
 
 // ingestSet is `svc ingest`: the edge, with an embedded broker when SVC_KAFKA_BROKERS
@@ -121,13 +126,13 @@ func (s *ingestSet) validate() error {
 	return errors.Join(s.validateBase(), s.Broker.Validate(), s.Ingest.Validate())
 }
 
-func (s *ingestSet) build(_ context.Context, p *process.Process, front *api.Front) ([]process.Role, error) {
+func (s *ingestSet) build(_ context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
 	s.Broker.Log = p.RoleLog("broker")
 	seeds, brk, err := broker.Role(s.Broker)
 	if err != nil {
 		return nil, err
 	}
-	edge, err := ingest.New(s.Ingest, s.Broker, seeds, front.Deps.Keys, p.Redis, p.Registry, p.Log)
+	edge, err := ingest.New(s.Ingest, s.Broker, seeds, ks, p.Redis, p.Registry, p.Log)
 	if err != nil {
 		return []process.Role{brk}, err
 	}
@@ -144,7 +149,7 @@ type rollupSet struct {
 
 func (s *rollupSet) validate() error { return errors.Join(s.validateBase(), s.Rollup.Validate()) }
 
-func (s *rollupSet) build(_ context.Context, p *process.Process, _ *api.Front) ([]process.Role, error) {
+func (s *rollupSet) build(_ context.Context, p *process.Process, _ *httpserver.Front, _ *workspace.Store) ([]process.Role, error) {
 	s.Rollup.Log = p.Log
 	return []process.Role{rollup.NewRole(s.Rollup, s.Rollup.Kafka.ConnectTo(), p.Registry, p.Redis)}, nil
 }
@@ -157,8 +162,8 @@ type apiSet struct {
 
 func (s *apiSet) validate() error { return errors.Join(s.validateBase(), s.Read.Validate()) }
 
-func (s *apiSet) build(ctx context.Context, p *process.Process, front *api.Front) ([]process.Role, error) {
-	rd, err := read.Open(ctx, s.Read, front.Deps.Keys, p.Log)
+func (s *apiSet) build(ctx context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
+	rd, err := read.Open(ctx, s.Read, ks, p.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -176,8 +181,8 @@ type webhooksSet struct {
 
 func (s *webhooksSet) validate() error { return errors.Join(s.validateBase(), s.Webhooks.Validate()) }
 
-func (s *webhooksSet) build(ctx context.Context, p *process.Process, front *api.Front) ([]process.Role, error) {
-	wh, err := webhooks.Open(ctx, s.Webhooks, p.Redis, front.Deps.Keys, p.Registry, p.Log)
+func (s *webhooksSet) build(ctx context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
+	wh, err := webhooks.Open(ctx, s.Webhooks, p.Redis, ks, p.Registry, p.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -204,29 +209,29 @@ func (s *devSet) validate() error {
 
 // build starts the broker first (it closes last), then the edge, webhooks, the read API
 // with docs and MCP, and the rollup consumer.
-func (s *devSet) build(ctx context.Context, p *process.Process, front *api.Front) ([]process.Role, error) {
+func (s *devSet) build(ctx context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
 	s.Broker.Log, s.Rollup.Log = p.RoleLog("broker"), p.RoleLog("rollup")
 	seeds, brk, err := broker.Role(s.Broker)
 	if err != nil {
 		return nil, err
 	}
 	roles := []process.Role{brk}
-	edge, err := ingest.New(s.Ingest, s.Broker, seeds, front.Deps.Keys, p.Redis, p.Registry, p.RoleLog("ingest"))
+	edge, err := ingest.New(s.Ingest, s.Broker, seeds, ks, p.Redis, p.Registry, p.RoleLog("ingest"))
 	if err != nil {
 		return roles, err
 	}
 	roles = append(roles, edge.Role())
-	wh, err := webhooks.Open(ctx, s.Webhooks, p.Redis, front.Deps.Keys, p.Registry, p.RoleLog("webhooks"))
+	wh, err := webhooks.Open(ctx, s.Webhooks, p.Redis, ks, p.Registry, p.RoleLog("webhooks"))
 	if err != nil {
 		return roles, err
 	}
 	roles = append(roles, wh.Role())
-	rd, err := read.Open(ctx, s.Read, front.Deps.Keys, p.RoleLog("api"))
+	rd, err := read.Open(ctx, s.Read, ks, p.RoleLog("api"))
 	if err != nil {
 		return roles, err
 	}
 	roles = append(roles, rd.Role())
-	for _, routes := range [][]api.Route{edge.Routes(), wh.Routes(), rd.Routes(), docs.Routes(), mcp.New().Routes()} {
+	for _, routes := range [][]httpserver.Route{edge.Routes(), wh.Routes(), rd.Routes(), docs.Routes(), mcp.New().Routes()} {
 		front.Handle(routes...)
 	}
 	return append(roles, rollup.NewRole(s.Rollup, seeds, p.Registry, p.Redis)), nil

@@ -17,8 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/valyala/fasthttp"
 
-	"svc/api"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/idempotency"
 	"svc/lib/ids"
 	"svc/lib/logs"
@@ -31,7 +31,7 @@ import (
 	"svc/schema/workspace"
 )
 
-// Config of the edge role (the HTTP side is api.Config, Kafka is broker.Config).
+// Config of the edge role (the HTTP side is httpserver.Config, Kafka is broker.Config).
 type Config struct {
 	// DeliveryTimeout is how long an accepted batch may wait for Kafka's
 	// acknowledgement before the request is answered 503 (SVC_INGEST_DELIVERY_TIMEOUT,
@@ -198,7 +198,7 @@ func NewEdge(cfg Config, producer *kgo.Client, ks *workspace.Store, reg promethe
 const takeoverMargin = time.Second
 
 // TakeoverAfter is how long after an Idempotency-Key was reserved an identical retry of
-// POST /events may take it over (api.Route.TakeoverAfter): the edge that reserved it has
+// POST /events may take it over (httpserver.Route.TakeoverAfter): the edge that reserved it has
 // answered by then (202, or 503 when Kafka's acknowledgement is overdue) or is dead. The
 // retry produces the same batch under the same batch id (BatchID), and the consumer
 // stores one copy of it (its batch claim, rollup/dedup.go), so the events count once
@@ -210,8 +210,8 @@ func (c Config) TakeoverAfter() time.Duration {
 }
 
 // Routes returns the edge's operations.
-func (e *Edge) Routes() []api.Route {
-	return []api.Route{{Method: "POST", Path: "/events", Scope: "events:write", Idempotent: true,
+func (e *Edge) Routes() []httpserver.Route {
+	return []httpserver.Route{{Method: "POST", Path: "/events", Scope: "events:write", Idempotent: true,
 		TakeoverAfter: e.cfg.TakeoverAfter(),
 		Summary:       "Send a batch of up to 50 events for one pixel.", Handle: e.postEvents}}
 }
@@ -243,7 +243,7 @@ type Accepted struct {
 	RequestID  string      `json:"request_id"`
 }
 
-func (e *Edge) postEvents(r *api.Request) error {
+func (e *Edge) postEvents(r *httpserver.Request) error {
 	w := e.work.Get().(*work)
 	keep := true
 	defer func() {
@@ -279,7 +279,7 @@ func (e *Edge) postEvents(r *api.Request) error {
 	w.rec.Key = append(w.rec.Key, px.ID[:]...)
 	wentDown := e.health.WentDown()
 	if e.health.Down() {
-		return api.Unavailable("Kafka (unreachable)", 1)
+		return problem.Unavailable("Kafka (unreachable)", 1)
 	}
 	start := time.Now()
 	e.producer.TryProduce(context.Background(), &w.rec, func(_ *kgo.Record, err error) {
@@ -313,13 +313,13 @@ func (e *Edge) postEvents(r *api.Request) error {
 // overdue, or Kafka went down while it waited): it may still land. The producer owns w
 // until its callback; an idempotent request stays reserved until then, and its 202 is
 // stored if the record lands.
-func (e *Edge) pending(r *api.Request, w *work, body []byte, what string, retryAfter int) error {
+func (e *Edge) pending(r *httpserver.Request, w *work, body []byte, what string, retryAfter int) error {
 	r.SetPending(func() (idempotency.Stored, bool) {
 		err := <-w.acked
 		e.work.Put(w)
 		return idempotency.Stored{Status: fasthttp.StatusAccepted, ContentType: "application/json", Body: body}, err == nil
 	})
-	return api.Unavailable(what, retryAfter)
+	return problem.Unavailable(what, retryAfter)
 }
 
 func nonNil(r []Rejection) []Rejection {
@@ -331,15 +331,15 @@ func nonNil(r []Rejection) []Rejection {
 
 func (e *Edge) produceFailed(err error) error {
 	if errors.Is(err, kgo.ErrMaxBuffered) {
-		return api.Unavailable("Kafka (producer buffer full)", 1)
+		return problem.Unavailable("Kafka (producer buffer full)", 1)
 	}
-	return api.Unavailable("Kafka", 2)
+	return problem.Unavailable("Kafka", 2)
 }
 
-// pixel resolves the batch's pixel within the key's workspace (api.PixelOfKey): a
+// pixel resolves the batch's pixel within the key's workspace (workspace.PixelOfKey): a
 // malformed id is 422.
-func (e *Edge) pixel(r *api.Request, raw string) (workspace.Pixel, error) {
-	px, err := api.PixelOfKey(r, e.keys, raw)
+func (e *Edge) pixel(r *httpserver.Request, raw string) (workspace.Pixel, error) {
+	px, err := workspace.PixelOfKey(r.Context(), e.keys, r.Key, raw)
 	if errors.Is(err, ids.ErrMalformed) {
 		return px, problem.Invalid("pixel_id is not a pixel id.",
 			problem.FieldError{Field: "pixel_id", Rule: "pixel_id", Value: raw, Pointer: "/pixel_id"})
@@ -352,7 +352,7 @@ var schemaV1 = []byte(schema.SchemaEventsV1)
 // idBase is the seed of the events' ids: from the Idempotency-Key when there is one (so
 // a retry carries the same ids, and the batch id lets the consumer drop a second copy),
 // random otherwise. idem reports which.
-func (e *Edge) idBase(r *api.Request) (base [16]byte, idem bool) {
+func (e *Edge) idBase(r *httpserver.Request) (base [16]byte, idem bool) {
 	if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 && r.Idempotent() {
 		return BatchID(r.Key.ID, k), true
 	}

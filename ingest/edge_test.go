@@ -19,10 +19,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/api/apitest"
 	"svc/lib/apikey"
 	"svc/lib/svctest"
 	"svc/schema"
+	"svc/schema/apitest"
 	"svc/schema/broker"
 	"svc/schema/workspace"
 )

@@ -9,10 +9,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/api/apitest"
 	"svc/lib/svctest"
 	"svc/privacy"
 	"svc/schema"
+	"svc/schema/apitest"
 	"svc/schema/broker"
 )
 

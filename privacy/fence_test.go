@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/api/apitest"
 	"svc/privacy"
+	"svc/schema/apitest"
 )
 
 // TestFenceSeesEitherSide: an INSERT registered before a hold is in the hold's list of

@@ -12,11 +12,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api/apitest"
 	"svc/lib/paging"
 	"svc/privacy"
 	"svc/rollup"
 	"svc/schema"
+	"svc/schema/apitest"
 	"svc/schema/chtest"
 )
 

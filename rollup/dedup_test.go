@@ -8,11 +8,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/api/apitest"
 	"svc/schema"
+	"svc/schema/apitest"
 )
 
 // TestSecondCopyOfABatchIsSkipped: a batch produced twice with the same batch id (an

@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/api/apitest"
 	"svc/privacy"
 	"svc/schema"
+	"svc/schema/apitest"
 )
 
 // oneEvent is a batch of one consented event of person at pixel px, received at recv.

@@ -11,9 +11,9 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 
-	"svc/api/apitest"
 	"svc/lib/signature"
 	"svc/lib/svctest"
+	"svc/schema/apitest"
 	"svc/schema/chtest"
 )
 

@@ -17,9 +17,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api/apitest"
 	"svc/lib/process"
 	"svc/lib/svctest"
+	"svc/schema/apitest"
 	"svc/schema/chtest"
 )
 

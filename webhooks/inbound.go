@@ -13,8 +13,8 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 
-	"svc/api"
 	"svc/api/catalog"
+	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/problem"
 	"svc/lib/signature"
@@ -43,8 +43,8 @@ type Inbound struct {
 }
 
 // Route returns the receiver's route. It is Public: the signature authenticates it.
-func (in *Inbound) Route() api.Route {
-	return api.Route{Method: "POST", Path: "/webhooks/inbound/{workspace}", Public: true,
+func (in *Inbound) Route() httpserver.Route {
+	return httpserver.Route{Method: "POST", Path: "/webhooks/inbound/{workspace}", Public: true,
 		MaxBody: in.Config.InboundMaxBody,
 		Summary: "Receive a signed partner message (actuals.reported, campaign.actuals).", Handle: in.handle}
 }
@@ -64,7 +64,7 @@ const maxMessageID = 200
 // processingHold is how long a message id stays reserved while it is processed.
 const processingHold = time.Minute
 
-func (in *Inbound) handle(r *api.Request) error {
+func (in *Inbound) handle(r *httpserver.Request) error {
 	body := r.Body()
 	// Refused before parsing anything, the body included. (The server applies MaxBody
 	// too; this keeps the guarantee if the route is served elsewhere.)
@@ -82,7 +82,7 @@ func (in *Inbound) handle(r *api.Request) error {
 		return problem.New(problem.NotFound, "No workspace %s.", ids.Format(ids.Org, ws))
 	} else if err != nil {
 		in.Log.Error("inbound: workspace lookup failed", "request_id", r.ID, "err", err.Error())
-		return api.Unavailable("the workspace store", 1)
+		return problem.Unavailable("the workspace store", 1)
 	}
 	rec := InboundRow{WorkspaceID: ws, ReceivedAt: in.Now().UTC(), BodyBytes: len(body),
 		BodySHA256: sha256Hex(body), RequestID: r.ID, MessageID: cleanID(string(r.Ctx.Request.Header.Peek(signature.MessageIDHeader)))}
@@ -90,7 +90,7 @@ func (in *Inbound) handle(r *api.Request) error {
 	secrets, err := in.Store.InboundSecrets(ctx, ws)
 	if err != nil {
 		in.Log.Error("inbound: secret lookup failed", "request_id", r.ID, "err", err.Error())
-		return api.Unavailable("the secret store", 1)
+		return problem.Unavailable("the secret store", 1)
 	}
 	keysB := make([][]byte, len(secrets))
 	for i, s := range secrets {
@@ -122,7 +122,7 @@ func (in *Inbound) handle(r *api.Request) error {
 	state, err := in.Store.BeginMessage(ctx, ws, rec.MessageID, processingHold)
 	if err != nil {
 		in.Log.Error("inbound: replay guard failed", "request_id", r.ID, "err", err.Error())
-		return api.Unavailable("the message store", 1)
+		return problem.Unavailable("the message store", 1)
 	}
 	switch state {
 	case msgProcessing:
@@ -133,7 +133,7 @@ func (in *Inbound) handle(r *api.Request) error {
 		rec.Outcome, rec.Reason, rec.Status = Ignored, "replay: message id already "+state, 200
 		if err := in.record(ctx, rec); err != nil {
 			in.Log.Error("inbound: log insert failed", "request_id", r.ID, "err", err.Error())
-			return api.Unavailable("the message log", 5)
+			return problem.Unavailable("the message log", 5)
 		}
 		return r.JSON(200, InboundResult{Outcome: Ignored, MessageID: rec.MessageID, Reason: rec.Reason})
 	}
@@ -150,7 +150,7 @@ func (in *Inbound) handle(r *api.Request) error {
 		if err := in.record(ctx, rec); err != nil {
 			in.release(r, ws, rec.MessageID)
 			in.Log.Error("inbound: log insert failed", "request_id", r.ID, "err", err.Error())
-			return api.Unavailable("the message log", 5)
+			return problem.Unavailable("the message log", 5)
 		}
 		in.end(r, ws, rec.MessageID, msgIgnored)
 		return r.JSON(200, InboundResult{Outcome: Ignored, MessageID: rec.MessageID, Type: msg.Type, Reason: rec.Reason})
@@ -164,14 +164,14 @@ func (in *Inbound) handle(r *api.Request) error {
 		in.Log.Error("inbound: actuals upsert failed", "request_id", r.ID, "err", err.Error())
 		rec.Outcome, rec.Reason, rec.Status = Failed, "store unavailable", 503
 		_ = in.record(ctx, rec)
-		return api.Unavailable("the actuals store", 5)
+		return problem.Unavailable("the actuals store", 5)
 	}
 	rec.Outcome, rec.Rows, rec.Status = Processed, len(msg.Rows), 200
 	if err := in.record(ctx, rec); err != nil {
 		// The upsert is repeatable: release, answer 503, and the retry records it.
 		in.release(r, ws, rec.MessageID)
 		in.Log.Error("inbound: log insert failed", "request_id", r.ID, "err", err.Error())
-		return api.Unavailable("the message log", 5)
+		return problem.Unavailable("the message log", 5)
 	}
 	in.end(r, ws, rec.MessageID, msgProcessed)
 	return r.JSON(200, InboundResult{Outcome: Processed, MessageID: rec.MessageID, Type: msg.Type, Rows: len(msg.Rows)})
@@ -179,7 +179,7 @@ func (in *Inbound) handle(r *api.Request) error {
 
 // fail records a failed message (best effort: the answer is the 4xx either way) and
 // returns p.
-func (in *Inbound) fail(ctx context.Context, r *api.Request, rec InboundRow, reason string, p *problem.Problem) error {
+func (in *Inbound) fail(ctx context.Context, r *httpserver.Request, rec InboundRow, reason string, p *problem.Problem) error {
 	rec.Outcome, rec.Reason, rec.Status = Failed, reason, p.Status
 	if err := in.record(ctx, rec); err != nil {
 		in.Log.Warn("inbound: log insert failed", "request_id", r.ID, "err", err.Error())
@@ -189,7 +189,7 @@ func (in *Inbound) fail(ctx context.Context, r *api.Request, rec InboundRow, rea
 
 // recordEarly records a message refused before its workspace was checked, if the
 // workspace exists.
-func (in *Inbound) recordEarly(r *api.Request, outcome, reason string, status int) {
+func (in *Inbound) recordEarly(r *httpserver.Request, outcome, reason string, status int) {
 	ws, err := ids.Parse(ids.Org, r.Param("workspace"))
 	if err != nil {
 		return
@@ -212,13 +212,13 @@ func (in *Inbound) record(ctx context.Context, rec InboundRow) error {
 	return in.Logs.InsertInbound(ctx, rec)
 }
 
-func (in *Inbound) release(r *api.Request, ws uuid.UUID, id string) {
+func (in *Inbound) release(r *httpserver.Request, ws uuid.UUID, id string) {
 	if err := in.Store.ReleaseMessage(r.Context(), ws, id); err != nil {
 		in.Log.Warn("inbound: release failed; the id lapses by itself", "request_id", r.ID, "err", err.Error())
 	}
 }
 
-func (in *Inbound) end(r *api.Request, ws uuid.UUID, id, state string) {
+func (in *Inbound) end(r *httpserver.Request, ws uuid.UUID, id, state string) {
 	if err := in.Store.EndMessage(r.Context(), ws, id, state, in.Config.ReplayWindow); err != nil {
 		in.Log.Warn("inbound: replay guard not recorded", "request_id", r.ID, "err", err.Error())
 	}

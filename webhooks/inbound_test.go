@@ -12,11 +12,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api"
-	"svc/api/apitest"
 	"svc/api/catalog"
+	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/signature"
+	"svc/schema/apitest"
 )
 
 type inboundEnv struct {
@@ -41,11 +41,11 @@ func (f *flakyWriter) UpsertActuals(ctx context.Context, ws uuid.UUID, rows []Ac
 }
 
 // newInbound serves the receiver (and extra routes) on a test server.
-func newInbound(t *testing.T, extra ...api.Route) *inboundEnv {
+func newInbound(t *testing.T, extra ...httpserver.Route) *inboundEnv {
 	e := newEnv(t)
 	in := &Inbound{Config: e.cfg, Store: e.store(), Logs: e.logs, Actuals: &flakyWriter{next: NewActualsStore(e.conn)},
 		Metrics: NewMetrics(nil), Log: e.log, Now: e.clock.Now}
-	srv := apitest.Start(t, append([]api.Route{in.Route()}, extra...), nil)
+	srv := apitest.Start(t, append([]httpserver.Route{in.Route()}, extra...), nil)
 	in.Keys = srv.Keys
 	ws := srv.Workspace(t, false)
 	return &inboundEnv{testEnv: e, srv: srv, in: in, ws: ws.ID, path: "/v1/webhooks/inbound/" + ids.Format(ids.Org, ws.ID)}

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api/apitest"
+	"svc/schema/apitest"
 )
 
 // TestScheduleKeysShareASlot: the claim, finish and redeliver scripts touch the

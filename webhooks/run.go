@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api"
+	"svc/lib/httpserver"
 	"svc/lib/process"
 	"svc/privacy"
 	"svc/schema"
@@ -63,7 +63,7 @@ func New(cfg Config, rdb redis.UniversalClient, ks *workspace.Store, conn driver
 }
 
 // Routes returns the receiver's route.
-func (r *Role) Routes() []api.Route { return []api.Route{r.Inbound.Route()} }
+func (r *Role) Routes() []httpserver.Route { return []httpserver.Route{r.Inbound.Route()} }
 
 // Role returns the process role: a ClickHouse readiness check, and the worker and
 // triggers as its work.

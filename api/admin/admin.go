@@ -19,8 +19,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/process"
 	"svc/lib/settings"
@@ -276,7 +276,7 @@ func keyCreate(ctx context.Context, e *Env, args []string) (any, error) {
 		spec.ExpiresAt = &t
 	}
 	if *version != "" {
-		if _, p := api.ResolveVersion("", "", *version); p != nil {
+		if _, p := httpserver.ResolveVersion("", "", *version); p != nil {
 			return nil, errors.New(p.Detail)
 		}
 	}

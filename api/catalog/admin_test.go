@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	"svc/api/admin"
-	"svc/api/apitest"
 	"svc/api/catalog"
+	"svc/schema/apitest"
 	"svc/schema/chtest"
 	"svc/schema/workspace"
 )

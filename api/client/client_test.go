@@ -14,7 +14,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/api/apitest"
 	"svc/api/catalog"
 	"svc/api/client"
 	"svc/api/docs"
@@ -24,6 +23,7 @@ import (
 	"svc/lib/limits"
 	"svc/lib/signature"
 	"svc/schema"
+	"svc/schema/apitest"
 	"svc/schema/broker"
 	"svc/schema/chtest"
 	"svc/schema/workspace"

@@ -5,8 +5,8 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"svc/api"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/limits"
 )
@@ -30,7 +30,7 @@ var scopeText = map[string]string{
 
 // Discovery is the service-wide part of /.well-known/svc for routes served at
 // publicURL; ForKey adds what belongs to the calling key.
-func Discovery(routes []api.Route, publicURL string) map[string]any {
+func Discovery(routes []httpserver.Route, publicURL string) map[string]any {
 	docsURL := publicURL + "/developers"
 	ops := map[string][]string{}
 	var keyOnly []string
@@ -52,7 +52,7 @@ func Discovery(routes []api.Route, publicURL string) map[string]any {
 	}
 	b, d := limits.Windows(apikey.DefaultBurst, apikey.DefaultDaily)
 	var versions []any
-	for _, v := range api.Served {
+	for _, v := range httpserver.Served {
 		versions = append(versions, v)
 	}
 	return map[string]any{
@@ -90,7 +90,7 @@ func Discovery(routes []api.Route, publicURL string) map[string]any {
 			"docs":             docsURL + "/limits",
 		},
 		"versions": map[string]any{
-			"served": versions, "stable": api.Stable, "next": api.Next,
+			"served": versions, "stable": httpserver.Stable, "next": httpserver.Next,
 			"select":       map[string]any{"parameter": "version", "header": "SVC-Version", "precedence": []string{"version parameter", "SVC-Version header", "key pin", "stable"}},
 			"versions_url": publicURL + "/v1/versions",
 			"changelog":    docsURL + "/changelog",
@@ -116,7 +116,7 @@ func Discovery(routes []api.Route, publicURL string) map[string]any {
 // document (not modified) with, in "key", the key's id, environment, workspace, granted
 // scopes and the version this request used, and, in "limits", its own windows and what
 // is left of them after this request, and its RateLimit-Policy.
-func ForKey(doc map[string]any, r *api.Request) map[string]any {
+func ForKey(doc map[string]any, r *httpserver.Request) map[string]any {
 	k := r.Key
 	out := make(map[string]any, len(doc)+1)
 	for name, v := range doc {

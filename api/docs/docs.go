@@ -6,7 +6,7 @@
 // problem document names), and the changelog page.
 //
 // Operations is the one table of per-operation documentation, keyed by "METHOD /path".
-// The documents describe the routes the serving api.Server actually serves
+// The documents describe the routes the serving httpserver.Server actually serves
 // (Server.Routes), so what is documented is what is served.
 package docs
 
@@ -24,8 +24,8 @@ import (
 	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/parser"
 
-	"svc/api"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/limits"
 	"svc/lib/problem"
 )
@@ -86,8 +86,8 @@ func changelog() []byte {
 // no key and spend no quota. The discovery document needs a valid key (no scope), spends
 // one request like GET /limits, and carries the calling key's own limits and scopes.
 // (The MCP endpoint is in package mcp.)
-func Routes() []api.Route {
-	return []api.Route{
+func Routes() []httpserver.Route {
+	return []httpserver.Route{
 		{Method: "GET", Path: "/openapi.json", Public: true, Summary: "The OpenAPI 3.1 document.", Handle: serveOpenAPI},
 		{Method: "GET", Path: "/.well-known/svc", Summary: "The discovery document, with the calling key's limits and scopes.", Handle: serveDiscovery},
 		{Method: "GET", Path: "/.well-known/api-catalog", Public: true, Summary: "The RFC 9727 API catalog.", Handle: serveCatalog},
@@ -109,9 +109,9 @@ type site struct {
 	md        map[string][]byte // same keys → Markdown
 }
 
-var sites sync.Map // *api.Server → *site
+var sites sync.Map // *httpserver.Server → *site
 
-func siteOf(r *api.Request) (*site, error) {
+func siteOf(r *httpserver.Request) (*site, error) {
 	srv := r.Server()
 	if s, ok := sites.Load(srv); ok {
 		return s.(*site), nil
@@ -125,7 +125,7 @@ func siteOf(r *api.Request) (*site, error) {
 }
 
 // Build renders every document and page for routes served at publicURL.
-func Build(routes []api.Route, publicURL string) (*site, error) {
+func Build(routes []httpserver.Route, publicURL string) (*site, error) {
 	s := &site{html: map[string][]byte{}, md: map[string][]byte{}}
 	var err error
 	if s.openapi, err = json.MarshalIndent(OpenAPI(routes, publicURL), "", "  "); err != nil {
@@ -161,7 +161,7 @@ func Build(routes []api.Route, publicURL string) (*site, error) {
 // {{ROOT}} the public URL, {{BASE}} the base URL (with /v1), {{DOCS}} the docs URL, and
 // generated sections (<!-- codes -->, <!-- scopes -->, <!-- versions -->,
 // <!-- windows -->, <!-- operations -->).
-func PageMarkdown(name string, routes []api.Route, publicURL string) ([]byte, error) {
+func PageMarkdown(name string, routes []httpserver.Route, publicURL string) ([]byte, error) {
 	var src []byte
 	if name == "changelog" {
 		src = changelog()
@@ -261,7 +261,7 @@ func mdText(s string) string { return strings.ReplaceAll(s, "<", `\<`) }
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", `\|`) }
 
-func scopesTable(routes []api.Route) string {
+func scopesTable(routes []httpserver.Route) string {
 	ops := map[string][]string{}
 	for _, r := range routes {
 		if !r.Public {
@@ -288,12 +288,12 @@ func scopesTable(routes []api.Route) string {
 func versionsTable() string {
 	var b strings.Builder
 	b.WriteString("| Version | Status | Released | Alias |\n|---|---|---|---|\n")
-	for _, v := range api.Served {
+	for _, v := range httpserver.Served {
 		alias := ""
 		switch v.Version {
-		case api.Stable:
+		case httpserver.Stable:
 			alias = "`stable`"
-		case api.Next:
+		case httpserver.Next:
 			alias = "`next`"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", v.Version, v.Status, v.Released, alias)
@@ -308,8 +308,8 @@ func windowsTable() string {
 		"A default key's `RateLimit-Policy` is `%s`.\n", bw.Name, bw.Quota, bw.Seconds, dw.Name, dw.Quota, dw.Seconds, limits.Policy(bw, dw))
 }
 
-func operationsTable(routes []api.Route) string {
-	sorted := append([]api.Route(nil), routes...)
+func operationsTable(routes []httpserver.Route) string {
+	sorted := append([]httpserver.Route(nil), routes...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Path+sorted[i].Method < sorted[j].Path+sorted[j].Method })
 	var b strings.Builder
 	b.WriteString("| Operation | Scope | What it does |\n|---|---|---|\n")
@@ -364,7 +364,7 @@ func renderHTML(title string, src []byte, name, publicURL string) ([]byte, error
 	return b.Bytes(), nil
 }
 
-func serveOpenAPI(r *api.Request) error {
+func serveOpenAPI(r *httpserver.Request) error {
 	s, err := siteOf(r)
 	if err != nil {
 		return err
@@ -376,7 +376,7 @@ func serveOpenAPI(r *api.Request) error {
 	return nil
 }
 
-func serveDiscovery(r *api.Request) error {
+func serveDiscovery(r *httpserver.Request) error {
 	s, err := siteOf(r)
 	if err != nil {
 		return err
@@ -389,7 +389,7 @@ func serveDiscovery(r *api.Request) error {
 	return nil
 }
 
-func serveCatalog(r *api.Request) error {
+func serveCatalog(r *httpserver.Request) error {
 	s, err := siteOf(r)
 	if err != nil {
 		return err
@@ -399,7 +399,7 @@ func serveCatalog(r *api.Request) error {
 	return nil
 }
 
-func servePage(r *api.Request) error {
+func servePage(r *httpserver.Request) error {
 	name := r.Param("page")
 	if name == "" {
 		name = "index"
@@ -407,9 +407,9 @@ func servePage(r *api.Request) error {
 	return serveFrom(r, name, false)
 }
 
-func serveErrorPage(r *api.Request) error { return serveFrom(r, "errors/"+r.Param("code"), false) }
+func serveErrorPage(r *httpserver.Request) error { return serveFrom(r, "errors/"+r.Param("code"), false) }
 
-func serveMarkdown(r *api.Request) error {
+func serveMarkdown(r *httpserver.Request) error {
 	f := r.Param("file")
 	if !strings.HasSuffix(f, ".md") {
 		return problem.New(problem.NotFound, "No page %s: the mirror names pages <page>.md.", f)
@@ -417,9 +417,9 @@ func serveMarkdown(r *api.Request) error {
 	return serveFrom(r, strings.TrimSuffix(f, ".md"), true)
 }
 
-func serveMirrorIndex(r *api.Request) error { return serveFrom(r, mirrorIndexKey, true) }
+func serveMirrorIndex(r *httpserver.Request) error { return serveFrom(r, mirrorIndexKey, true) }
 
-func serveErrorMarkdown(r *api.Request) error {
+func serveErrorMarkdown(r *httpserver.Request) error {
 	f := r.Param("file")
 	if !strings.HasSuffix(f, ".md") {
 		return problem.New(problem.NotFound, "No page %s: the mirror names pages <code>.md.", f)
@@ -427,7 +427,7 @@ func serveErrorMarkdown(r *api.Request) error {
 	return serveFrom(r, "errors/"+strings.TrimSuffix(f, ".md"), true)
 }
 
-func serveFrom(r *api.Request, key string, markdown bool) error {
+func serveFrom(r *httpserver.Request, key string, markdown bool) error {
 	s, err := siteOf(r)
 	if err != nil {
 		return err

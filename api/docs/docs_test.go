@@ -10,14 +10,14 @@ import (
 
 	json "github.com/goccy/go-json"
 
-	"svc/api"
-	"svc/api/apitest"
 	"svc/api/docs"
 	"svc/api/mcp"
 	"svc/api/read"
 	"svc/ingest"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/problem"
+	"svc/schema/apitest"
 	"svc/schema/workspace"
 	"svc/webhooks"
 )
@@ -25,9 +25,9 @@ import (
 // devRoutes is the route set `svc dev` serves (main.go's devMain): health, the ingest
 // edge, the webhooks receiver, the read API, the docs and the MCP endpoint. Only the
 // routes' declarations are used; their handlers are never called here.
-func devRoutes() []api.Route {
-	var rs []api.Route
-	rs = append(rs, api.HealthRoutes()...)
+func devRoutes() []httpserver.Route {
+	var rs []httpserver.Route
+	rs = append(rs, httpserver.HealthRoutes()...)
 	rs = append(rs, (&ingest.Edge{}).Routes()...)
 	rs = append(rs, (&webhooks.Inbound{}).Route())
 	rs = append(rs, (&read.API{}).Routes()...)
@@ -49,7 +49,7 @@ func TestOpenAPICoversExactlyTheServedRoutes(t *testing.T) {
 			t.Errorf("served route %s has no entry in docs.Operations", k)
 		}
 	}
-	doc := docs.OpenAPI(routes, "https://api.example.com")
+	doc := docs.OpenAPI(routes, "https://httpserver.example.com")
 	named := map[string]bool{}
 	for path, item := range doc["paths"].(map[string]any) {
 		for m := range item.(map[string]any) {
@@ -79,7 +79,7 @@ func TestOpenAPICoversExactlyTheServedRoutes(t *testing.T) {
 }
 
 func TestEveryOperationDeclaresScopeLimitsAndProblems(t *testing.T) {
-	doc := docs.OpenAPI(devRoutes(), "https://api.example.com")
+	doc := docs.OpenAPI(devRoutes(), "https://httpserver.example.com")
 	opIDs := map[string]bool{}
 	for path, item := range doc["paths"].(map[string]any) {
 		for m, o := range item.(map[string]any) {
@@ -145,7 +145,7 @@ func roundTrip(t *testing.T, v any) any {
 }
 
 func TestExamplesMatchTheirSchemas(t *testing.T) {
-	doc := docs.OpenAPI(devRoutes(), "https://api.example.com")
+	doc := docs.OpenAPI(devRoutes(), "https://httpserver.example.com")
 	exs := docs.Examples(doc)
 	if len(exs) < 50 {
 		t.Fatalf("only %d examples found", len(exs))
@@ -184,8 +184,8 @@ func startDocs(t *testing.T) *apitest.Server {
 		t.Fatal(err)
 	}
 	docs.UseChangelog(cl)
-	extra := []api.Route{{Method: "GET", Path: "/plans", Scope: "plans:read", Summary: "Plans.",
-		Handle: func(r *api.Request) error {
+	extra := []httpserver.Route{{Method: "GET", Path: "/plans", Scope: "plans:read", Summary: "Plans.",
+		Handle: func(r *httpserver.Request) error {
 			return r.JSON(200, map[string]any{"data": []any{}, "meta": map[string]any{"next_cursor": nil}})
 		}}}
 	return apitest.Start(t, append(docs.Routes(), extra...), nil)

@@ -8,19 +8,19 @@ import (
 
 	json "github.com/goccy/go-json"
 
-	"svc/api"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/limits"
 	"svc/lib/problem"
 )
 
 // Key returns the table key of a route: "METHOD /path".
-func Key(r api.Route) string { return r.Method + " " + r.Path }
+func Key(r httpserver.Route) string { return r.Method + " " + r.Path }
 
 // Codes returns every problem code an operation can answer with: those the route's
 // conventions add (authentication, version, scope, limits, body ceiling, idempotency),
 // those of its own entry, and internal_error. Sorted by status, then code.
-func Codes(r api.Route, op Op) []problem.Code {
+func Codes(r httpserver.Route, op Op) []problem.Code {
 	set := map[problem.Code]bool{problem.InternalError: true}
 	if !r.Public {
 		for _, c := range []problem.Code{problem.Unauthorized, problem.InvalidKey, problem.KeyRevoked, problem.KeyExpired,
@@ -92,7 +92,7 @@ func roundTrip(v any) any {
 
 // RateLimit is an operation's x-rateLimit: the windows of a default key it spends from
 // (nil for public operations, which spend nothing).
-func RateLimit(r api.Route) map[string]any {
+func RateLimit(r httpserver.Route) map[string]any {
 	if r.Public {
 		return nil
 	}
@@ -131,10 +131,10 @@ func headerComponents() map[string]any {
 // OpenAPI builds the OpenAPI 3.1 document of routes as served at publicURL. Every route
 // is described; one without an entry in Operations gets its route's summary only (a
 // test keeps that from happening).
-func OpenAPI(routes []api.Route, publicURL string) map[string]any {
+func OpenAPI(routes []httpserver.Route, publicURL string) map[string]any {
 	docsURL := publicURL + "/developers"
 	paths := map[string]any{}
-	sorted := append([]api.Route(nil), routes...)
+	sorted := append([]httpserver.Route(nil), routes...)
 	sort.Slice(sorted, func(i, j int) bool { return Key(sorted[i]) < Key(sorted[j]) })
 	tags := map[string]bool{}
 	for _, r := range sorted {
@@ -164,7 +164,7 @@ func OpenAPI(routes []api.Route, publicURL string) map[string]any {
 		"jsonSchemaDialect": "https://spec.openapis.org/oas/3.1/dialect/base",
 		"info": map[string]any{
 			"title":   "svc API",
-			"version": "v1 (" + api.Stable + ")",
+			"version": "v1 (" + httpserver.Stable + ")",
 			"summary": "Server-side events in, daily pixel rollups, media plans and actuals out.",
 			"description": "Workspace-scoped HTTP API over JSON. Every call carries Authorization: Bearer <API key>. " +
 				"Failures are RFC 9457 problem documents (application/problem+json). Every response carries RateLimit-Policy, " +
@@ -186,7 +186,7 @@ func OpenAPI(routes []api.Route, publicURL string) map[string]any {
 	}
 }
 
-func operation(r api.Route, op Op, docsURL string) map[string]any {
+func operation(r httpserver.Route, op Op, docsURL string) map[string]any {
 	summary := r.Summary
 	if summary == "" {
 		summary = op.Description
@@ -257,7 +257,7 @@ func nullableScope(s string) any {
 	return s
 }
 
-func responses(r api.Route, op Op, docsURL string) map[string]any {
+func responses(r httpserver.Route, op Op, docsURL string) map[string]any {
 	status := op.Status
 	if status == 0 {
 		status = 200
@@ -337,7 +337,7 @@ func successDescription(status int) string {
 }
 
 // operationID is a stable camel-case id: "GET /plans/{id}/lines" → getPlansIdLines.
-func operationID(r api.Route) string {
+func operationID(r httpserver.Route) string {
 	var b strings.Builder
 	b.WriteString(strings.ToLower(r.Method))
 	up := true

@@ -1,12 +1,12 @@
 // Package mcp serves the Model Context Protocol endpoint, POST /mcp, with the official
 // go-sdk over streamable HTTP (stateless, JSON responses), adapted to fasthttp.
 //
-// The endpoint is an ordinary authenticated route: the api.Server checks the bearer
+// The endpoint is an ordinary authenticated route: the httpserver.Server checks the bearer
 // key, version and rate limits of every MCP HTTP request, so unauthenticated or
 // throttled clients get the usual problem documents. Each tool then answers by
-// dispatching an in-process GET through the same api.Server for the matching REST
+// dispatching an in-process GET through the same httpserver.Server for the matching REST
 // operation, with the caller's Authorization header: scopes, workspace isolation and
-// problem codes are exactly the REST ones. api.Precharge keeps the dispatch from
+// problem codes are exactly the REST ones. httpserver.Precharge keeps the dispatch from
 // spending quota a second time.
 package mcp
 
@@ -26,8 +26,8 @@ import (
 	"github.com/valyala/fasthttp"
 	"github.com/valyala/fasthttp/fasthttpadaptor"
 
-	"svc/api"
 	"svc/api/docs"
+	"svc/lib/httpserver"
 )
 
 // Tool maps one MCP tool to a REST GET operation.
@@ -75,7 +75,7 @@ type Endpoint struct {
 
 // New returns the endpoint.
 func New() *Endpoint {
-	e := &Endpoint{server: sdk.NewServer(&sdk.Implementation{Name: "svc", Title: "svc API", Version: api.Stable}, &sdk.ServerOptions{
+	e := &Endpoint{server: sdk.NewServer(&sdk.Implementation{Name: "svc", Title: "svc API", Version: httpserver.Stable}, &sdk.ServerOptions{
 		Instructions: "Read-only tools over the svc API (media plans, campaigns, studies, findings, actuals, daily pixel rollups, erasure records). " +
 			"They use the caller's API key, its scopes and its rate limits; a failing tool returns the API's problem document.",
 	})}
@@ -88,7 +88,7 @@ func New() *Endpoint {
 		// no ambient credentials), so DNS rebinding gains an attacker nothing.
 		DisableLocalhostProtection: true,
 	})
-	// The api.Server has authenticated the request; the verifier only carries the
+	// The httpserver.Server has authenticated the request; the verifier only carries the
 	// call (stored on the fasthttp context) to the tool handlers.
 	verify := func(ctx context.Context, _ string, _ *http.Request) (*auth.TokenInfo, error) {
 		c, ok := ctx.Value(callKey).(*call)
@@ -103,13 +103,13 @@ func New() *Endpoint {
 }
 
 // Route returns POST /mcp: authenticated (any valid key), rate-limited like any call.
-func (e *Endpoint) Route() api.Route {
-	return api.Route{Method: "POST", Path: Path,
+func (e *Endpoint) Route() httpserver.Route {
+	return httpserver.Route{Method: "POST", Path: Path,
 		Summary: "Model Context Protocol endpoint (streamable HTTP): the read side as tools.", Handle: e.handle}
 }
 
 // Routes returns the endpoint's routes.
-func (e *Endpoint) Routes() []api.Route { return []api.Route{e.Route()} }
+func (e *Endpoint) Routes() []httpserver.Route { return []httpserver.Route{e.Route()} }
 
 const callKey = "svc.mcp.call"
 
@@ -117,8 +117,8 @@ const callKey = "svc.mcp.call"
 // before the request is handed to the SDK and is only used while the outer handler
 // waits for it (the adaptor returns when the JSON response is complete).
 type call struct {
-	srv     *api.Server
-	outer   *api.Request
+	srv     *httpserver.Server
+	outer   *httpserver.Request
 	keyID   string
 	scopes  []string
 	auth    []byte
@@ -127,7 +127,7 @@ type call struct {
 	remote  net.Addr
 }
 
-func (e *Endpoint) handle(r *api.Request) error {
+func (e *Endpoint) handle(r *httpserver.Request) error {
 	h := &r.Ctx.Request.Header
 	c := &call{srv: r.Server(), outer: r, keyID: r.Key.ID.String(), scopes: r.Key.Scopes,
 		auth:    append([]byte(nil), h.Peek("Authorization")...),
@@ -143,7 +143,7 @@ func (e *Endpoint) handle(r *api.Request) error {
 	return nil
 }
 
-// get dispatches GET path?query through the api.Server as the caller and returns the
+// get dispatches GET path?query through the httpserver.Server as the caller and returns the
 // response's status, content type and body (copied).
 func (c *call) get(path string, q url.Values) (int, string, []byte) {
 	var req fasthttp.Request
@@ -162,7 +162,7 @@ func (c *call) get(path string, q url.Values) (int, string, []byte) {
 	}
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&req, c.remote, nil)
-	api.Precharge(&ctx, c.outer)
+	httpserver.Precharge(&ctx, c.outer)
 	c.srv.Handle(&ctx)
 	return ctx.Response.StatusCode(), string(ctx.Response.Header.ContentType()), append([]byte(nil), ctx.Response.Body()...)
 }

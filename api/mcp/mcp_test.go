@@ -12,12 +12,12 @@ import (
 	json "github.com/goccy/go-json"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"svc/api/apitest"
 	"svc/api/catalog"
 	"svc/api/docs"
 	"svc/api/mcp"
 	"svc/api/read"
 	"svc/lib/apikey"
+	"svc/schema/apitest"
 	"svc/schema/chtest"
 	"svc/schema/workspace"
 )

@@ -12,8 +12,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api"
 	"svc/api/catalog"
+	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/paging"
 	"svc/lib/problem"
@@ -26,7 +26,7 @@ const MaxImportRows = 500
 // workspace is checked only when the page is empty: rows read are rows of that
 // workspace's plan, so a non-empty page proves it (one query instead of two on the hot
 // path).
-func (a *API) listPlanActuals(r *api.Request) error {
+func (a *API) listPlanActuals(r *httpserver.Request) error {
 	raw := r.Param("id")
 	planID, err := ids.Parse(ids.Plan, raw)
 	if err != nil {
@@ -59,14 +59,14 @@ func (a *API) listPlanActuals(r *api.Request) error {
 	for i := range rows {
 		out[i] = planActualView(&rows[i])
 	}
-	return api.WriteList(r, p, out, func(i int) paging.Cursor {
+	return httpserver.WriteList(r, p, out, func(i int) paging.Cursor {
 		return paging.Cursor{List: "plan_actuals", ID: rows[i].LineID, Date: day(rows[i].Date)}
 	})
 }
 
 // listCampaignActuals serves GET /campaigns/{id}/actuals, checking the campaign only
 // for an empty page (as listPlanActuals).
-func (a *API) listCampaignActuals(r *api.Request) error {
+func (a *API) listCampaignActuals(r *httpserver.Request) error {
 	raw := r.Param("id")
 	cmpID, err := ids.Parse(ids.Campaign, raw)
 	if err != nil {
@@ -98,7 +98,7 @@ func (a *API) listCampaignActuals(r *api.Request) error {
 	for i := range rows {
 		out[i] = campaignActualView(&rows[i])
 	}
-	return api.WriteList(r, p, out, func(i int) paging.Cursor { return paging.Cursor{List: "campaign_actuals", Date: day(rows[i].Date)} })
+	return httpserver.WriteList(r, p, out, func(i int) paging.Cursor { return paging.Cursor{List: "campaign_actuals", Date: day(rows[i].Date)} })
 }
 
 // parseCursorDay reads a cursor's day (decodeCursor has checked it).
@@ -121,7 +121,7 @@ var importRowFields = []string{"plan_id", "line_id", "date", "impressions", "cli
 // every row validated (errors[] names rows[i].field); each row's line must belong to
 // its plan in the key's workspace; then one upsert on (plan, line, date). Nothing is
 // written unless every row is valid.
-func (a *API) importActuals(r *api.Request) error {
+func (a *API) importActuals(r *httpserver.Request) error {
 	rows, p := parseImport(r.Body())
 	if p != nil {
 		return p
@@ -313,7 +313,7 @@ func (v *rowValidator) money(m map[string]json.RawMessage, name string) decimal.
 
 // checkLines verifies that every row's line belongs to the row's plan in the key's
 // workspace; a line of another plan or workspace, or no line at all, is the same error.
-func (a *API) checkLines(ctx context.Context, r *api.Request, rows []importRow) error {
+func (a *API) checkLines(ctx context.Context, r *httpserver.Request, rows []importRow) error {
 	lines := make([]uuid.UUID, 0, len(rows))
 	for _, row := range rows {
 		lines = append(lines, row.LineID)

@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"svc/api"
+	"svc/lib/httpserver"
 )
 
 // Cache is a micro-cache of hot list pages (GET /pixel-rollups, /plans/{id}/actuals,
@@ -46,7 +46,7 @@ func NewCache(ttl time.Duration, maxBytes int) *Cache {
 // serve answers r from the cache, or runs fill (which writes r's response) and keeps a
 // 200 answer; it waits at most wait for another request's query. A nil cache, or an
 // offset-paged request, always runs fill.
-func (c *Cache) serve(r *api.Request, wait time.Duration, fill func() error) error {
+func (c *Cache) serve(r *httpserver.Request, wait time.Duration, fill func() error) error {
 	if c == nil || c.TTL <= 0 || r.Query("offset") != "" {
 		return fill()
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/api/apitest"
 	"svc/api/read"
+	"svc/schema/apitest"
 )
 
 func TestPageCache(t *testing.T) {

@@ -8,9 +8,9 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 
-	"svc/api"
 	"svc/ingest"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/paging"
 	"svc/lib/problem"
@@ -23,8 +23,8 @@ const ScopeErase = "identities:erase"
 // MaxErasureBody caps the body of POST /erasures.
 const MaxErasureBody = 4096
 
-func (a *API) erasureRoutes() []api.Route {
-	return []api.Route{
+func (a *API) erasureRoutes() []httpserver.Route {
+	return []httpserver.Route{
 		{Method: "POST", Path: "/erasures", Scope: ScopeErase, Idempotent: true, MaxBody: MaxErasureBody,
 			Summary: "Erase a person (by email or its SHA-256) from the workspace's stored events and rollups.", Handle: a.postErasure},
 		{Method: "GET", Path: "/erasures", Scope: ScopeErase, Summary: "Erasure requests of the workspace, newest first (filter: status).", Handle: a.listErasures},
@@ -41,7 +41,7 @@ type erasureRequest struct {
 // postErasure records the request (pending) in ClickHouse, then registers the identity
 // with the pipeline (the edge suppresses, the consumer clears in-flight events), and
 // answers 202 with the record. The worker (svc webhooks) runs it.
-func (a *API) postErasure(r *api.Request) error {
+func (a *API) postErasure(r *httpserver.Request) error {
 	req, p := parseErasure(r.Body())
 	if p != nil {
 		return p
@@ -59,7 +59,7 @@ func (a *API) postErasure(r *api.Request) error {
 		if a.Log != nil {
 			a.Log.Error("register erased identity", "request_id", r.ID, "err", err.Error())
 		}
-		return api.Unavailable("the key store", 1)
+		return problem.Unavailable("the key store", 1)
 	}
 	return r.JSON(202, e.View())
 }
@@ -162,7 +162,7 @@ func pointerPath(field string) string {
 	return string(b)
 }
 
-func (a *API) getErasure(r *api.Request) error {
+func (a *API) getErasure(r *httpserver.Request) error {
 	raw := r.Param("id")
 	id, err := ids.Parse(ids.Erasure, raw)
 	if err != nil {
@@ -183,7 +183,7 @@ func (a *API) getErasure(r *api.Request) error {
 // erasureStatuses are the values of the status filter.
 var erasureStatuses = []string{privacy.StatusPending, privacy.StatusRunning, privacy.StatusCompleted}
 
-func (a *API) listErasures(r *api.Request) error {
+func (a *API) listErasures(r *httpserver.Request) error {
 	var errs []problem.FieldError
 	q := privacy.ListQuery{Workspace: r.Key.WorkspaceID}
 	if v := r.Query("status"); v != "" {
@@ -210,7 +210,7 @@ func (a *API) listErasures(r *api.Request) error {
 	for i, e := range es {
 		views[i] = e.View()
 	}
-	return api.WriteList(r, p, views, func(i int) paging.Cursor {
+	return httpserver.WriteList(r, p, views, func(i int) paging.Cursor {
 		return paging.Cursor{List: "erasures", ID: uuid.UUID(es[i].ID), T: es[i].RequestedAt.Unix()}
 	})
 }

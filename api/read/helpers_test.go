@@ -9,10 +9,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	json "github.com/goccy/go-json"
 
-	"svc/api/apitest"
 	"svc/api/catalog"
 	"svc/api/read"
 	"svc/lib/apikey"
+	"svc/schema/apitest"
 	"svc/schema/chtest"
 	"svc/schema/workspace"
 )

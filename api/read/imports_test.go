@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/apitest"
 	"svc/api/catalog"
+	"svc/schema/apitest"
 )
 
 // onePlan imports a plan with two lines into tn's workspace and returns the plan and

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/apitest"
 	"svc/api/catalog"
+	"svc/schema/apitest"
 )
 
 // randomDoc returns a random catalog: plans with lines and delivered days, campaigns

@@ -3,16 +3,16 @@ package read
 import (
 	"time"
 
-	"svc/api"
 	"svc/api/catalog"
+	"svc/lib/httpserver"
 	"svc/lib/paging"
 	"svc/lib/problem"
 )
 
 // parsePage reads the paging parameters (api/paging) for list; a cursor of a dated list
 // must carry a day.
-func parsePage(r *api.Request, list string, errs *[]problem.FieldError) paging.Page {
-	return api.ParsePage(r, list, func(c paging.Cursor) bool {
+func parsePage(r *httpserver.Request, list string, errs *[]problem.FieldError) paging.Page {
+	return httpserver.ParsePage(r, list, func(c paging.Cursor) bool {
 		if !datedLists[list] {
 			return true
 		}
@@ -38,7 +38,7 @@ func queryError(name, rule string, value any) problem.FieldError {
 }
 
 // parseDay reads an optional YYYY-MM-DD query parameter.
-func parseDay(r *api.Request, name string, errs *[]problem.FieldError) time.Time {
+func parseDay(r *httpserver.Request, name string, errs *[]problem.FieldError) time.Time {
 	v := r.Query(name)
 	if v == "" {
 		return time.Time{}
@@ -51,7 +51,7 @@ func parseDay(r *api.Request, name string, errs *[]problem.FieldError) time.Time
 }
 
 // dateRange reads from and to (inclusive days; to not before from).
-func dateRange(r *api.Request, errs *[]problem.FieldError) (time.Time, time.Time) {
+func dateRange(r *httpserver.Request, errs *[]problem.FieldError) (time.Time, time.Time) {
 	from, to := parseDay(r, "from", errs), parseDay(r, "to", errs)
 	if !from.IsZero() && !to.IsZero() && to.Before(from) {
 		*errs = append(*errs, queryError("to", "not_before_from", r.Query("to")))

@@ -9,9 +9,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"svc/api"
 	"svc/api/catalog"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/paging"
 	"svc/lib/problem"
@@ -19,8 +19,8 @@ import (
 	"svc/schema/workspace"
 )
 
-func (a *API) catalogRoutes() []api.Route {
-	return []api.Route{
+func (a *API) catalogRoutes() []httpserver.Route {
+	return []httpserver.Route{
 		{Method: "GET", Path: "/plans", Scope: ScopePlans, Summary: "Media plans (filters: status, channel).", Handle: a.listPlans},
 		{Method: "GET", Path: "/plans/{id}", Scope: ScopePlans, Summary: "One media plan.",
 			Handle: getOne(a, ids.Plan, "plan", catalog.GetPlan, planView)},
@@ -42,8 +42,8 @@ func (a *API) catalogRoutes() []api.Route {
 type getter[T any] func(ctx context.Context, conn driver.Conn, ws, id uuid.UUID) (T, error)
 
 // getOne serves GET /<kind>/{id}: the object of the key's workspace, else 404.
-func getOne[T, V any](a *API, p ids.Prefix, kind string, get getter[T], view func(*T) V) api.Handler {
-	return func(r *api.Request) error {
+func getOne[T, V any](a *API, p ids.Prefix, kind string, get getter[T], view func(*T) V) httpserver.Handler {
+	return func(r *httpserver.Request) error {
 		v, err := object(a, r, p, kind, get)
 		if err != nil {
 			return err
@@ -53,7 +53,7 @@ func getOne[T, V any](a *API, p ids.Prefix, kind string, get getter[T], view fun
 }
 
 // object reads the path's {id} as an object of kind in the key's workspace.
-func object[T any](a *API, r *api.Request, p ids.Prefix, kind string, get getter[T]) (T, error) {
+func object[T any](a *API, r *httpserver.Request, p ids.Prefix, kind string, get getter[T]) (T, error) {
 	var zero T
 	raw := r.Param("id")
 	id, err := ids.Parse(p, raw)
@@ -74,7 +74,7 @@ func object[T any](a *API, r *api.Request, p ids.Prefix, kind string, get getter
 
 // listOf serves one page of a catalog list: the paging parameters are read and checked
 // together with the filters' errors; fetch gets the page plus one row.
-func listOf[T, V any](a *API, r *api.Request, tag string, errs []problem.FieldError, conds []catalog.Cond,
+func listOf[T, V any](a *API, r *httpserver.Request, tag string, errs []problem.FieldError, conds []catalog.Cond,
 	fetch func(ctx context.Context, q catalog.ListQuery) ([]T, error), view func(*T) V, idOf func(*T) uuid.UUID) error {
 	p := parsePage(r, tag, &errs)
 	if err := invalidQuery(errs); err != nil {
@@ -94,12 +94,12 @@ func listOf[T, V any](a *API, r *api.Request, tag string, errs []problem.FieldEr
 	for i := range rows {
 		out[i] = view(&rows[i])
 	}
-	return api.WriteList(r, p, out, func(i int) paging.Cursor { return paging.Cursor{List: tag, ID: idOf(&rows[i])} })
+	return httpserver.WriteList(r, p, out, func(i int) paging.Cursor { return paging.Cursor{List: tag, ID: idOf(&rows[i])} })
 }
 
 // enumFilter adds "col = ?" for query parameter name when given; a value outside
 // allowed is an error.
-func enumFilter(r *api.Request, name, col string, allowed []string, conds *[]catalog.Cond, errs *[]problem.FieldError) {
+func enumFilter(r *httpserver.Request, name, col string, allowed []string, conds *[]catalog.Cond, errs *[]problem.FieldError) {
 	v := r.Query(name)
 	if v == "" {
 		return
@@ -112,7 +112,7 @@ func enumFilter(r *api.Request, name, col string, allowed []string, conds *[]cat
 }
 
 // channelFilter adds "has(channels, ?)" for the channel parameter.
-func channelFilter(r *api.Request, conds *[]catalog.Cond, errs *[]problem.FieldError) {
+func channelFilter(r *httpserver.Request, conds *[]catalog.Cond, errs *[]problem.FieldError) {
 	v := r.Query("channel")
 	if v == "" {
 		return
@@ -126,7 +126,7 @@ func channelFilter(r *api.Request, conds *[]catalog.Cond, errs *[]problem.FieldE
 
 // idFilter adds "col = toUUID(?)" for an id parameter of kind p; a malformed id is an
 // error (an id of another workspace simply matches nothing).
-func idFilter(r *api.Request, name, col string, p ids.Prefix, conds *[]catalog.Cond, errs *[]problem.FieldError) uuid.UUID {
+func idFilter(r *httpserver.Request, name, col string, p ids.Prefix, conds *[]catalog.Cond, errs *[]problem.FieldError) uuid.UUID {
 	v := r.Query(name)
 	if v == "" {
 		return uuid.Nil
@@ -141,7 +141,7 @@ func idFilter(r *api.Request, name, col string, p ids.Prefix, conds *[]catalog.C
 }
 
 // textFilter adds "col = ?" for a free-text parameter (at most 200 characters).
-func textFilter(r *api.Request, name, col string, conds *[]catalog.Cond, errs *[]problem.FieldError) {
+func textFilter(r *httpserver.Request, name, col string, conds *[]catalog.Cond, errs *[]problem.FieldError) {
 	v := r.Query(name)
 	if v == "" {
 		return
@@ -153,7 +153,7 @@ func textFilter(r *api.Request, name, col string, conds *[]catalog.Cond, errs *[
 	*conds = append(*conds, catalog.Cond{SQL: col + " = ?", Arg: v})
 }
 
-func (a *API) listPlans(r *api.Request) error {
+func (a *API) listPlans(r *httpserver.Request) error {
 	var conds []catalog.Cond
 	var errs []problem.FieldError
 	enumFilter(r, "status", "status", catalog.PlanStatuses, &conds, &errs)
@@ -164,7 +164,7 @@ func (a *API) listPlans(r *api.Request) error {
 	}, planView, func(p *catalog.Plan) uuid.UUID { return p.ID })
 }
 
-func (a *API) listLines(r *api.Request) error {
+func (a *API) listLines(r *httpserver.Request) error {
 	plan, err := object(a, r, ids.Plan, "plan", catalog.GetPlan)
 	if err != nil {
 		return err
@@ -179,7 +179,7 @@ func (a *API) listLines(r *api.Request) error {
 	}, lineView, func(l *catalog.Line) uuid.UUID { return l.ID })
 }
 
-func (a *API) listCampaigns(r *api.Request) error {
+func (a *API) listCampaigns(r *httpserver.Request) error {
 	var conds []catalog.Cond
 	var errs []problem.FieldError
 	enumFilter(r, "status", "status", catalog.CampaignStatuses, &conds, &errs)
@@ -191,7 +191,7 @@ func (a *API) listCampaigns(r *api.Request) error {
 	}, campaignView, func(c *catalog.Campaign) uuid.UUID { return c.ID })
 }
 
-func (a *API) listStudies(r *api.Request) error {
+func (a *API) listStudies(r *httpserver.Request) error {
 	var conds []catalog.Cond
 	var errs []problem.FieldError
 	enumFilter(r, "kind", "kind", catalog.StudyKinds, &conds, &errs)
@@ -203,7 +203,7 @@ func (a *API) listStudies(r *api.Request) error {
 	}, studyView, func(s *catalog.Study) uuid.UUID { return s.ID })
 }
 
-func (a *API) listFindings(r *api.Request) error {
+func (a *API) listFindings(r *httpserver.Request) error {
 	var conds []catalog.Cond
 	var errs []problem.FieldError
 	idFilter(r, "study_id", "study_id", ids.Study, &conds, &errs)
@@ -232,14 +232,14 @@ type Account struct {
 	RawEventRetentionDays *int `json:"raw_event_retention_days"`
 }
 
-func (a *API) account(r *api.Request) error {
+func (a *API) account(r *httpserver.Request) error {
 	ws := r.Key.WorkspaceID
 	w, err := a.Keys.Workspace(r.Context(), ws)
 	if errors.Is(err, workspace.ErrNotFound) {
 		return notFound("account", ids.Format(ids.Org, ws))
 	}
 	if err != nil {
-		return api.Unavailable("the key store", 1)
+		return problem.Unavailable("the key store", 1)
 	}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
@@ -258,7 +258,7 @@ func (a *API) account(r *api.Request) error {
 	}
 	days, err := privacy.NewRetention(a.Keys.Redis()).Get(r.Context(), ws)
 	if err != nil {
-		return api.Unavailable("the key store", 1)
+		return problem.Unavailable("the key store", 1)
 	}
 	if days > 0 {
 		out.RawEventRetentionDays = &days

@@ -1,7 +1,7 @@
 // Package read is the read API role (`svc api`): account, plans, line items, campaigns,
 // studies, findings, their actuals, the actuals import, daily pixel rollups, and the
 // self-description of the calling key (GET /me, /limits, /versions). Every handler runs
-// behind the conventions of api.Server (auth, scopes, limits, idempotency, problems) and
+// behind the conventions of httpserver.Server (auth, scopes, limits, idempotency, problems) and
 // reads only the calling key's workspace: an object of any other workspace, or an id
 // that does not parse, is 404 not_found.
 package read
@@ -15,8 +15,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"svc/api"
 	"svc/api/catalog"
+	"svc/lib/httpserver"
 	"svc/lib/problem"
 	"svc/lib/process"
 	"svc/schema/workspace"
@@ -61,7 +61,7 @@ func (a *API) now() time.Time {
 // QueryTimeout, with max_threads = QueryThreads. It does not derive from the
 // fasthttp.RequestCtx: that context only ends at server shutdown, and deriving from it
 // costs a goroutine per query (it is not a standard library context).
-func (a *API) ctx(_ *api.Request) (context.Context, context.CancelFunc) {
+func (a *API) ctx(_ *httpserver.Request) (context.Context, context.CancelFunc) {
 	ctx := clickhouse.Context(context.Background(), clickhouse.WithSettings(clickhouse.Settings{"max_threads": max(1, a.QueryThreads)}))
 	return context.WithTimeout(ctx, a.timeout())
 }
@@ -76,14 +76,14 @@ func (a *API) timeout() time.Duration {
 // storeErr turns a store failure into the answer: a validation error of the catalog
 // (a bug upstream of it, never input that reached it unchecked) stays a 500; anything
 // else is the store being unavailable, 503 with Retry-After, nothing changed.
-func (a *API) storeErr(r *api.Request, err error) error {
+func (a *API) storeErr(r *httpserver.Request, err error) error {
 	if errors.Is(err, catalog.ErrInvalid) {
 		return err
 	}
 	if a.Log != nil {
 		a.Log.Error("clickhouse query failed", "request_id", r.ID, "err", err.Error())
 	}
-	return api.Unavailable("ClickHouse", 1)
+	return problem.Unavailable("ClickHouse", 1)
 }
 
 // notFound is the answer for an id that is not an object of the key's workspace.
@@ -92,8 +92,8 @@ func notFound(kind, raw string) error {
 }
 
 // Routes returns every route of the read API.
-func (a *API) Routes() []api.Route {
-	rs := []api.Route{
+func (a *API) Routes() []httpserver.Route {
+	rs := []httpserver.Route{
 		{Method: "GET", Path: "/me", Summary: "The calling key's own record.", Handle: a.me},
 		{Method: "GET", Path: "/limits", Summary: "The burst and daily windows of the calling key.", Handle: a.limits},
 		{Method: "GET", Path: "/versions", Summary: "The API versions served.", Handle: a.versions},
@@ -108,8 +108,8 @@ func (a *API) Routes() []api.Route {
 }
 
 // cached serves h through the page cache.
-func (a *API) cached(h api.Handler) api.Handler {
-	return func(r *api.Request) error { return a.Cache.serve(r, a.timeout(), func() error { return h(r) }) }
+func (a *API) cached(h httpserver.Handler) httpserver.Handler {
+	return func(r *httpserver.Request) error { return a.Cache.serve(r, a.timeout(), func() error { return h(r) }) }
 }
 
 // Role is the read API as a role of a process; Close closes the ClickHouse pool. Its

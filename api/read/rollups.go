@@ -5,8 +5,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/api"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/paging"
 	"svc/lib/problem"
@@ -43,7 +43,7 @@ const maxEventName = 200
 // Days are calendar days of one IANA zone: the time_zone parameter, else the pixel's
 // zone, else its workspace's, else UTC. A cursor carries the zone of its listing, so
 // the pages of one listing stay in one zone even if the configuration changes.
-func (a *API) pixelRollups(r *api.Request) error {
+func (a *API) pixelRollups(r *httpserver.Request) error {
 	var errs []problem.FieldError
 	raw := r.Query("pixel_id")
 	if raw == "" {
@@ -69,7 +69,7 @@ func (a *API) pixelRollups(r *api.Request) error {
 	if zone == "" {
 		z, err := a.Keys.TimeZone(r.Context(), workspace.Pixel{ID: pixel, WorkspaceID: r.Key.WorkspaceID})
 		if err != nil {
-			return api.Unavailable("the key store", 1)
+			return problem.Unavailable("the key store", 1)
 		}
 		zone = z.Name
 	}
@@ -100,13 +100,13 @@ func (a *API) pixelRollups(r *api.Request) error {
 	if p.Limit == paging.MaxLimit && len(out) == p.Limit {
 		out = append(out, PixelRollup{}) // a sentinel past the page: writeList offers the cursor
 	}
-	return api.WriteList(r, p, out, func(i int) paging.Cursor {
+	return httpserver.WriteList(r, p, out, func(i int) paging.Cursor {
 		return paging.Cursor{List: "pixel_rollups", Date: day(rows[i].Date), Name: rows[i].EventName, Cur: rows[i].Currency, Zone: zone}
 	})
 }
 
 // zoneParam reads the optional time_zone parameter: an IANA name ("" when absent).
-func zoneParam(r *api.Request, errs *[]problem.FieldError) string {
+func zoneParam(r *httpserver.Request, errs *[]problem.FieldError) string {
 	v := r.Query("time_zone")
 	if v == "" {
 		return ""
@@ -139,9 +139,9 @@ func cursorZone(c *paging.Cursor, param string, errs *[]problem.FieldError) stri
 }
 
 // pixel resolves the pixel_id parameter to a pixel of the key's workspace
-// (api.PixelOfKey); a malformed id is 404 not_found as well.
-func (a *API) pixel(r *api.Request, raw string) (uuid.UUID, error) {
-	px, err := api.PixelOfKey(r, a.Keys, raw)
+// (workspace.PixelOfKey); a malformed id is 404 not_found as well.
+func (a *API) pixel(r *httpserver.Request, raw string) (uuid.UUID, error) {
+	px, err := workspace.PixelOfKey(r.Context(), a.Keys, r.Key, raw)
 	if errors.Is(err, ids.ErrMalformed) {
 		return uuid.Nil, notFound("pixel", raw)
 	}

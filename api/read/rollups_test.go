@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/apitest"
+	"svc/schema/apitest"
 )
 
 // event is one raw event for the events table (the rollup view aggregates it).

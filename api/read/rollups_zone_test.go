@@ -10,7 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/apitest"
+	"svc/schema/apitest"
 )
 
 // insertInstants writes one purchase per instant for tn's pixel (EUR 1, consented,

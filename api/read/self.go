@@ -4,10 +4,11 @@ import (
 	"errors"
 	"time"
 
-	"svc/api"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/limits"
+	"svc/lib/problem"
 	"svc/schema/workspace"
 )
 
@@ -30,7 +31,7 @@ type Limits struct {
 }
 
 // windows returns the key's windows as of this request's decision.
-func windows(r *api.Request) (string, []Window) {
+func windows(r *httpserver.Request) (string, []Window) {
 	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
 	dec := limits.Decision{Burst: limits.State{Window: b, Remaining: b.Quota}, Daily: limits.State{Window: d, Remaining: d.Quota}}
 	if r.Limits != nil {
@@ -44,7 +45,7 @@ func windows(r *api.Request) (string, []Window) {
 	return limits.Policy(b, d), out
 }
 
-func (a *API) limits(r *api.Request) error {
+func (a *API) limits(r *httpserver.Request) error {
 	policy, ws := windows(r)
 	return r.JSON(200, Limits{KeyID: ids.Format(ids.Key, r.Key.ID), KeyIDUUID: r.Key.ID.String(), Policy: policy, Windows: ws})
 }
@@ -68,11 +69,11 @@ type Me struct {
 	CreatedAt       time.Time  `json:"created_at"`
 }
 
-func (a *API) me(r *api.Request) error {
+func (a *API) me(r *httpserver.Request) error {
 	k := apikey.NewJSON(*r.Key, a.now())
 	w, err := a.Keys.Workspace(r.Context(), r.Key.WorkspaceID)
 	if err != nil && !errors.Is(err, workspace.ErrNotFound) {
-		return api.Unavailable("the key store", 1)
+		return problem.Unavailable("the key store", 1)
 	}
 	_, win := windows(r)
 	m := Me{ID: k.ID, IDUUID: k.IDUUID, Environment: k.Env, Status: k.Status, WorkspaceID: k.WorkspaceID,
@@ -89,12 +90,12 @@ func (a *API) me(r *api.Request) error {
 
 // Versions is the body of GET /versions.
 type Versions struct {
-	Data    []api.Version     `json:"data"`
-	Aliases map[string]string `json:"aliases"` // stable and next → dated version
-	Current string            `json:"current"` // the version this request was served with
+	Data    []httpserver.Version `json:"data"`
+	Aliases map[string]string    `json:"aliases"` // stable and next → dated version
+	Current string               `json:"current"` // the version this request was served with
 }
 
-func (a *API) versions(r *api.Request) error {
-	return r.JSON(200, Versions{Data: api.Served, Aliases: map[string]string{"stable": api.Stable, "next": api.Next},
+func (a *API) versions(r *httpserver.Request) error {
+	return r.JSON(200, Versions{Data: httpserver.Served, Aliases: map[string]string{"stable": httpserver.Stable, "next": httpserver.Next},
 		Current: r.Version})
 }

@@ -3,10 +3,10 @@ package read_test
 import (
 	"testing"
 
-	"svc/api"
-	"svc/api/apitest"
 	"svc/api/read"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
+	"svc/schema/apitest"
 	"svc/schema/workspace"
 )
 
@@ -42,7 +42,7 @@ func TestMeLimitsVersions(t *testing.T) {
 	if r := e.get(t, sec, "/versions?version=next", &v); r.Status != 200 {
 		t.Fatalf("/versions %d %s", r.Status, r.Body)
 	}
-	if len(v.Data) != len(api.Served) || v.Aliases["stable"] != api.Stable || v.Current != api.Next {
+	if len(v.Data) != len(httpserver.Served) || v.Aliases["stable"] != httpserver.Stable || v.Current != httpserver.Next {
 		t.Fatalf("/versions = %+v", v)
 	}
 	apitest.Problem(t, e.Do(t, "GET", "/me", "", ""), 401, "unauthorized")

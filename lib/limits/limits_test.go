@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/api/apitest"
 	"svc/lib/limits"
+	"svc/schema/apitest"
 )
 
 // clocked is a limiter over the test Redis with a clock the test moves, and a key id no

@@ -186,3 +186,11 @@ func (p *Problem) Finish(docsURL, requestID string) {
 	p.DocURL = p.Type
 	p.RequestID = requestID
 }
+
+// Unavailable returns a 503 service_unavailable problem naming the dependency, with
+// Retry-After of retryAfter seconds (at least 1).
+func Unavailable(what string, retryAfter int) *Problem {
+	p := New(ServiceUnavailable, "%s is unavailable; nothing was changed.", what)
+	p.RetryAfter = max(1, retryAfter)
+	return p
+}

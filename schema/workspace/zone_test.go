@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/api/apitest"
 	"svc/schema"
+	"svc/schema/apitest"
 	"svc/schema/workspace"
 )
 

@@ -1,4 +1,4 @@
-package api
+package httpserver
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

@@ -1,4 +1,4 @@
-package api
+package httpserver
 
 import (
 	"strconv"
@@ -12,18 +12,7 @@ import (
 	"svc/lib/problem"
 )
 
-func unavailable(what string) *problem.Problem {
-	p := problem.New(problem.ServiceUnavailable, "%s is unavailable; nothing was changed.", what)
-	p.RetryAfter = 1
-	return p
-}
-
-// Unavailable returns a 503 service_unavailable problem naming the dependency.
-func Unavailable(what string, retryAfter int) *problem.Problem {
-	p := unavailable(what)
-	p.RetryAfter = max(1, retryAfter)
-	return p
-}
+func unavailable(what string) *problem.Problem { return problem.Unavailable(what, 1) }
 
 // writeProblem writes p as the response.
 func (s *Server) writeProblem(ctx *fasthttp.RequestCtx, reqID string, dec *limits.Decision, p *problem.Problem) {

@@ -1,4 +1,4 @@
-package api_test
+package httpserver_test
 
 import (
 	"net"
@@ -8,7 +8,7 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"svc/api/apitest"
+	"svc/schema/apitest"
 )
 
 // svc_http_open_connections follows the client connections: up as they open, down as

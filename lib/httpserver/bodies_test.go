@@ -1,4 +1,4 @@
-package api_test
+package httpserver_test
 
 import (
 	"bufio"
@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"svc/api"
-	"svc/api/apitest"
+	"svc/lib/httpserver"
+	"svc/schema/apitest"
 )
 
 // TestUnauthenticatedAnnouncedBodyCostsNothing is issue 13's attack: connections without
@@ -99,7 +99,7 @@ func readAnswer(t *testing.T, c net.Conn, br *bufio.Reader) apitest.Response {
 // past the bound a request gets 503 service_unavailable with Retry-After, and once the
 // held bodies are gone requests are served again.
 func TestBodiesInFlightAreBounded(t *testing.T) {
-	s := apitest.Start(t, testRoutes(), func(c *api.Config) { c.MaxBodyBytes, c.MaxInflightBodyBytes = 8192, 16384 })
+	s := apitest.Start(t, testRoutes(), func(c *httpserver.Config) { c.MaxBodyBytes, c.MaxInflightBodyBytes = 8192, 16384 })
 	tn := s.Tenant(t, false)
 	head := "POST /things HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nAuthorization: Bearer " + tn.Secret +
 		"\r\nContent-Length: 8000\r\n\r\n" + strings.Repeat(" ", 4000)
@@ -128,7 +128,7 @@ func TestBodiesInFlightAreBounded(t *testing.T) {
 // TestStreamedBodies: a chunked body over the cap is 413 (the announced length cannot
 // tell); bodies on one keep-alive connection, pipelined, are each read whole and apart.
 func TestStreamedBodies(t *testing.T) {
-	s := apitest.Start(t, testRoutes(), func(c *api.Config) { c.MaxBodyBytes = 8192 })
+	s := apitest.Start(t, testRoutes(), func(c *httpserver.Config) { c.MaxBodyBytes = 8192 })
 	tn := s.Tenant(t, false)
 	auth := "Authorization: Bearer " + tn.Secret + "\r\n"
 	c := rawConn(t, s, "POST /things HTTP/1.1\r\nHost: x\r\n"+auth+"Transfer-Encoding: chunked\r\n\r\n2001\r\n"+strings.Repeat("x", 0x2001)+"\r\n0\r\n\r\n")
@@ -151,7 +151,7 @@ func TestStreamedBodies(t *testing.T) {
 // the next is answered 429 rate_limited and closed; closing one frees a place; trusted
 // proxies are exempt.
 func TestConnectionsPerAddress(t *testing.T) {
-	s := apitest.Start(t, testRoutes(), func(c *api.Config) { c.MaxConnsPerIP = 3 })
+	s := apitest.Start(t, testRoutes(), func(c *httpserver.Config) { c.MaxConnsPerIP = 3 })
 	var open []net.Conn
 	for i := 0; i < 3; i++ {
 		open = append(open, rawConn(t, s, ""))
@@ -175,7 +175,7 @@ func TestConnectionsPerAddress(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 
-	proxied := apitest.Start(t, testRoutes(), func(c *api.Config) {
+	proxied := apitest.Start(t, testRoutes(), func(c *httpserver.Config) {
 		c.MaxConnsPerIP = 3
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	})

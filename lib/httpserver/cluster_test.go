@@ -1,4 +1,4 @@
-package api_test
+package httpserver_test
 
 import (
 	"context"
@@ -11,11 +11,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api"
-	"svc/api/apitest"
+	"svc/lib/httpserver"
 	"svc/lib/idempotency"
 	"svc/lib/limits"
 	"svc/lib/process"
+	"svc/schema/apitest"
 )
 
 func TestSlotMatchesRedis(t *testing.T) {
@@ -70,7 +70,7 @@ func clusterOnly(t *testing.T) redis.UniversalClient {
 // records land on every master.
 func TestClusterSpreadsKeysOverMasters(t *testing.T) {
 	rdb := clusterOnly(t)
-	s := apitest.Start(t, testRoutes(), func(c *api.Config) { c.RedisAutoPipeline = true })
+	s := apitest.Start(t, testRoutes(), func(c *httpserver.Config) { c.RedisAutoPipeline = true })
 	const tenants = 24
 	var wg sync.WaitGroup
 	ids := make([]string, tenants)

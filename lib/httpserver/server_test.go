@@ -1,4 +1,4 @@
-package api_test
+package httpserver_test
 
 import (
 	"bufio"
@@ -13,26 +13,26 @@ import (
 	"testing"
 	"time"
 
-	"svc/api"
-	"svc/api/apitest"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/problem"
+	"svc/schema/apitest"
 	"svc/schema/workspace"
 )
 
 // testRoutes exercise the conventions without any role's logic.
-func testRoutes() []api.Route {
-	return []api.Route{
-		{Method: "GET", Path: "/things", Scope: "plans:read", Handle: func(r *api.Request) error {
+func testRoutes() []httpserver.Route {
+	return []httpserver.Route{
+		{Method: "GET", Path: "/things", Scope: "plans:read", Handle: func(r *httpserver.Request) error {
 			return r.JSON(200, map[string]string{"version": r.Version})
 		}},
-		{Method: "GET", Path: "/things/{id}", Scope: "plans:read", Handle: func(r *api.Request) error {
+		{Method: "GET", Path: "/things/{id}", Scope: "plans:read", Handle: func(r *httpserver.Request) error {
 			if r.Param("id") == "missing" {
 				return problem.New(problem.NotFound, "no such thing")
 			}
 			return r.JSON(200, map[string]string{"id": r.Param("id")})
 		}},
-		{Method: "POST", Path: "/things", Scope: "plans:read", Idempotent: true, Handle: func(r *api.Request) error {
+		{Method: "POST", Path: "/things", Scope: "plans:read", Idempotent: true, Handle: func(r *httpserver.Request) error {
 			if strings.Contains(string(r.Body()), "invalid") {
 				return problem.Invalid("bad", problem.FieldError{Field: "name", Rule: "required", Value: nil, Pointer: "/name"})
 			}
@@ -41,8 +41,8 @@ func testRoutes() []api.Route {
 			}
 			return r.JSON(201, map[string]string{"request_id": r.ID})
 		}},
-		{Method: "GET", Path: "/panic", Handle: func(r *api.Request) error { panic("boom") }},
-		{Method: "GET", Path: "/fail", Handle: func(r *api.Request) error { return errors.New("secret internals") }},
+		{Method: "GET", Path: "/panic", Handle: func(r *httpserver.Request) error { panic("boom") }},
+		{Method: "GET", Path: "/fail", Handle: func(r *httpserver.Request) error { return errors.New("secret internals") }},
 	}
 }
 
@@ -98,7 +98,7 @@ func TestAuthenticationCodes(t *testing.T) {
 }
 
 func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
-	s := apitest.Start(t, testRoutes(), func(c *api.Config) {
+	s := apitest.Start(t, testRoutes(), func(c *httpserver.Config) {
 		c.TrustedProxies = nil
 	})
 	tn := s.Tenant(t, false)
@@ -106,8 +106,8 @@ func TestForwardedForOnlyFromTrustedProxies(t *testing.T) {
 	// Untrusted peer: the header is ignored.
 	apitest.Problem(t, s.Do(t, "GET", "/things", sec, "", "X-Forwarded-For", "198.51.100.7"), 403, "ip_not_allowed")
 
-	p := apitest.Start(t, testRoutes(), func(c *api.Config) {
-		pfx, _ := api.ParsePrefixForTest("127.0.0.1/32")
+	p := apitest.Start(t, testRoutes(), func(c *httpserver.Config) {
+		pfx, _ := httpserver.ParsePrefixForTest("127.0.0.1/32")
 		c.TrustedProxies = append(c.TrustedProxies, pfx)
 	})
 	if r := p.Do(t, "GET", "/things", sec, "", "X-Forwarded-For", "203.0.113.9, 198.51.100.7"); r.Status != 200 {
@@ -211,10 +211,10 @@ func TestVersions(t *testing.T) {
 	cases := []struct {
 		secret, query, header, want string
 	}{
-		{tn.Secret, "", "", api.Stable},
+		{tn.Secret, "", "", httpserver.Stable},
 		{pinned, "", "", "2026-03-01"},
-		{pinned, "", "next", api.Next},
-		{pinned, "?version=stable", "2026-03-01", api.Stable},
+		{pinned, "", "next", httpserver.Next},
+		{pinned, "?version=stable", "2026-03-01", httpserver.Stable},
 		{tn.Secret, "?version=2026-12-01", "", "2026-12-01"},
 	}
 	for _, c := range cases {
@@ -280,7 +280,7 @@ func TestQuotaExceededSpendsNoBurst(t *testing.T) {
 	if r.Header.Get("Retry-After") == "" || r.Header.Get("RateLimit-Limit") != "2" || r.Header.Get("RateLimit-Remaining") != "0" {
 		t.Fatalf("headers %v", r.Header)
 	}
-	b, d := api.LimitsWindowsForTest(10, 2)
+	b, d := httpserver.LimitsWindowsForTest(10, 2)
 	dec, err := s.Deps.Limits.Peek(context.Background(), k.ID.String(), b, d)
 	if err != nil {
 		t.Fatal(err)
@@ -294,7 +294,7 @@ func TestRejectedAndUnauthorisedSpendNothing(t *testing.T) {
 	s := apitest.Start(t, testRoutes(), nil)
 	tn := s.Tenant(t, false)
 	k, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 5, Daily: 50})
-	b, d := api.LimitsWindowsForTest(5, 50)
+	b, d := httpserver.LimitsWindowsForTest(5, 50)
 	peek := func() (int, int) {
 		dec, err := s.Deps.Limits.Peek(context.Background(), k.ID.String(), b, d)
 		if err != nil {
@@ -355,7 +355,7 @@ func TestIdempotency(t *testing.T) {
 func TestIdempotencyTakeover(t *testing.T) {
 	const takeover = 400 * time.Millisecond
 	calls := make(chan chan error)
-	stuck := func(r *api.Request) error {
+	stuck := func(r *httpserver.Request) error {
 		reply := make(chan error)
 		calls <- reply
 		if err := <-reply; err != nil {
@@ -363,7 +363,7 @@ func TestIdempotencyTakeover(t *testing.T) {
 		}
 		return r.JSON(202, map[string]string{"request_id": r.ID})
 	}
-	s := apitest.Start(t, []api.Route{
+	s := apitest.Start(t, []httpserver.Route{
 		{Method: "POST", Path: "/jobs", Idempotent: true, TakeoverAfter: takeover, Handle: stuck},
 		{Method: "POST", Path: "/other-jobs", Idempotent: true, Handle: stuck},
 	}, nil)
@@ -383,7 +383,7 @@ func TestIdempotencyTakeover(t *testing.T) {
 	apitest.Problem(t, <-send("/jobs", `{"n":2}`), 409, "idempotency_key_reuse") // pending or not
 	taker := send("/jobs", `{"n":1}`)
 	call2 := <-calls
-	call1 <- api.Unavailable("the stuck dependency", 1) // the first run fails late: releases only its own
+	call1 <- problem.Unavailable("the stuck dependency", 1) // the first run fails late: releases only its own
 	if r := <-first; r.Status != 503 {
 		t.Fatalf("first run: %d %s", r.Status, r.Body)
 	}
@@ -417,7 +417,7 @@ func TestIdempotencyTakeover(t *testing.T) {
 }
 
 func TestBodyTooLarge(t *testing.T) {
-	s := apitest.Start(t, testRoutes(), func(c *api.Config) { c.MaxBodyBytes = 4096 })
+	s := apitest.Start(t, testRoutes(), func(c *httpserver.Config) { c.MaxBodyBytes = 4096 })
 	tn := s.Tenant(t, false)
 	apitest.Problem(t, s.Oversize(t, "POST", "/things", tn.Secret, 4097), 413, "payload_too_large")
 	if r := s.Do(t, "POST", "/things", tn.Secret, `{"name":"`+strings.Repeat("x", 4000)+`"}`); r.Status != 201 {
@@ -450,7 +450,7 @@ func mustJSON(m map[string]any) []byte {
 // TestSlowClientsAreCut: a client that sends half a request and stalls is disconnected
 // after the read timeout; an idle keep-alive connection after the idle timeout.
 func TestSlowClientsAreCut(t *testing.T) {
-	s := apitest.Start(t, testRoutes(), func(c *api.Config) {
+	s := apitest.Start(t, testRoutes(), func(c *httpserver.Config) {
 		c.ReadTimeout, c.IdleTimeout = 300*time.Millisecond, 300*time.Millisecond
 	})
 	conn, err := net.Dial("tcp", strings.TrimPrefix(s.URL, "http://"))

@@ -1,4 +1,4 @@
-package api
+package httpserver
 
 import (
 	"context"
@@ -17,12 +17,11 @@ import (
 	"svc/lib/ids"
 	"svc/lib/limits"
 	"svc/lib/problem"
-	"svc/schema/workspace"
 )
 
 // Deps are the stores every HTTP role shares.
 type Deps struct {
-	Keys    *workspace.Store
+	Keys    apikey.Authenticator // finds the key of a bearer secret
 	Limits  *limits.Limiter
 	Idem    *idempotency.Store
 	Metrics *Metrics

@@ -1,4 +1,4 @@
-package api
+package httpserver
 
 import (
 	"context"
@@ -11,21 +11,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/apikey"
 	"svc/lib/idempotency"
 	"svc/lib/limits"
 	"svc/lib/process"
 	"svc/lib/redisfn"
-	"svc/schema/workspace"
 )
 
-// NewDeps builds the shared stores over rdb and registers HTTP metrics on reg.
-func NewDeps(cfg Config, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) Deps {
-	ks := workspace.NewStore(rdb)
-	ks.CacheTTL = cfg.KeyCacheTTL
+// NewDeps builds the shared stores over rdb, with keys authenticating bearer secrets,
+// and registers HTTP metrics on reg.
+func NewDeps(cfg Config, rdb redis.UniversalClient, keys apikey.Authenticator, reg prometheus.Registerer, log *slog.Logger) Deps {
 	hot := hotPath(cfg, rdb, log)
 	idem := idempotency.New(hot)
 	idem.PendingTTL = cfg.IdempotencyPendingTTL
-	return Deps{Keys: ks, Limits: limits.New(hot), Idem: idem, Metrics: NewMetrics(reg), Log: log}
+	return Deps{Keys: keys, Limits: limits.New(hot), Idem: idem, Metrics: NewMetrics(reg), Log: log}
 }
 
 // BareDeps are the Deps of a front without keys (the rollup consumer's, which serves

@@ -1,5 +1,5 @@
 // Package apitest runs HTTP roles in tests against the real Redis: it starts an
-// api.Server on a free loopback port and creates workspaces, pixels and keys through the
+// httpserver.Server on a free loopback port and creates workspaces, pixels and keys through the
 // same store the service uses. Tests skip when Redis is unreachable, except under
 // CI=true, where they fail.
 package apitest
@@ -21,8 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api"
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/logs"
 	"svc/lib/process"
@@ -41,11 +41,11 @@ func RedisEnv() []string { return svctest.RedisEnv() }
 // Redis connects to the test Redis (svctest.Redis).
 func Redis(t testing.TB) redis.UniversalClient { return svctest.Redis(t) }
 
-// Server is a running api.Server for a test.
+// Server is a running httpserver.Server for a test.
 type Server struct {
 	URL      string
-	API      *api.Server
-	Deps     api.Deps
+	API      *httpserver.Server
+	Deps     httpserver.Deps
 	Redis    redis.UniversalClient
 	Keys     *workspace.Store
 	Registry *prometheus.Registry
@@ -54,14 +54,14 @@ type Server struct {
 
 // Start serves routes on 127.0.0.1:0 until the test ends. cfg may adjust the config
 // before the server starts (nil for defaults).
-func Start(t testing.TB, routes []api.Route, cfg func(*api.Config)) *Server {
+func Start(t testing.TB, routes []httpserver.Route, cfg func(*httpserver.Config)) *Server {
 	t.Helper()
 	rdb := Redis(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := api.ConfigFromEnv(settings.Defaults())
+	c := httpserver.ConfigFromEnv(settings.Defaults())
 	c.HTTPAddr = ln.Addr().String()
 	c.ReadTimeout, c.WriteTimeout, c.IdleTimeout, c.ShutdownTimeout = 5*time.Second, 5*time.Second, 30*time.Second, 5*time.Second
 	c.RedisAutoPipeline = false // each command its own round trip, as before the option existed
@@ -73,13 +73,15 @@ func Start(t testing.TB, routes []api.Route, cfg func(*api.Config)) *Server {
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	deps := api.NewDeps(c, rdb, reg, logs.New(slog.LevelInfo))
-	srv := api.NewServer(c, deps, append(api.HealthRoutes(process.RedisCheck(rdb)), routes...))
+	ks := workspace.NewStore(rdb)
+	ks.CacheTTL = c.KeyCacheTTL
+	deps := httpserver.NewDeps(c, rdb, ks, reg, logs.New(slog.LevelInfo))
+	srv := httpserver.NewServer(c, deps, append(httpserver.HealthRoutes(process.RedisCheck(rdb)), routes...))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, ln); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return &Server{URL: "http://" + c.HTTPAddr, API: srv, Deps: deps, Redis: rdb, Keys: deps.Keys,
+	return &Server{URL: "http://" + c.HTTPAddr, API: srv, Deps: deps, Redis: rdb, Keys: ks,
 		Registry: reg, Client: &http.Client{Timeout: 30 * time.Second}}
 }
 
