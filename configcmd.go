@@ -10,15 +10,15 @@ import (
 	"sort"
 	"strings"
 
+	"svc/lib/chpool"
 	"svc/lib/settings"
-	"svc/schema"
 )
 
 // checkers read the settings of each command `svc config COMMAND` can check, as that
 // command reads them, and validate them.
 var checkers = map[string]func(r *settings.Reader) error{
 	"broker":  func(r *settings.Reader) error { return readBroker(r).validate() },
-	"migrate": func(r *settings.Reader) error { return schema.FromEnv(r).Validate() },
+	"migrate": func(r *settings.Reader) error { return chpool.ConfigFromEnv(r).Validate() },
 }
 
 func init() {

@@ -31,7 +31,7 @@ import (
 	"svc/api/docs"
 	"svc/bench"
 	"svc/lib/logs"
-	"svc/schema"
+	"svc/schema/migrations"
 	"svc/webhooks"
 )
 
@@ -60,7 +60,7 @@ var commands = map[string]command{
 	"webhooks": {"inbound receiver and outbound delivery worker", roleCommand("webhooks"), true},
 	"broker":   {"the embedded Kafka broker alone (SVC_EMBEDDED_KAFKA_ADDR)", brokerMain, true},
 	"admin":    {"workspaces, pixels, keys, webhooks, imports, seeds (run without arguments for the list)", adminMain, false},
-	"migrate":  {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", schema.MigrateMain, false},
+	"migrate":  {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", migrations.MigrateMain, false},
 	"config":   {"every SVC_* setting and its effective value; with a command, check its settings (--markdown: the README table)", configMain, false},
 	"bench":    {"load generator and reports", bench.Main, false},
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
 
-	"svc/schema"
+	"svc/schema/migrations"
 )
 
 // directMain is `svc bench direct`: the batches ingest would send, inserted straight
@@ -106,17 +106,17 @@ func directMain(ctx context.Context, args []string) error {
 // directSetup creates db with the service's events table and rollup view (migrations
 // 0001 and 0002, rendered for db).
 func directSetup(hc *fasthttp.HostClient, base, db string, timeout time.Duration) error {
-	ms, err := schema.Migrations()
+	ms, err := migrations.Migrations()
 	if err != nil {
 		return err
 	}
-	var pick []schema.Migration
+	var pick []migrations.Migration
 	for _, m := range ms {
 		if m.Version <= 2 {
 			pick = append(pick, m)
 		}
 	}
-	_, steps, err := schema.Plan(pick, db, "")
+	_, steps, err := migrations.Plan(pick, db, "")
 	if err != nil {
 		return err
 	}

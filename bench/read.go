@@ -14,9 +14,9 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"svc/api/catalog"
+	"svc/lib/chpool"
 	"svc/lib/ids"
 	"svc/lib/settings"
-	"svc/schema"
 )
 
 // readMain is `svc bench read`: a mix of GET /pixel-rollups over 90 days and GET
@@ -49,7 +49,7 @@ func readMain(ctx context.Context, args []string) error {
 		return errors.New("-pixels, -lines, -rollup-days, -actuals-days must be at least 1 and -rollups-share in 0..1")
 	}
 	r := settings.New()
-	chCfg := schema.FromEnv(r)
+	chCfg := chpool.ConfigFromEnv(r)
 	if err := r.Err(); err != nil {
 		return err
 	}
@@ -211,7 +211,7 @@ func trimBase(u, base string) string {
 }
 
 // seedRead writes the read scenario's data for fx's workspace and returns the plan id.
-func seedRead(ctx context.Context, fx *Fixture, chCfg schema.Config, chHTTP string, pixels, rollupDays, perDay, lines, actualDays int) (uuid.UUID, error) {
+func seedRead(ctx context.Context, fx *Fixture, chCfg chpool.Config, chHTTP string, pixels, rollupDays, perDay, lines, actualDays int) (uuid.UUID, error) {
 	// Events: every day, every event name, three currencies and none, a few events.
 	hc, err := hostClient(chHTTP, 2, time.Minute)
 	if err != nil {
@@ -240,7 +240,7 @@ func seedRead(ctx context.Context, fx *Fixture, chCfg schema.Config, chHTTP stri
 	}
 
 	// A plan with its lines and their actuals.
-	conn, err := schema.Open(ctx, chCfg)
+	conn, err := chpool.Open(ctx, chCfg)
 	if err != nil {
 		return uuid.Nil, err
 	}

@@ -18,10 +18,13 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"svc/lib/chpool"
 	"svc/lib/paging"
 	"svc/lib/settings"
 	"svc/rollup"
 	"svc/schema"
+	"svc/schema/migrations"
+	"svc/schema/rollups"
 )
 
 // zonesMain is `svc bench zones`: what local-day rollups cost (issue 16), measured on
@@ -32,7 +35,7 @@ import (
 //   - rows per pixel-day: -pixels × -days days of -events-per-day events each, spread
 //     evenly over every UTC day, written through the consumer's Sink into "after"; then
 //     the distinct keys of each rollup table (the rows once merges are done).
-//   - read latency: rollup.QueryDaily over the -days days of one pixel (the first page of
+//   - read latency: rollups.QueryDaily over the -days days of one pixel (the first page of
 //     -limit rows, max_threads 1 as the read API runs it), -reads times per variant,
 //     sequentially.
 //   - flush cost: -rounds rounds alternating "before" and "after", each -flushes
@@ -61,7 +64,7 @@ func zonesMain(ctx context.Context, args []string) error {
 		return errors.New("every count must be positive (-flush-rows at least 50, -limit at most 1000)")
 	}
 	r := settings.New()
-	cfg := schema.FromEnv(r)
+	cfg := chpool.ConfigFromEnv(r)
 	if err := r.Err(); err != nil {
 		return err
 	}
@@ -92,7 +95,7 @@ func zonesMain(ctx context.Context, args []string) error {
 	for i := range pix {
 		pix[i] = schema.UUID{0xb2, byte(i)}
 	}
-	today := rollup.LocalDate(time.Now(), time.UTC)
+	today := rollups.LocalDate(time.Now(), time.UTC)
 	first := today.AddDate(0, 0, -(*days - 1))
 	start := time.Now()
 	if err := seedZones(ctx, after.conn, ws, pix, first, *days, *perDay); err != nil {
@@ -114,7 +117,7 @@ func zonesMain(ctx context.Context, args []string) error {
 		buckets    bool
 	}{{"UTC, daily table", "UTC", false}, {"UTC, 15-minute table", "UTC", true},
 		{"Asia/Kathmandu", "Asia/Kathmandu", false}, {"America/New_York", "America/New_York", false}} {
-		q := rollup.DailyQuery{Workspace: ws, Pixel: pix[0], TimeZone: v.zone, Buckets: v.buckets,
+		q := rollups.DailyQuery{Workspace: ws, Pixel: pix[0], TimeZone: v.zone, Buckets: v.buckets,
 			From: first, To: today, Limit: *limit}
 		lat, rows, err := zonesReads(ctx, after.conn, q, *reads)
 		if err != nil {
@@ -153,19 +156,19 @@ type zonesScratch struct {
 }
 
 // zonesDB creates database name with the migrations up to version upTo and opens it.
-func zonesDB(ctx context.Context, cfg schema.Config, name string, upTo int, keep bool) (*zonesScratch, error) {
-	ms, err := schema.Migrations()
+func zonesDB(ctx context.Context, cfg chpool.Config, name string, upTo int, keep bool) (*zonesScratch, error) {
+	ms, err := migrations.Migrations()
 	if err != nil {
 		return nil, err
 	}
-	ms = slices.DeleteFunc(ms, func(m schema.Migration) bool { return m.Version > upTo })
-	boot, steps, err := schema.Plan(ms, name, "")
+	ms = slices.DeleteFunc(ms, func(m migrations.Migration) bool { return m.Version > upTo })
+	boot, steps, err := migrations.Plan(ms, name, "")
 	if err != nil {
 		return nil, err
 	}
 	adminCfg := cfg
 	adminCfg.Database, adminCfg.Cluster = "default", ""
-	admin, err := schema.Open(ctx, adminCfg)
+	admin, err := chpool.Open(ctx, adminCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +187,7 @@ func zonesDB(ctx context.Context, cfg schema.Config, name string, upTo int, keep
 		}
 	}
 	cfg.Database, cfg.Cluster = name, ""
-	conn, err := schema.Open(ctx, cfg)
+	conn, err := chpool.Open(ctx, cfg)
 	if err != nil {
 		admin.Close()
 		return nil, err
@@ -253,13 +256,13 @@ func seedZones(ctx context.Context, conn driver.Conn, ws schema.UUID, pix []sche
 }
 
 // zonesReads runs q n times and returns the latencies, sorted, and the rows of a read.
-func zonesReads(ctx context.Context, conn driver.Conn, q rollup.DailyQuery, n int) ([]time.Duration, int, error) {
+func zonesReads(ctx context.Context, conn driver.Conn, q rollups.DailyQuery, n int) ([]time.Duration, int, error) {
 	ctx = clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"max_threads": 1}))
 	lat := make([]time.Duration, 0, n)
 	rows := 0
 	for i := 0; i < n; i++ {
 		t := time.Now()
-		rs, err := rollup.QueryDaily(ctx, conn, q)
+		rs, err := rollups.QueryDaily(ctx, conn, q)
 		if err != nil {
 			return nil, 0, err
 		}

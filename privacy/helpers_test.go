@@ -12,19 +12,21 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/chpool"
 	"svc/lib/paging"
 	"svc/privacy"
 	"svc/rollup"
 	"svc/schema"
 	"svc/schema/apitest"
 	"svc/schema/chtest"
+	"svc/schema/rollups"
 )
 
 // world is one test's stores: a private ClickHouse database, the shared Redis (the
 // test's keys are scoped by its database and random workspaces), and a worker.
 type world struct {
 	t      *testing.T
-	cfg    schema.Config
+	cfg    chpool.Config
 	conn   driver.Conn
 	rdb    redis.UniversalClient
 	worker *privacy.Worker
@@ -114,7 +116,7 @@ type day struct {
 
 func (w *world) rollups(ws, pixel uuid.UUID, sandbox bool) map[string]day {
 	w.t.Helper()
-	rows, err := rollup.QueryDaily(context.Background(), w.conn, rollup.DailyQuery{Workspace: schema.UUID(ws), Sandbox: sandbox,
+	rows, err := rollups.QueryDaily(context.Background(), w.conn, rollups.DailyQuery{Workspace: schema.UUID(ws), Sandbox: sandbox,
 		Pixel: schema.UUID(pixel), Limit: paging.MaxLimit})
 	if err != nil {
 		w.t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"svc/schema"
+	"svc/schema/migrations"
 )
 
 // Every statement here is rendered from typed values only (UUIDs, digests as \x
@@ -54,7 +54,7 @@ func (t target) alter(name string) string {
 	if t.cluster == "" {
 		return "ALTER TABLE " + t.db + "." + name
 	}
-	return "ALTER TABLE " + t.db + "." + name + schema.LocalSuffix + " ON CLUSTER " + t.cluster
+	return "ALTER TABLE " + t.db + "." + name + migrations.LocalSuffix + " ON CLUSTER " + t.cluster
 }
 
 // scope is the identities of a batch of erasures, merged by (workspace, environment,
@@ -192,7 +192,7 @@ func (t target) mutate(ctx context.Context, conn driver.Conn, m mutation, poll t
 // connection reaches (its shard's replica when clustered).
 func (t target) pendingMutations(ctx context.Context, conn driver.Conn, table string) (uint64, error) {
 	if t.cluster != "" {
-		table += schema.LocalSuffix
+		table += migrations.LocalSuffix
 	}
 	var n uint64
 	err := conn.QueryRow(ctx, "SELECT count() FROM system.mutations WHERE database = ? AND table = ? AND is_done = 0", t.db, table).Scan(&n)

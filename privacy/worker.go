@@ -12,7 +12,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"svc/schema"
+	"svc/lib/chpool"
+	"svc/schema/rollups"
 )
 
 // Worker runs erasures and raw-event retention for one database. Any number of
@@ -24,8 +25,8 @@ type Worker struct {
 	Redis    redis.UniversalClient
 	Fence    *Fence
 	Registry *Registry
-	// Tables are the rollup tables rebuilt for each erased day (schema.RollupTables).
-	Tables []schema.RollupTable
+	// Tables are the rollup tables rebuilt for each erased day (rollups.RollupTables).
+	Tables []rollups.RollupTable
 	// Completed is called once per erasure when it is done, before it is recorded
 	// completed (the webhooks role emits erasure.completed); an error retries it later.
 	Completed func(ctx context.Context, e *Erasure) error
@@ -45,7 +46,7 @@ type workerMetrics struct {
 
 // NewWorker returns the worker for database cfg.Database (clustered when cfg.Cluster
 // is set), registering its metrics on reg (nil: none).
-func NewWorker(c Config, conn driver.Conn, rdb redis.UniversalClient, cfg schema.Config, reg prometheus.Registerer, log *slog.Logger) *Worker {
+func NewWorker(c Config, conn driver.Conn, rdb redis.UniversalClient, cfg chpool.Config, reg prometheus.Registerer, log *slog.Logger) *Worker {
 	m := &workerMetrics{
 		erasures: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_privacy_erasures_completed_total",
 			Help: "Erasures completed (stored events erased, rollups rebuilt, erasure.completed emitted)."}),
@@ -59,7 +60,7 @@ func NewWorker(c Config, conn driver.Conn, rdb redis.UniversalClient, cfg schema
 	}
 	p := "svc:privacy:{" + cfg.Database + "}:"
 	return &Worker{Config: c, Conn: conn, Redis: rdb, Fence: NewFence(rdb, cfg.Database), Registry: NewRegistry(rdb),
-		Tables: schema.RollupTables, Log: log, Now: time.Now, m: m, tgt: target{db: cfg.Database, cluster: cfg.Cluster},
+		Tables: rollups.RollupTables, Log: log, Now: time.Now, m: m, tgt: target{db: cfg.Database, cluster: cfg.Cluster},
 		lockKey: p + "lock", retainKey: p + "retention:due"}
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/lib/chpool"
 	"svc/lib/logs"
 	"svc/lib/settings"
 	"svc/schema"
@@ -61,7 +62,7 @@ type Config struct {
 	Topic, DeadTopic string
 	// Kafka and ClickHouse say where the brokers and the database are.
 	Kafka      broker.Config
-	ClickHouse schema.Config
+	ClickHouse chpool.Config
 	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
 	Registerer prometheus.Registerer
 	// Redis holds batch-id claims that skip a second copy of a batch (see dedup.go);
@@ -106,7 +107,7 @@ func ConfigFromEnv(r *settings.Reader) Config {
 		Topic:            schema.TopicEvents,
 		DeadTopic:        schema.TopicDeadEvent,
 		Kafka:            broker.ConfigFromEnv(r),
-		ClickHouse:       schema.FromEnv(r),
+		ClickHouse:       chpool.ConfigFromEnv(r),
 	}
 }
 

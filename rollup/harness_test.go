@@ -16,10 +16,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/lib/chpool"
 	"svc/lib/svctest"
 	"svc/schema"
 	"svc/schema/broker"
 	"svc/schema/chtest"
+	"svc/schema/rollups"
 )
 
 // env is one test's world: an embedded broker, a private migrated database, and the
@@ -27,7 +29,7 @@ import (
 type world struct {
 	t     *testing.T
 	seeds []string
-	ch    schema.Config
+	ch    chpool.Config
 	conn  driver.Conn
 	prod  *kgo.Client
 	rng   *rand.Rand
@@ -205,7 +207,7 @@ func (e *world) wantRows() []string {
 	defer e.mu.Unlock()
 	var out []string
 	for k, v := range e.want {
-		out = append(out, fmt.Sprintf("%s|%d|%d|%s|%d", k, v.events, v.consented, formatValue(v.value), len(v.people)))
+		out = append(out, fmt.Sprintf("%s|%d|%d|%s|%d", k, v.events, v.consented, rollups.FormatValue(v.value), len(v.people)))
 	}
 	sort.Strings(out)
 	return out

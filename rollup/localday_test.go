@@ -12,6 +12,7 @@ import (
 
 	"svc/schema"
 	"svc/schema/chtest"
+	"svc/schema/rollups"
 )
 
 // dayCase is one local day: where it starts in UTC and how long it lasts.
@@ -61,7 +62,7 @@ func TestDayBoundaries(t *testing.T) {
 	for _, c := range dayCases {
 		loc := mustZone(t, c.zone)
 		d := date(c.date)
-		start, end := DayStart(d, loc), DayEnd(d, loc)
+		start, end := rollups.DayStart(d, loc), rollups.DayEnd(d, loc)
 		if got := start.Format(time.RFC3339); got != c.start {
 			t.Errorf("%s %s starts at %s, want %s", c.zone, c.date, got, c.start)
 		}
@@ -69,16 +70,16 @@ func TestDayBoundaries(t *testing.T) {
 			t.Errorf("%s %s lasts %vh, want %vh", c.zone, c.date, got, c.hours)
 		}
 		for _, at := range []time.Time{start, start.Add(time.Second), end.Add(-time.Second)} {
-			if !LocalDate(at, loc).Equal(d) {
-				t.Errorf("%s: %s is on %s locally, want %s", c.zone, at.Format(time.RFC3339), LocalDate(at, loc).Format(time.DateOnly), c.date)
+			if !rollups.LocalDate(at, loc).Equal(d) {
+				t.Errorf("%s: %s is on %s locally, want %s", c.zone, at.Format(time.RFC3339), rollups.LocalDate(at, loc).Format(time.DateOnly), c.date)
 			}
 		}
-		if LocalDate(start.Add(-time.Second), loc).Equal(d) || LocalDate(end, loc).Equal(d) {
+		if rollups.LocalDate(start.Add(-time.Second), loc).Equal(d) || rollups.LocalDate(end, loc).Equal(d) {
 			t.Errorf("%s %s: an instant outside [start, end) is on the day", c.zone, c.date)
 		}
-		// Final from the local day's end plus Grace, to the second.
-		if StatusIn(d, loc, end.Add(Grace-time.Second)) != StatusOpen || StatusIn(d, loc, end.Add(Grace)) != StatusFinal {
-			t.Errorf("%s %s: status does not turn final at the local end %s + Grace", c.zone, c.date, end.Format(time.RFC3339))
+		// Final from the local day's end plus rollups.Grace, to the second.
+		if rollups.StatusIn(d, loc, end.Add(rollups.Grace-time.Second)) != rollups.StatusOpen || rollups.StatusIn(d, loc, end.Add(rollups.Grace)) != rollups.StatusFinal {
+			t.Errorf("%s %s: status does not turn final at the local end %s + rollups.Grace", c.zone, c.date, end.Format(time.RFC3339))
 		}
 	}
 }
@@ -114,7 +115,7 @@ func TestQuarterHourBucketsFitEveryZone(t *testing.T) {
 				break
 			}
 			changes++
-			if end.Unix()%(15*60) != 0 && !LocalDate(end.Add(-time.Second), loc).Equal(LocalDate(end, loc)) {
+			if end.Unix()%(15*60) != 0 && !rollups.LocalDate(end.Add(-time.Second), loc).Equal(rollups.LocalDate(end, loc)) {
 				t.Errorf("%s: the change at %s moves the local date inside a quarter hour", f.Name, end.Format(time.RFC3339))
 			}
 			at = end
@@ -159,7 +160,7 @@ func TestQueryDailyLocalDays(t *testing.T) {
 	for i, c := range dayCases {
 		loc := mustZone(t, c.zone)
 		d := date(c.date)
-		start, end := DayStart(d, loc), DayEnd(d, loc)
+		start, end := rollups.DayStart(d, loc), rollups.DayEnd(d, loc)
 		px := schema.UUID{2, byte(i)}
 		// Inside: the first second, 00:14:59 into the day (same bucket, same person),
 		// the middle (another bucket, the same person) and the last second. Outside:
@@ -167,31 +168,31 @@ func TestQueryDailyLocalDays(t *testing.T) {
 		insertAt(t, s, ws, px, "purchase",
 			[]time.Time{start.Add(-time.Second), start, start.Add(15*time.Minute - time.Second), start.Add(end.Sub(start) / 2), end.Add(-time.Second), end},
 			[]byte{9, 1, 1, 1, 2, 9}, &off)
-		now := end.Add(Grace) // the day has just turned final; the next one has not
-		rows, err := QueryDaily(ctx, conn, DailyQuery{Workspace: ws, Pixel: px, TimeZone: c.zone, Limit: 10, Now: now})
+		now := end.Add(rollups.Grace) // the day has just turned final; the next one has not
+		rows, err := rollups.QueryDaily(ctx, conn, rollups.DailyQuery{Workspace: ws, Pixel: px, TimeZone: c.zone, Limit: 10, Now: now})
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := map[string]DailyRow{}
+		got := map[string]rollups.DailyRow{}
 		for _, r := range rows {
 			got[r.Date.Format(time.DateOnly)] = r
 			if r.TimeZone != c.zone {
 				t.Errorf("%s: row zone %q", c.zone, r.TimeZone)
 			}
 		}
-		prev, next := LocalDate(start.Add(-time.Second), loc).Format(time.DateOnly), LocalDate(end, loc).Format(time.DateOnly)
+		prev, next := rollups.LocalDate(start.Add(-time.Second), loc).Format(time.DateOnly), rollups.LocalDate(end, loc).Format(time.DateOnly)
 		day := got[c.date]
-		if len(rows) != 3 || day.Events != 4 || day.UniquePeople != 2 || day.Value != "4.0000" || day.Status != StatusFinal ||
-			got[prev].Events != 1 || got[next].Events != 1 || got[next].Status != StatusOpen {
+		if len(rows) != 3 || day.Events != 4 || day.UniquePeople != 2 || day.Value != "4.0000" || day.Status != rollups.StatusFinal ||
+			got[prev].Events != 1 || got[next].Events != 1 || got[next].Status != rollups.StatusOpen {
 			t.Errorf("%s %s: rows %+v, want 4 events and 2 people on the day, final; 1 event on %s and on %s (open)", c.zone, c.date, rows, prev, next)
 		}
 		// A one-day range and the cursor both select by local date.
-		one, err := QueryDaily(ctx, conn, DailyQuery{Workspace: ws, Pixel: px, TimeZone: c.zone, From: d, To: d, Limit: 10})
+		one, err := rollups.QueryDaily(ctx, conn, rollups.DailyQuery{Workspace: ws, Pixel: px, TimeZone: c.zone, From: d, To: d, Limit: 10})
 		if err != nil || len(one) != 1 || one[0].Events != 4 {
 			t.Errorf("%s %s: from=to=%s gives %+v %v", c.zone, c.date, c.date, one, err)
 		}
-		after, err := QueryDaily(ctx, conn, DailyQuery{Workspace: ws, Pixel: px, TimeZone: c.zone, Limit: 10,
-			After: &DailyCursor{Date: d, EventName: "purchase", Currency: "EUR"}})
+		after, err := rollups.QueryDaily(ctx, conn, rollups.DailyQuery{Workspace: ws, Pixel: px, TimeZone: c.zone, Limit: 10,
+			After: &rollups.DailyCursor{Date: d, EventName: "purchase", Currency: "EUR"}})
 		if err != nil || len(after) != 1 || after[0].Date.Format(time.DateOnly) != next {
 			t.Errorf("%s %s: after the day gives %+v %v", c.zone, c.date, after, err)
 		}
@@ -215,13 +216,13 @@ func TestQueryDailyBucketsMatchDaily(t *testing.T) {
 	}
 	insertAt(t, s, ws, px, "purchase", at, emails, &off)
 	insertAt(t, s, ws, px, "lead", at[:50], emails[:50], &off)
-	q := DailyQuery{Workspace: ws, Pixel: px, Limit: 100, Now: base}
-	daily, err := QueryDaily(ctx, conn, q)
+	q := rollups.DailyQuery{Workspace: ws, Pixel: px, Limit: 100, Now: base}
+	daily, err := rollups.QueryDaily(ctx, conn, q)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q.Buckets = true
-	buckets, err := QueryDaily(ctx, conn, q)
+	buckets, err := rollups.QueryDaily(ctx, conn, q)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +230,7 @@ func TestQueryDailyBucketsMatchDaily(t *testing.T) {
 		t.Fatalf("daily table:\n%+v\n15-minute table:\n%+v", daily, buckets)
 	}
 	// Local days of a zone partition the same events: totals agree.
-	ny, err := QueryDaily(ctx, conn, DailyQuery{Workspace: ws, Pixel: px, TimeZone: "America/New_York", Limit: 100})
+	ny, err := rollups.QueryDaily(ctx, conn, rollups.DailyQuery{Workspace: ws, Pixel: px, TimeZone: "America/New_York", Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestQueryDailyBucketsMatchDaily(t *testing.T) {
 	}
 }
 
-func sum(rows []DailyRow) uint64 {
+func sum(rows []rollups.DailyRow) uint64 {
 	var n uint64
 	for _, r := range rows {
 		n += r.Events
@@ -248,7 +249,7 @@ func sum(rows []DailyRow) uint64 {
 
 func TestQueryDailyRefusesUnknownZones(t *testing.T) {
 	for _, z := range []string{"Mars/Olympus", "Local", "america/new_york", "UTC'; DROP TABLE events --", "../etc/passwd", "posix/UTC"} {
-		_, err := QueryDaily(context.Background(), nil, DailyQuery{TimeZone: z, Limit: 1})
+		_, err := rollups.QueryDaily(context.Background(), nil, rollups.DailyQuery{TimeZone: z, Limit: 1})
 		if err == nil || !strings.Contains(err.Error(), "unknown time zone") {
 			t.Errorf("zone %q: %v", z, err)
 		}
@@ -275,15 +276,15 @@ func TestQueryDailyLocalPagesBounded(t *testing.T) {
 		insertAt(t, s, ws, px, name, at, who, &off)
 	}
 	for _, rng := range [][2]time.Time{{}, {base.AddDate(0, 0, 2), base.AddDate(0, 0, 27)}} {
-		all, err := QueryDaily(ctx, conn, DailyQuery{Workspace: ws, Pixel: px, TimeZone: "Australia/Sydney", From: rng[0], To: rng[1], Limit: 1000})
+		all, err := rollups.QueryDaily(ctx, conn, rollups.DailyQuery{Workspace: ws, Pixel: px, TimeZone: "Australia/Sydney", From: rng[0], To: rng[1], Limit: 1000})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, limit := range []int{1, 4, 7, 25, 100} {
-			var got []DailyRow
-			q := DailyQuery{Workspace: ws, Pixel: px, TimeZone: "Australia/Sydney", From: rng[0], To: rng[1], Limit: limit}
+			var got []rollups.DailyRow
+			q := rollups.DailyQuery{Workspace: ws, Pixel: px, TimeZone: "Australia/Sydney", From: rng[0], To: rng[1], Limit: limit}
 			for {
-				page, err := QueryDaily(ctx, conn, q)
+				page, err := rollups.QueryDaily(ctx, conn, q)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -9,6 +9,7 @@ import (
 
 	"svc/schema"
 	"svc/schema/chtest"
+	"svc/schema/rollups"
 )
 
 func TestStatus(t *testing.T) {
@@ -18,20 +19,20 @@ func TestStatus(t *testing.T) {
 		now  time.Time
 		want string
 	}{
-		{day.Add(time.Hour), StatusOpen},
-		{end, StatusOpen},
-		{end.Add(schema.MaxEventAge), StatusOpen}, // the edge still accepted events for the day a moment ago
-		{end.Add(Grace - time.Second), StatusOpen},
-		{end.Add(Grace), StatusFinal},
-		{end.AddDate(0, 1, 0), StatusFinal},
-		{day.Add(-time.Hour), StatusOpen}, // a day in the future
+		{day.Add(time.Hour), rollups.StatusOpen},
+		{end, rollups.StatusOpen},
+		{end.Add(schema.MaxEventAge), rollups.StatusOpen}, // the edge still accepted events for the day a moment ago
+		{end.Add(rollups.Grace - time.Second), rollups.StatusOpen},
+		{end.Add(rollups.Grace), rollups.StatusFinal},
+		{end.AddDate(0, 1, 0), rollups.StatusFinal},
+		{day.Add(-time.Hour), rollups.StatusOpen}, // a day in the future
 	} {
-		if got := Status(day, c.now); got != c.want {
+		if got := rollups.Status(day, c.now); got != c.want {
 			t.Errorf("Status(%s) at %s = %s, want %s", day.Format("2006-01-02"), c.now.Format(time.RFC3339), got, c.want)
 		}
 	}
 	// With the edge's 7-day bound: day D is final from D+8 01:00 UTC.
-	if got := Status(day, time.Date(2026, 3, 9, 1, 0, 0, 0, time.UTC)); got != StatusFinal {
+	if got := rollups.Status(day, time.Date(2026, 3, 9, 1, 0, 0, 0, time.UTC)); got != rollups.StatusFinal {
 		t.Errorf("D+8 01:00: %s", got)
 	}
 }
@@ -80,11 +81,11 @@ func testPagingWhileInserting(t *testing.T, zone string) {
 	insertDays(t, s, ws, px, true, days, []string{"sandbox_only"}, &off)
 	insertDays(t, s, ws, schema.UUID{3}, false, days, []string{"other_pixel"}, &off)
 
-	q := DailyQuery{Workspace: ws, Pixel: px, TimeZone: zone, Limit: 3, Now: base.AddDate(0, 0, 10).Add(time.Hour)}
+	q := rollups.DailyQuery{Workspace: ws, Pixel: px, TimeZone: zone, Limit: 3, Now: base.AddDate(0, 0, 10).Add(time.Hour)}
 	seen := map[string]int{}
 	var pages int
 	for {
-		rows, err := QueryDaily(ctx, conn, q)
+		rows, err := rollups.QueryDaily(ctx, conn, q)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -101,7 +102,7 @@ func testPagingWhileInserting(t *testing.T, zone string) {
 			if want := map[bool]string{true: "1.2345", false: "0.0000"}[r.Currency == "EUR"]; r.Value != want {
 				t.Fatalf("value %s, want %s", r.Value, want)
 			}
-			wantStatus := StatusIn(r.Date, mustZone(t, cmp.Or(zone, "UTC")), q.Now)
+			wantStatus := rollups.StatusIn(r.Date, mustZone(t, cmp.Or(zone, "UTC")), q.Now)
 			if r.Status != wantStatus {
 				t.Fatalf("status %s, want %s", r.Status, wantStatus)
 			}
@@ -114,7 +115,7 @@ func testPagingWhileInserting(t *testing.T, zone string) {
 		if len(rows) < q.Limit {
 			break
 		}
-		q.After = &DailyCursor{Date: rows[len(rows)-1].Date, EventName: rows[len(rows)-1].EventName, Currency: rows[len(rows)-1].Currency}
+		q.After = &rollups.DailyCursor{Date: rows[len(rows)-1].Date, EventName: rows[len(rows)-1].EventName, Currency: rows[len(rows)-1].Currency}
 	}
 	for k, n := range seen {
 		if n != 1 {
@@ -135,7 +136,7 @@ func testPagingWhileInserting(t *testing.T, zone string) {
 	}
 
 	// Offset paging and filters.
-	rows, err := QueryDaily(ctx, conn, DailyQuery{Workspace: ws, Pixel: px, TimeZone: zone, Limit: 2, Offset: 2,
+	rows, err := rollups.QueryDaily(ctx, conn, rollups.DailyQuery{Workspace: ws, Pixel: px, TimeZone: zone, Limit: 2, Offset: 2,
 		From: days[1], To: days[2], EventName: "lead"})
 	if err != nil {
 		t.Fatal(err)
@@ -143,7 +144,7 @@ func testPagingWhileInserting(t *testing.T, zone string) {
 	if len(rows) != 2 || !rows[0].Date.Equal(days[2]) || rows[0].EventName != "lead" || rows[0].Currency != "" {
 		t.Fatalf("offset page: %+v", rows)
 	}
-	if _, err := QueryDaily(ctx, conn, DailyQuery{Limit: 0}); err == nil {
+	if _, err := rollups.QueryDaily(ctx, conn, rollups.DailyQuery{Limit: 0}); err == nil {
 		t.Error("limit 0 accepted")
 	}
 }

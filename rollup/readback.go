@@ -13,7 +13,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"svc/schema"
+	"svc/lib/chpool"
+	"svc/schema/migrations"
 )
 
 // readBack is how the consumer learns what ClickHouse holds, for its exactly-once
@@ -34,7 +35,7 @@ func newReadBack(cfg Config, conn driver.Conn) readBack {
 	if cfg.ClickHouse.Cluster == "" {
 		return serverReadBack{conn: conn, table: cfg.Table}
 	}
-	return &replicaReadBack{cfg: cfg.ClickHouse, conn: conn, table: cfg.Table + schema.LocalSuffix,
+	return &replicaReadBack{cfg: cfg.ClickHouse, conn: conn, table: cfg.Table + migrations.LocalSuffix,
 		conns: map[string]driver.Conn{}}
 }
 
@@ -71,7 +72,7 @@ func (s serverReadBack) maxOffsets(ctx context.Context, topic string, parts []in
 //
 // Otherwise maxOffsets fails and the consumer retries until the replica is back.
 type replicaReadBack struct {
-	cfg   schema.Config
+	cfg   chpool.Config
 	conn  driver.Conn
 	table string // the local table behind the Distributed one
 
@@ -119,7 +120,7 @@ func (r *replicaReadBack) replicaConn(ctx context.Context, addr string) (driver.
 	}
 	cfg := r.cfg
 	cfg.Addr, cfg.MaxOpenConns, cfg.DialTimeout = addr, 2, min(cfg.DialTimeout, 2*time.Second)
-	c, err := schema.Open(ctx, cfg)
+	c, err := chpool.Open(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

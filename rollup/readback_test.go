@@ -11,8 +11,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"svc/lib/chpool"
 	"svc/lib/settings"
 	"svc/schema"
+	"svc/schema/migrations"
 )
 
 // TestReadBackNeedsAReplicaThatHasEverything: a stored offset read while a replica is
@@ -45,19 +47,19 @@ func TestReadBackNeedsAReplicaThatHasEverything(t *testing.T) {
 
 // clusterConfig returns the ClickHouse cluster of SVC_CLICKHOUSE_CLUSTER and
 // SVC_CLICKHOUSE_ADDR (make test-scale), or skips.
-func clusterConfig(t *testing.T) schema.Config {
-	cfg := schema.FromEnv(settings.New())
+func clusterConfig(t *testing.T) chpool.Config {
+	cfg := chpool.ConfigFromEnv(settings.New())
 	cfg.Addr, cfg.Cluster = os.Getenv("SVC_CLICKHOUSE_ADDR"), os.Getenv("SVC_CLICKHOUSE_CLUSTER")
 	if cfg.Cluster == "" || len(cfg.Addrs()) < 2 {
 		t.Skip("needs SVC_CLICKHOUSE_CLUSTER and the cluster's servers in SVC_CLICKHOUSE_ADDR (make test-scale)")
 	}
 	cfg.Database = fmt.Sprintf("svc_rb_%d", time.Now().UnixNano())
 	ctx := context.Background()
-	if err := schema.Migrate(ctx, cfg); err != nil {
+	if err := migrations.Migrate(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		c, err := schema.Open(ctx, cfg)
+		c, err := chpool.Open(ctx, cfg)
 		if err == nil {
 			c.Exec(ctx, "DROP DATABASE IF EXISTS "+cfg.Database+" ON CLUSTER "+cfg.Cluster)
 			c.Close()
@@ -75,7 +77,7 @@ func TestReplicaReadBack(t *testing.T) {
 	cfg := clusterConfig(t)
 	t.Logf("migrated in %.1fs", time.Since(t0).Seconds())
 	ctx := context.Background()
-	conn, err := schema.Open(ctx, cfg)
+	conn, err := chpool.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

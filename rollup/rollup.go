@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/chpool"
 	"svc/lib/process"
-	"svc/schema"
 )
 
 // Run consumes until ctx is cancelled (SIGTERM), then flushes, commits and leaves the
@@ -43,7 +43,7 @@ func Run(ctx context.Context, cfg Config) error {
 func openRetry(ctx context.Context, cfg Config) (driver.Conn, error) {
 	d := cfg.RetryMin
 	for {
-		conn, err := schema.Open(ctx, cfg.ClickHouse)
+		conn, err := chpool.Open(ctx, cfg.ClickHouse)
 		if err == nil {
 			return conn, nil
 		}
@@ -72,7 +72,7 @@ func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb redis.Un
 			if n := owned.Load(); n <= 0 {
 				return errors.New("the consumer owns no partition yet")
 			}
-			conn, err := schema.Open(ctx, cfg.ClickHouse)
+			conn, err := chpool.Open(ctx, cfg.ClickHouse)
 			if err != nil {
 				return err
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"svc/lib/chpool"
 	"svc/schema"
 	"svc/schema/chtest"
 )
@@ -137,7 +138,7 @@ func TestOneFlushIsOnePart(t *testing.T) {
 	}
 }
 
-func newBenchSink(_ testing.TB, _ schema.Config, conn driver.Conn) *Sink {
+func newBenchSink(_ testing.TB, _ chpool.Config, conn driver.Conn) *Sink {
 	return NewSink(conn, "events", schema.TopicEvents)
 }
 

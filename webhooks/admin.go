@@ -12,9 +12,9 @@ import (
 	"github.com/google/uuid"
 
 	"svc/api/admin"
+	"svc/lib/chpool"
 	"svc/lib/ids"
 	"svc/lib/settings"
-	"svc/schema"
 )
 
 // Admin commands (svc admin webhook …). Each prints one JSON object; secrets are
@@ -56,7 +56,7 @@ func openLogs(ctx context.Context) (*Logs, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	conn, err := schema.Open(ctx, c.ClickHouse)
+	conn, err := chpool.Open(ctx, c.ClickHouse)
 	if err != nil {
 		return nil, nil, err
 	}

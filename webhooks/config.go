@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"svc/lib/chpool"
 	"svc/lib/settings"
 	"svc/privacy"
-	"svc/schema"
 )
 
 // Config is the webhooks role's configuration. ConfigFromEnv reads it; Validate checks it.
@@ -72,7 +72,7 @@ type Config struct {
 	Worker string
 
 	// ClickHouse holds the inbound and delivery logs and the actuals (SVC_CLICKHOUSE_*).
-	ClickHouse schema.Config
+	ClickHouse chpool.Config
 	// Privacy configures the privacy worker the role runs (SVC_PRIVACY_*).
 	Privacy privacy.Config
 }
@@ -100,7 +100,7 @@ func ConfigFromEnv(r *settings.Reader) Config {
 		KeyExpiringWithin: r.Duration("SVC_WEBHOOKS_KEY_EXPIRING_WITHIN"),
 		Prefix:            r.String("SVC_WEBHOOKS_REDIS_PREFIX"),
 		Worker:            cmp.Or(r.String("SVC_WEBHOOKS_WORKER"), defaultWorker()),
-		ClickHouse:        schema.FromEnv(r),
+		ClickHouse:        chpool.ConfigFromEnv(r),
 		Privacy:           privacy.ConfigFromEnv(r),
 	}
 	for _, s := range r.List("SVC_WEBHOOKS_SCHEDULE") {

@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/chpool"
 	"svc/lib/httpserver"
 	"svc/lib/process"
 	"svc/privacy"
-	"svc/schema"
 	"svc/schema/workspace"
 )
 
@@ -37,7 +37,7 @@ type Role struct {
 // rdb, reads keys from ks, runs the privacy worker (erasure.go), and registers its
 // metrics on reg. cfg must be valid.
 func Open(ctx context.Context, cfg Config, rdb redis.UniversalClient, ks *workspace.Store, reg prometheus.Registerer, log *slog.Logger) (*Role, error) {
-	conn, err := schema.Open(ctx, cfg.ClickHouse)
+	conn, err := chpool.Open(ctx, cfg.ClickHouse)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}

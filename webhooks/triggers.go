@@ -12,8 +12,8 @@ import (
 
 	"svc/lib/ids"
 	"svc/lib/paging"
-	"svc/rollup"
 	"svc/schema"
+	"svc/schema/rollups"
 	"svc/schema/workspace"
 )
 
@@ -85,7 +85,7 @@ const maxDaysPerScan = 7
 
 // ScanClosedDays emits rollup.day_closed for each pixel of a workspace with endpoints
 // whose local day (in the pixel's zone: its own, its workspace's, or UTC; workspace.Store)
-// has rollup rows and became final (rollup.StatusIn) since the last scan: the instant
+// has rollup rows and became final (rollups.StatusIn) since the last scan: the instant
 // it turned final is in (last scan, this scan]. By then the edge accepts no more events
 // for the day, so its rows are complete. The last scan's instant is kept in Redis; the
 // first scan looks back one day rather than announcing history. Ids are stable
@@ -134,9 +134,9 @@ func (tr *Triggers) closePixelDays(ctx context.Context, p workspace.Pixel, since
 		return fmt.Errorf("pixel %s: %w", ids.Format(ids.Pixel, p.ID), err)
 	}
 	pd := pixelDay{ws: p.WorkspaceID, pixel: p.ID, sandbox: p.Showroom}
-	last := rollup.LocalDate(now.Add(-rollup.Grace), loc)
-	for d := rollup.LocalDate(since.Add(-rollup.Grace), loc).AddDate(0, 0, -1); !d.After(last); d = d.AddDate(0, 0, 1) {
-		if final := rollup.DayEnd(d, loc).Add(rollup.Grace); !final.After(since) || final.After(now) {
+	last := rollups.LocalDate(now.Add(-rollups.Grace), loc)
+	for d := rollups.LocalDate(since.Add(-rollups.Grace), loc).AddDate(0, 0, -1); !d.After(last); d = d.AddDate(0, 0, 1) {
+		if final := rollups.DayEnd(d, loc).Add(rollups.Grace); !final.After(since) || final.After(now) {
 			continue
 		}
 		data, err := tr.dayClosed(ctx, pd, d, z.Name)
@@ -173,7 +173,7 @@ func (tr *Triggers) lastClosedScan(ctx context.Context, now time.Time) (time.Tim
 	} else if v, err := st.getState(ctx, oldClosedState); err != nil {
 		return time.Time{}, err
 	} else if d, err := time.Parse(time.DateOnly, v); err == nil {
-		since = rollup.DayEnd(d, time.UTC).Add(rollup.Grace) // when that UTC day turned final
+		since = rollups.DayEnd(d, time.UTC).Add(rollups.Grace) // when that UTC day turned final
 	}
 	if oldest := now.Add(-maxDaysPerScan * 24 * time.Hour); since.Before(oldest) {
 		since = oldest
@@ -198,7 +198,7 @@ func closedDayID(p pixelDay, day time.Time, zone string) uuid.UUID {
 }
 
 func (tr *Triggers) dayClosed(ctx context.Context, p pixelDay, day time.Time, zone string) (DayClosed, error) {
-	rs, err := rollup.QueryDaily(ctx, tr.Conn, rollup.DailyQuery{Workspace: schema.UUID(p.ws), Sandbox: p.sandbox,
+	rs, err := rollups.QueryDaily(ctx, tr.Conn, rollups.DailyQuery{Workspace: schema.UUID(p.ws), Sandbox: p.sandbox,
 		Pixel: schema.UUID(p.pixel), TimeZone: zone, From: day, To: day, Limit: paging.MaxLimit})
 	if err != nil {
 		return DayClosed{}, err

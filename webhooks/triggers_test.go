@@ -12,8 +12,8 @@ import (
 
 	"svc/lib/apikey"
 	"svc/lib/ids"
-	"svc/rollup"
 	"svc/schema"
+	"svc/schema/rollups"
 	"svc/schema/workspace"
 )
 
@@ -35,7 +35,7 @@ func TestTriggers(t *testing.T) {
 
 	now := e.clock.Now()
 	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
-	// A day is final MaxEventAge (7 days) and an hour after it ends (rollup.Status).
+	// A day is final MaxEventAge (7 days) and an hour after it ends (rollups.Status).
 	final, open := today.AddDate(0, 0, -9), today.AddDate(0, 0, -1)
 	otherWS := uuid.New()
 	px, err := ks.CreatePixel(ctx, w.ID, "triggers")
@@ -152,12 +152,12 @@ func TestTriggersLocalDays(t *testing.T) {
 	rcv.secret = ep.Secrets[0].Secret
 	loc, _ := schema.LoadZone("Asia/Kathmandu")
 	// The first local day that turns final more than an hour from now.
-	day := rollup.LocalDate(e.clock.Now(), time.UTC).AddDate(0, 0, -9)
-	for !rollup.DayEnd(day, loc).Add(rollup.Grace).After(e.clock.Now().Add(time.Hour)) {
+	day := rollups.LocalDate(e.clock.Now(), time.UTC).AddDate(0, 0, -9)
+	for !rollups.DayEnd(day, loc).Add(rollups.Grace).After(e.clock.Now().Add(time.Hour)) {
 		day = day.AddDate(0, 0, 1)
 	}
-	start, end := rollup.DayStart(day, loc), rollup.DayEnd(day, loc)
-	final := end.Add(rollup.Grace)
+	start, end := rollups.DayStart(day, loc), rollups.DayEnd(day, loc)
+	final := end.Add(rollups.Grace)
 	b, err := e.conn.PrepareBatch(ctx, `INSERT INTO events (workspace_id, pixel_id, sandbox, event_id, event_name,
 		occurred_at, event_date, value, has_value, currency, consent, inserted_at)`)
 	if err != nil {

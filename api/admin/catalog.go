@@ -11,9 +11,9 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"svc/api/catalog"
+	"svc/lib/chpool"
 	"svc/lib/ids"
 	"svc/lib/settings"
-	"svc/schema"
 )
 
 // catalogCommands load the catalog (api/catalog): an import file, the showroom seed.
@@ -25,11 +25,11 @@ var catalogCommands = Commands{
 // openClickHouse connects to the service database from SVC_CLICKHOUSE_*.
 func openClickHouse(ctx context.Context) (driver.Conn, error) {
 	r := settings.New()
-	cfg := schema.FromEnv(r)
+	cfg := chpool.ConfigFromEnv(r)
 	if err := errors.Join(r.Err(), cfg.Validate()); err != nil {
 		return nil, err
 	}
-	return schema.Open(ctx, cfg)
+	return chpool.Open(ctx, cfg)
 }
 
 func importCommand(ctx context.Context, e *Env, args []string) (any, error) {

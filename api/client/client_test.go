@@ -20,9 +20,9 @@ import (
 	"svc/api/read"
 	"svc/ingest"
 	"svc/lib/apikey"
+	"svc/lib/chpool"
 	"svc/lib/limits"
 	"svc/lib/signature"
-	"svc/schema"
 	"svc/schema/apitest"
 	"svc/schema/broker"
 	"svc/schema/chtest"
@@ -34,7 +34,7 @@ import (
 // api.Server over the real Redis.
 type rig struct {
 	*apitest.Server
-	ch    schema.Config
+	ch    chpool.Config
 	seeds []string
 }
 

@@ -12,8 +12,8 @@ import (
 
 	"svc/api/catalog"
 	"svc/lib/apikey"
-	"svc/rollup"
 	"svc/schema"
+	"svc/schema/rollups"
 	"svc/schema/workspace"
 )
 
@@ -58,10 +58,10 @@ func BenchmarkPixelRollups90Days(b *testing.B) {
 		latencies(b, samples)
 	})
 	b.Run("query", func(b *testing.B) {
-		q := rollup.DailyQuery{Workspace: schema.UUID(tn.Workspace.ID), Pixel: schema.UUID(tn.Pixel.ID), From: start,
+		q := rollups.DailyQuery{Workspace: schema.UUID(tn.Workspace.ID), Pixel: schema.UUID(tn.Pixel.ID), From: start,
 			To: start.AddDate(0, 0, 89), Limit: 1000}
 		for b.Loop() {
-			rows, err := rollup.QueryDaily(context.Background(), e.Conn, q)
+			rows, err := rollups.QueryDaily(context.Background(), e.Conn, q)
 			if err != nil || len(rows) != 450 {
 				b.Fatalf("%d rows, %v", len(rows), err)
 			}

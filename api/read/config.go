@@ -7,8 +7,8 @@ import (
 	"log/slog"
 	"time"
 
+	"svc/lib/chpool"
 	"svc/lib/settings"
-	"svc/schema"
 	"svc/schema/workspace"
 )
 
@@ -23,13 +23,13 @@ type Config struct {
 	// (SVC_API_CACHE_TTL; 0 turns the cache off, at most 10s).
 	CacheTTL time.Duration
 	// ClickHouse is where the catalog and the rollups are (SVC_CLICKHOUSE_*).
-	ClickHouse schema.Config
+	ClickHouse chpool.Config
 }
 
 // ConfigFromEnv reads the SVC_* variables named on each field.
 func ConfigFromEnv(r *settings.Reader) Config {
 	return Config{QueryTimeout: r.Duration("SVC_API_QUERY_TIMEOUT"), QueryThreads: r.Int("SVC_API_QUERY_THREADS"),
-		CacheTTL: r.Duration("SVC_API_CACHE_TTL"), ClickHouse: schema.FromEnv(r)}
+		CacheTTL: r.Duration("SVC_API_CACHE_TTL"), ClickHouse: chpool.ConfigFromEnv(r)}
 }
 
 // Validate reports every field that cannot work, all at once.
@@ -50,7 +50,7 @@ func (c Config) Validate() error {
 // Open connects to ClickHouse and returns the read API over it and the key store ks
 // (the API owns the pool: its Role closes it). cfg must be valid.
 func Open(ctx context.Context, cfg Config, ks *workspace.Store, log *slog.Logger) (*API, error) {
-	conn, err := schema.Open(ctx, cfg.ClickHouse)
+	conn, err := chpool.Open(ctx, cfg.ClickHouse)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}

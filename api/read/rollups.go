@@ -10,8 +10,8 @@ import (
 	"svc/lib/ids"
 	"svc/lib/paging"
 	"svc/lib/problem"
-	"svc/rollup"
 	"svc/schema"
+	"svc/schema/rollups"
 	"svc/schema/workspace"
 )
 
@@ -49,7 +49,7 @@ func (a *API) pixelRollups(r *httpserver.Request) error {
 	if raw == "" {
 		errs = append(errs, queryError("pixel_id", "required", nil))
 	}
-	q := rollup.DailyQuery{Workspace: schema.UUID(r.Key.WorkspaceID), Sandbox: r.Key.Env == apikey.Sandbox, Now: a.now()}
+	q := rollups.DailyQuery{Workspace: schema.UUID(r.Key.WorkspaceID), Sandbox: r.Key.Env == apikey.Sandbox, Now: a.now()}
 	q.From, q.To = dateRange(r, &errs)
 	if q.EventName = r.Query("event_name"); len(q.EventName) > maxEventName {
 		errs = append(errs, queryError("event_name", "max_length_200", q.EventName[:maxEventName]))
@@ -75,14 +75,14 @@ func (a *API) pixelRollups(r *httpserver.Request) error {
 	}
 	q.Pixel, q.Offset, q.TimeZone = schema.UUID(pixel), p.Offset, zone
 	if p.After != nil {
-		q.After = &rollup.DailyCursor{Date: parseCursorDay(p.After.Date), EventName: p.After.Name, Currency: p.After.Cur}
+		q.After = &rollups.DailyCursor{Date: parseCursorDay(p.After.Date), EventName: p.After.Name, Currency: p.After.Cur}
 	}
 	// One row past the page tells whether another page exists; the query asks for at most
 	// paging.MaxLimit rows, so at the largest page a full page always offers a cursor.
 	q.Limit = min(p.Limit+1, paging.MaxLimit)
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	rows, err := rollup.QueryDaily(ctx, a.Conn, q)
+	rows, err := rollups.QueryDaily(ctx, a.Conn, q)
 	if schema.ZoneUnknownToServer(err) {
 		return problem.Invalid("ClickHouse has no zone file for this time zone; choose another zone.",
 			queryError("time_zone", "iana_time_zone", zone))

@@ -17,23 +17,24 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
+	"svc/lib/chpool"
 	"svc/lib/settings"
-	"svc/schema"
+	"svc/schema/migrations"
 )
 
 // Config returns the server configuration from the environment with a fresh, unique
 // database name (not yet created). It skips or fails the test if the server does not
 // answer (see the package comment).
-func Config(t testing.TB) schema.Config {
+func Config(t testing.TB) chpool.Config {
 	t.Helper()
-	cfg := schema.FromEnv(settings.New())
+	cfg := chpool.ConfigFromEnv(settings.New())
 	cfg.Cluster = ""
 	cfg.Database = uniqueName(t)
 	probe := cfg
 	probe.Database = "default"
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	conn, err := schema.Open(ctx, probe)
+	conn, err := chpool.Open(ctx, probe)
 	if err != nil {
 		if os.Getenv("CI") == "true" {
 			t.Fatalf("ClickHouse at %s unreachable (CI=true, not skipping): %v", cfg.Addr, err)
@@ -47,15 +48,15 @@ func Config(t testing.TB) schema.Config {
 // NewDB creates a uniquely named database, applies every migration to it and returns
 // its configuration and an open connection. Cleanup closes the connection and drops
 // the database (set SVC_TEST_KEEP_DB=1 to keep it for inspection).
-func NewDB(t testing.TB) (schema.Config, driver.Conn) {
+func NewDB(t testing.TB) (chpool.Config, driver.Conn) {
 	t.Helper()
 	cfg := Config(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := schema.Migrate(ctx, cfg); err != nil {
+	if err := migrations.Migrate(ctx, cfg); err != nil {
 		t.Fatalf("migrate %s: %v", cfg.Database, err)
 	}
-	conn, err := schema.Open(ctx, cfg)
+	conn, err := chpool.Open(ctx, cfg)
 	if err != nil {
 		t.Fatalf("open %s: %v", cfg.Database, err)
 	}

@@ -1,4 +1,4 @@
-package schema_test
+package migrations_test
 
 import (
 	"context"
@@ -6,8 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"svc/schema"
+	"svc/lib/chpool"
 	"svc/schema/chtest"
+	"svc/schema/migrations"
 )
 
 // TestBackfill15m: events written before migration 0004 reach pixel_rollups_15m
@@ -16,23 +17,23 @@ func TestBackfill15m(t *testing.T) {
 	cfg := chtest.Config(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	ms, err := schema.Migrations()
+	ms, err := migrations.Migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
-	var before []schema.Migration
+	var before []migrations.Migration
 	for _, m := range ms {
 		if m.Version < 4 {
 			before = append(before, m)
 		}
 	}
-	boot, steps, err := schema.Plan(before, cfg.Database, "")
+	boot, steps, err := migrations.Plan(before, cfg.Database, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	probe := cfg
 	probe.Database = "default"
-	conn, err := schema.Open(ctx, probe)
+	conn, err := chpool.Open(ctx, probe)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestBackfill15m(t *testing.T) {
 		}
 	}
 	insert(20, "now() - 60") // before the view: only the backfill can count these
-	if err := schema.Migrate(ctx, cfg); err != nil {
+	if err := migrations.Migrate(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
 	insert(10, "now()") // after: the view counts them

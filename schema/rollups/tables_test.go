@@ -1,4 +1,4 @@
-package schema_test
+package rollups_test
 
 import (
 	"context"
@@ -10,38 +10,39 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"svc/schema"
 	"svc/schema/chtest"
+	"svc/schema/migrations"
+	"svc/schema/rollups"
 )
 
 // TestEveryEventsViewIsARollupTable: every materialized view over events in the
-// migrations has its table in schema.RollupTables, so a rebuild (privacy erasure)
+// migrations has its table in rollups.RollupTables, so a rebuild (privacy erasure)
 // covers it.
 func TestEveryEventsViewIsARollupTable(t *testing.T) {
-	ms, err := schema.Migrations()
+	ms, err := migrations.Migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
 	mvRE := regexp.MustCompile(`(?is)CREATE\s+MATERIALIZED\s+VIEW\s+IF\s+NOT\s+EXISTS\s+\{db\}\.(\w+)\s+TO\s+\{db\}\.(\w+)\s+AS\s+.*\bFROM\s+\{db\}\.events\b`)
 	known := map[string]string{}
-	for _, rt := range schema.RollupTables {
+	for _, rt := range rollups.RollupTables {
 		known[rt.View] = rt.Name
 	}
 	found := 0
 	for _, m := range ms {
-		for _, st := range schema.SplitStatements(m.SQL) {
+		for _, st := range migrations.SplitStatements(m.SQL) {
 			g := mvRE.FindStringSubmatch(st.SQL)
 			if g == nil {
 				continue
 			}
 			found++
 			if known[g[1]] != g[2] {
-				t.Errorf("migration %s: view %s writes %s, which schema.RollupTables does not list", m.Name, g[1], g[2])
+				t.Errorf("migration %s: view %s writes %s, which rollups.RollupTables does not list", m.Name, g[1], g[2])
 			}
 		}
 	}
-	if found != len(schema.RollupTables) {
-		t.Errorf("%d views over events in the migrations, %d rollup tables listed", found, len(schema.RollupTables))
+	if found != len(rollups.RollupTables) {
+		t.Errorf("%d views over events in the migrations, %d rollup tables listed", found, len(rollups.RollupTables))
 	}
 }
 
@@ -68,7 +69,7 @@ func TestRollupTablesMatchTheirViews(t *testing.T) {
 	if err := conn.Exec(ctx, seed); err != nil {
 		t.Fatal(err)
 	}
-	for _, rt := range schema.RollupTables {
+	for _, rt := range rollups.RollupTables {
 		before := finalized(t, conn, cfg.Database, rt.Name)
 		if len(before) < 10 {
 			t.Fatalf("%s: only %d rows from the view", rt.Name, len(before))

@@ -1,4 +1,4 @@
-package schema
+package chpool
 
 import (
 	"context"
@@ -41,8 +41,8 @@ type Config struct {
 	MaxOpenConns int
 }
 
-// FromEnv reads the SVC_* variables named on each field.
-func FromEnv(r *settings.Reader) Config {
+// ConfigFromEnv reads the SVC_* variables named on each field.
+func ConfigFromEnv(r *settings.Reader) Config {
 	return Config{
 		Addr:         r.String("SVC_CLICKHOUSE_ADDR"),
 		Database:     r.String("SVC_CLICKHOUSE_DB"),
@@ -102,10 +102,12 @@ func (c Config) Addrs() []string {
 // per partition) on the server. Its PrepareBatch is guarded against a clickhouse-go race
 // that could close a pooled connection after Send (batch.go).
 func Open(ctx context.Context, c Config) (driver.Conn, error) {
-	return open(ctx, c, c.Database)
+	return OpenDatabase(ctx, c, c.Database)
 }
 
-func open(ctx context.Context, c Config, database string) (driver.Conn, error) {
+// OpenDatabase opens a pool as Open does, with database as the default database (migrations
+// open "default" to create c.Database).
+func OpenDatabase(ctx context.Context, c Config, database string) (driver.Conn, error) {
 	if c.DialTimeout <= 0 {
 		c.DialTimeout = 5 * time.Second
 	}

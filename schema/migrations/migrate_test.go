@@ -1,4 +1,4 @@
-package schema_test
+package migrations_test
 
 import (
 	"context"
@@ -9,8 +9,9 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"svc/schema"
+	"svc/lib/chpool"
 	"svc/schema/chtest"
+	"svc/schema/migrations"
 )
 
 func TestMigrateTwiceAndConcurrently(t *testing.T) {
@@ -21,10 +22,10 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 	errs := make([]error, 3)
 	for i := range errs {
 		wg.Add(1)
-		go func() { defer wg.Done(); errs[i] = schema.Migrate(ctx, cfg) }()
+		go func() { defer wg.Done(); errs[i] = migrations.Migrate(ctx, cfg) }()
 	}
 	wg.Wait()
-	conn, err := schema.Open(ctx, cfg)
+	conn, err := chpool.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,15 +35,15 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 			t.Fatalf("concurrent runner %d: %v", i, err)
 		}
 	}
-	if err := schema.Migrate(ctx, cfg); err != nil {
+	if err := migrations.Migrate(ctx, cfg); err != nil {
 		t.Fatalf("second run: %v", err)
 	}
-	ms, err := schema.Migrations()
+	ms, err := migrations.Migrations()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var n uint64
-	if err := conn.QueryRow(ctx, "SELECT uniqExact(version) FROM "+schema.MigrationsTable).Scan(&n); err != nil {
+	if err := conn.QueryRow(ctx, "SELECT uniqExact(version) FROM "+migrations.MigrationsTable).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if int(n) != len(ms) {
@@ -59,12 +60,12 @@ func TestMigrateTwiceAndConcurrently(t *testing.T) {
 func TestMigrateRefusesEditedMigration(t *testing.T) {
 	cfg, conn := chtest.NewDB(t)
 	ctx := context.Background()
-	if err := conn.Exec(ctx, "ALTER TABLE "+schema.MigrationsTable+" UPDATE checksum = 'x' WHERE version = 1"); err != nil {
+	if err := conn.Exec(ctx, "ALTER TABLE "+migrations.MigrationsTable+" UPDATE checksum = 'x' WHERE version = 1"); err != nil {
 		// 18.16 supports ALTER UPDATE on MergeTree (mutations); skip if not.
 		t.Skipf("mutations unavailable: %v", err)
 	}
 	waitMutations(t, conn, cfg.Database)
-	err := schema.Migrate(ctx, cfg)
+	err := migrations.Migrate(ctx, cfg)
 	if err == nil || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("want a checksum error, got %v", err)
 	}

@@ -1,4 +1,4 @@
-package schema_test
+package chpool_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"svc/schema"
+	"svc/lib/chpool"
 	"svc/schema/chtest"
 )
 
@@ -23,7 +23,7 @@ func TestBatchContextEndingAfterSendSparesThePool(t *testing.T) {
 	cfg, _ := chtest.NewDB(t)
 	cfg.MaxOpenConns = 1
 	ctx := context.Background()
-	conn, err := schema.Open(ctx, cfg)
+	conn, err := chpool.Open(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

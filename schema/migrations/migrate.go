@@ -1,4 +1,4 @@
-package schema
+package migrations
 
 import (
 	"bufio"
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
+	"svc/lib/chpool"
 )
 
 // Migration files live in migrations/ as NNNN_name.sql and are applied in version order.
@@ -30,7 +32,7 @@ import (
 // runner treats as success. ClickHouse has no locks, so this is what makes concurrent
 // runners safe: each runs every statement not yet recorded, and both succeed.
 //
-//go:embed migrations/*.sql
+//go:embed *.sql
 var migrationFS embed.FS
 
 // MigrationsTable records applied migrations: version, name, checksum of the file.
@@ -49,7 +51,7 @@ var fileRE = regexp.MustCompile(`^(\d{4})_[a-z0-9_]+\.sql$`)
 // Migrations returns the embedded migrations in version order. It fails on a badly
 // named file or a duplicate version.
 func Migrations() ([]Migration, error) {
-	return loadMigrations(migrationFS, "migrations")
+	return loadMigrations(migrationFS, ".")
 }
 
 func loadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
@@ -201,7 +203,7 @@ var alreadyExists = map[int32]bool{57: true, 82: true, 15: true}
 // Migrate creates c.Database if missing and applies every embedded migration not yet
 // recorded in schema_migrations, in order. It is safe to run twice and from several
 // processes at once. It fails if a recorded migration's file has changed since.
-func Migrate(ctx context.Context, c Config) error {
+func Migrate(ctx context.Context, c chpool.Config) error {
 	if err := c.Validate(); err != nil {
 		return err
 	}
@@ -213,7 +215,7 @@ func Migrate(ctx context.Context, c Config) error {
 	if err != nil {
 		return err
 	}
-	conn, err := open(ctx, c, "default")
+	conn, err := chpool.OpenDatabase(ctx, c, "default")
 	if err != nil {
 		return err
 	}
@@ -277,7 +279,7 @@ func execDDL(ctx context.Context, conn driver.Conn, stmt string) error {
 			}
 		}
 		err = conn.Exec(ctx, stmt)
-		if err == nil || alreadyExists[ErrorCode(err)] {
+		if err == nil || alreadyExists[chpool.ErrorCode(err)] {
 			return nil
 		}
 	}

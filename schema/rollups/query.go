@@ -1,4 +1,4 @@
-package rollup
+package rollups
 
 import (
 	"context"
@@ -178,7 +178,7 @@ func boolU8(b bool) uint8 {
 	return 0
 }
 
-// formatValue renders an amount in 1/10^4 units with 4 decimals, e.g. 125000 → "12.5000".
-func formatValue(v int64) string {
+// FormatValue renders an amount in 1/10^4 units with 4 decimals, e.g. 125000 → "12.5000".
+func FormatValue(v int64) string {
 	return decimal.New(v, -4).StringFixed(4)
 }

@@ -1,4 +1,4 @@
-package rollup
+package rollups
 
 import (
 	"context"

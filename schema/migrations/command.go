@@ -1,4 +1,4 @@
-package schema
+package migrations
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 
+	"svc/lib/chpool"
 	"svc/lib/settings"
 )
 
@@ -29,7 +30,7 @@ func migrateMain(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	r := settings.New()
-	cfg := FromEnv(r)
+	cfg := chpool.ConfigFromEnv(r)
 	if err := r.Err(); err != nil {
 		return err
 	}
