@@ -10,11 +10,12 @@ import (
 	"svc/api/read"
 	"svc/ingest"
 	"svc/lib/httpserver"
+	"svc/lib/kafkabroker"
 	"svc/lib/logs"
 	"svc/lib/process"
 	"svc/lib/settings"
 	"svc/rollup"
-	"svc/schema/broker"
+	"svc/schema"
 	"svc/schema/workspace"
 	"svc/webhooks"
 )
@@ -31,11 +32,11 @@ type roleSet interface {
 // roleSets reads each role command's settings.
 var roleSets = map[string]func(r *settings.Reader) roleSet{
 	"dev": func(r *settings.Reader) roleSet {
-		return &devSet{processSettings: readProcess(r), Broker: broker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r),
+		return &devSet{processSettings: readProcess(r), Broker: kafkabroker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r),
 			Webhooks: webhooks.ConfigFromEnv(r), Read: read.ConfigFromEnv(r), Rollup: rollup.ConfigFromEnv(r)}
 	},
 	"ingest": func(r *settings.Reader) roleSet {
-		return &ingestSet{processSettings: readProcess(r), Broker: broker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r)}
+		return &ingestSet{processSettings: readProcess(r), Broker: kafkabroker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r)}
 	},
 	"rollup": func(r *settings.Reader) roleSet {
 		s := &rollupSet{processSettings: readProcess(r), Rollup: rollup.ConfigFromEnv(r)}
@@ -118,7 +119,7 @@ func newFront(b *processSettings, p *process.Process) (*httpserver.Front, *works
 // is empty.
 type ingestSet struct {
 	processSettings
-	Broker broker.Config
+	Broker kafkabroker.Config
 	Ingest ingest.Config
 }
 
@@ -128,7 +129,7 @@ func (s *ingestSet) validate() error {
 
 func (s *ingestSet) build(_ context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
 	s.Broker.Log = p.RoleLog("broker")
-	seeds, brk, err := broker.Role(s.Broker)
+	seeds, brk, err := kafkabroker.Role(s.Broker, schema.Topics...)
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +196,7 @@ func (s *webhooksSet) build(ctx context.Context, p *process.Process, front *http
 // is set. Each role logs under its own name; the HTTP front's lines say dev.
 type devSet struct {
 	processSettings
-	Broker   broker.Config
+	Broker   kafkabroker.Config
 	Ingest   ingest.Config
 	Webhooks webhooks.Config
 	Read     read.Config
@@ -211,7 +212,7 @@ func (s *devSet) validate() error {
 // with docs and MCP, and the rollup consumer.
 func (s *devSet) build(ctx context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
 	s.Broker.Log, s.Rollup.Log = p.RoleLog("broker"), p.RoleLog("rollup")
-	seeds, brk, err := broker.Role(s.Broker)
+	seeds, brk, err := kafkabroker.Role(s.Broker, schema.Topics...)
 	if err != nil {
 		return nil, err
 	}
@@ -240,11 +241,11 @@ func (s *devSet) build(ctx context.Context, p *process.Process, front *httpserve
 // brokerSettings are what `svc broker` reads.
 type brokerSettings struct {
 	LogLevel string
-	Broker   broker.Config
+	Broker   kafkabroker.Config
 }
 
 func readBroker(r *settings.Reader) brokerSettings {
-	return brokerSettings{LogLevel: r.String("SVC_LOG_LEVEL"), Broker: broker.ConfigFromEnv(r)}
+	return brokerSettings{LogLevel: r.String("SVC_LOG_LEVEL"), Broker: kafkabroker.ConfigFromEnv(r)}
 }
 
 func (s brokerSettings) validate() error {
@@ -267,7 +268,7 @@ func brokerMain(ctx context.Context, args []string) error {
 	log := logs.New(level).With(logs.RoleKey, "broker")
 	logs.Install(log)
 	s.Broker.Log = log
-	b, err := broker.StartEmbedded(s.Broker)
+	b, err := kafkabroker.StartEmbedded(s.Broker, schema.Topics...)
 	if err != nil {
 		return err
 	}

@@ -21,17 +21,17 @@ import (
 	"svc/lib/httpserver"
 	"svc/lib/idempotency"
 	"svc/lib/ids"
+	"svc/lib/kafkabroker"
 	"svc/lib/logs"
 	"svc/lib/problem"
 	"svc/lib/process"
 	"svc/lib/settings"
 	"svc/privacy"
 	"svc/schema"
-	"svc/schema/broker"
 	"svc/schema/workspace"
 )
 
-// Config of the edge role (the HTTP side is httpserver.Config, Kafka is broker.Config).
+// Config of the edge role (the HTTP side is httpserver.Config, Kafka is kafkabroker.Config).
 type Config struct {
 	// DeliveryTimeout is how long an accepted batch may wait for Kafka's
 	// acknowledgement before the request is answered 503 (SVC_INGEST_DELIVERY_TIMEOUT,
@@ -86,7 +86,7 @@ var codecs = map[string]kgo.CompressionCodec{"none": kgo.NoCompression(), "lz4":
 	"zstd": kgo.ZstdCompression(), "snappy": kgo.SnappyCompression()}
 
 // codec resolves "auto" against the broker configuration.
-func (c Config) codec(bc broker.Config) kgo.CompressionCodec {
+func (c Config) codec(bc kafkabroker.Config) kgo.CompressionCodec {
 	if cc, ok := codecs[c.Compression]; ok {
 		return cc
 	}
@@ -98,7 +98,7 @@ func (c Config) codec(bc broker.Config) kgo.CompressionCodec {
 
 // NewProducer returns a Kafka client for the edge: acks from all in-sync replicas,
 // idempotent (franz-go's default), records keyed by pixel.
-func NewProducer(bc broker.Config, seeds []string, c Config) (*kgo.Client, error) {
+func NewProducer(bc kafkabroker.Config, seeds []string, c Config) (*kgo.Client, error) {
 	return kgo.NewClient(
 		kgo.SeedBrokers(seeds...),
 		kgo.DefaultProduceTopic(schema.TopicEvents),

@@ -20,17 +20,17 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/apikey"
+	"svc/lib/kafkabroker"
 	"svc/lib/svctest"
 	"svc/schema"
 	"svc/schema/apitest"
-	"svc/schema/broker"
 	"svc/schema/workspace"
 )
 
 type rig struct {
 	*apitest.Server
-	bc    broker.Config
-	kafka *broker.Embedded
+	bc    kafkabroker.Config
+	kafka *kafkabroker.Embedded
 	seeds []string
 	reg   *prometheus.Registry
 }
@@ -62,8 +62,8 @@ func (rg *rig) counter(t *testing.T, name string, labels map[string]string) floa
 // newRig starts an embedded broker (persisting to a temp dir), an edge producing to it,
 // and an api.Server serving POST /events over the real Redis.
 func newRig(t *testing.T) *rig {
-	bc := broker.Config{EmbeddedAddr: svctest.FreeAddr(t), DataDir: t.TempDir(), Partitions: 2}
-	k, err := broker.StartEmbedded(bc)
+	bc := kafkabroker.Config{EmbeddedAddr: svctest.FreeAddr(t), DataDir: t.TempDir(), Partitions: 2}
+	k, err := kafkabroker.StartEmbedded(bc, schema.Topics...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestKafkaDownThenBack(t *testing.T) {
 	if m["retryable"] != true || r.Header.Get("Retry-After") == "" {
 		t.Fatalf("503 must be retryable with Retry-After: %v", m)
 	}
-	k, err := broker.StartEmbedded(rg.bc)
+	k, err := kafkabroker.StartEmbedded(rg.bc, schema.Topics...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -377,7 +377,7 @@ func TestKafkaOutageFailsFast(t *testing.T) {
 	downAt := time.Now()
 	rg.kafka.Close()
 	time.Sleep(2 * time.Second)
-	k, err := broker.StartEmbedded(rg.bc)
+	k, err := kafkabroker.StartEmbedded(rg.bc, schema.Topics...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,8 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/kafkabroker"
 	"svc/lib/process"
-	"svc/schema/broker"
 	"svc/schema/workspace"
 )
 
@@ -16,7 +16,7 @@ import (
 // its lines on log. main.go serves its Routes behind the
 // HTTP front and runs its Role: on SIGTERM the front stops accepting and drains
 // in-flight requests, then Close flushes the producer so every 202 it gave is in Kafka.
-func New(cfg Config, bc broker.Config, seeds []string, ks *workspace.Store, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*Edge, error) {
+func New(cfg Config, bc kafkabroker.Config, seeds []string, ks *workspace.Store, rdb redis.UniversalClient, reg prometheus.Registerer, log *slog.Logger) (*Edge, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -9,19 +9,19 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"svc/lib/kafkabroker"
 	"svc/lib/svctest"
 	"svc/privacy"
 	"svc/schema"
 	"svc/schema/apitest"
-	"svc/schema/broker"
 )
 
 // TestSuppressedIdentityNeverReachesKafka: after an erasure with suppression, an event
 // of that person is accepted without its identity (the hash never reaches Kafka), in
 // that workspace only; another person's identity and another workspace's are kept.
 func TestSuppressedIdentityNeverReachesKafka(t *testing.T) {
-	bc := broker.Config{EmbeddedAddr: svctest.FreeAddr(t), DataDir: t.TempDir(), Partitions: 1}
-	k, err := broker.StartEmbedded(bc)
+	bc := kafkabroker.Config{EmbeddedAddr: svctest.FreeAddr(t), DataDir: t.TempDir(), Partitions: 1}
+	k, err := kafkabroker.StartEmbedded(bc, schema.Topics...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,10 +12,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/chpool"
+	"svc/lib/kafkabroker"
 	"svc/lib/logs"
 	"svc/lib/settings"
 	"svc/schema"
-	"svc/schema/broker"
 )
 
 // Config configures `svc rollup`.
@@ -61,7 +61,7 @@ type Config struct {
 	// records (schema.TopicDeadEvent). Not set from the environment.
 	Topic, DeadTopic string
 	// Kafka and ClickHouse say where the brokers and the database are.
-	Kafka      broker.Config
+	Kafka      kafkabroker.Config
 	ClickHouse chpool.Config
 	// Registerer receives the metrics; nil means prometheus.DefaultRegisterer.
 	Registerer prometheus.Registerer
@@ -106,7 +106,7 @@ func ConfigFromEnv(r *settings.Reader) Config {
 		Table:            r.String("SVC_ROLLUP_TABLE"),
 		Topic:            schema.TopicEvents,
 		DeadTopic:        schema.TopicDeadEvent,
-		Kafka:            broker.ConfigFromEnv(r),
+		Kafka:            kafkabroker.ConfigFromEnv(r),
 		ClickHouse:       chpool.ConfigFromEnv(r),
 	}
 }

@@ -14,10 +14,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/lib/kafkabroker"
 	"svc/lib/settings"
 	"svc/lib/svctest"
 	"svc/schema"
-	"svc/schema/broker"
 	"svc/schema/chtest"
 )
 
@@ -29,7 +29,7 @@ import (
 //	go test -run '^$' -bench ConsumerEndToEnd -benchtime 1x ./rollup/
 func BenchmarkConsumerEndToEnd(b *testing.B) {
 	ch, conn := chtest.NewDB(b)
-	br, err := broker.StartEmbedded(broker.Config{EmbeddedAddr: "127.0.0.1:0", Partitions: 8})
+	br, err := kafkabroker.StartEmbedded(kafkabroker.Config{EmbeddedAddr: "127.0.0.1:0", Partitions: 8}, schema.Topics...)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func BenchmarkConsumerProcess(b *testing.B) {
 		records = n
 	}
 	ch, conn := chtest.NewDB(b)
-	br, err := broker.StartEmbedded(broker.Config{EmbeddedAddr: "127.0.0.1:0", Partitions: 8})
+	br, err := kafkabroker.StartEmbedded(kafkabroker.Config{EmbeddedAddr: "127.0.0.1:0", Partitions: 8}, schema.Topics...)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,9 +17,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/chpool"
+	"svc/lib/kafkabroker"
 	"svc/lib/svctest"
 	"svc/schema"
-	"svc/schema/broker"
 	"svc/schema/chtest"
 	"svc/schema/rollups"
 )
@@ -60,7 +60,7 @@ func newWorld(t *testing.T, partitions int) *world {
 // points the world's producer and consumers at it.
 func (e *world) newBroker() {
 	e.t.Helper()
-	b, err := broker.StartEmbedded(broker.Config{EmbeddedAddr: "127.0.0.1:0", Partitions: e.parts})
+	b, err := kafkabroker.StartEmbedded(kafkabroker.Config{EmbeddedAddr: "127.0.0.1:0", Partitions: e.parts}, schema.Topics...)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -89,7 +89,7 @@ func (e *world) config(group string) Config {
 		Table:            "events",
 		Topic:            schema.TopicEvents,
 		DeadTopic:        schema.TopicDeadEvent,
-		Kafka:            broker.Config{Brokers: e.seeds, EmbeddedAddr: "127.0.0.1:0", Partitions: 4},
+		Kafka:            kafkabroker.Config{Brokers: e.seeds, EmbeddedAddr: "127.0.0.1:0", Partitions: 4},
 		ClickHouse:       e.ch,
 		Registerer:       prometheus.NewRegistry(),
 		testKgoOpts: []kgo.Opt{

@@ -58,6 +58,9 @@ const (
 	HeaderBatchID = "svc-batch"
 )
 
+// Topics are the topics of the contract, which an embedded broker creates at start.
+var Topics = []string{TopicEvents, TopicDeadEvent}
+
 // MaxEventAge is how late an event may arrive: the edge refuses an occurred_at older
 // than this, so a day's rollup can change only until MaxEventAge after the day ends
 // (plus the pipeline's lag); after that it is final.

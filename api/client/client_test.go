@@ -21,10 +21,11 @@ import (
 	"svc/ingest"
 	"svc/lib/apikey"
 	"svc/lib/chpool"
+	"svc/lib/kafkabroker"
 	"svc/lib/limits"
 	"svc/lib/signature"
+	"svc/schema"
 	"svc/schema/apitest"
-	"svc/schema/broker"
 	"svc/schema/chtest"
 	"svc/schema/workspace"
 )
@@ -42,8 +43,8 @@ func newRig(t *testing.T) *rig {
 	t.Helper()
 	ch, conn := chtest.NewDB(t)
 	rdb := apitest.Redis(t)
-	bc := broker.Config{EmbeddedAddr: "127.0.0.1:0", DataDir: t.TempDir(), Partitions: 1}
-	k, err := broker.StartEmbedded(bc)
+	bc := kafkabroker.Config{EmbeddedAddr: "127.0.0.1:0", DataDir: t.TempDir(), Partitions: 1}
+	k, err := kafkabroker.StartEmbedded(bc, schema.Topics...)
 	if err != nil {
 		t.Fatal(err)
 	}

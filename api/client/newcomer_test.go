@@ -11,10 +11,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"svc/api/client"
+	"svc/lib/kafkabroker"
 	"svc/lib/signature"
 	"svc/rollup"
 	"svc/schema"
-	"svc/schema/broker"
 )
 
 // TestNewcomerFromDiscovery follows what a newcomer has: a key, the discovery document
@@ -32,7 +32,7 @@ func TestNewcomerFromDiscovery(t *testing.T) {
 			RetryMin: 20 * time.Millisecond, RetryMax: 300 * time.Millisecond, InsertTimeout: 5 * time.Second,
 			RevokeTimeout: 3 * time.Second, SessionTimeout: 3 * time.Second, RebalanceTimeout: 10 * time.Second,
 			Table: "events", Topic: schema.TopicEvents, DeadTopic: schema.TopicDeadEvent,
-			Kafka:      broker.Config{Brokers: rg.seeds, EmbeddedAddr: "127.0.0.1:0", Partitions: 1},
+			Kafka:      kafkabroker.Config{Brokers: rg.seeds, EmbeddedAddr: "127.0.0.1:0", Partitions: 1},
 			ClickHouse: rg.ch, Registerer: prometheus.NewRegistry()})
 	}()
 	t.Cleanup(func() { cancel(); <-done })

@@ -407,7 +407,9 @@ func servePage(r *httpserver.Request) error {
 	return serveFrom(r, name, false)
 }
 
-func serveErrorPage(r *httpserver.Request) error { return serveFrom(r, "errors/"+r.Param("code"), false) }
+func serveErrorPage(r *httpserver.Request) error {
+	return serveFrom(r, "errors/"+r.Param("code"), false)
+}
 
 func serveMarkdown(r *httpserver.Request) error {
 	f := r.Param("file")

@@ -2,7 +2,7 @@
 // or, when that is empty, an embedded kfake broker that speaks the real Kafka protocol on
 // SVC_EMBEDDED_KAFKA_ADDR (so kcat and other standard tools can read it) and persists to
 // SVC_DATA_DIR/kafka, so a restart keeps every acknowledged batch.
-package broker
+package kafkabroker
 
 import (
 	"context"
@@ -19,7 +19,6 @@ import (
 	"svc/lib/logs"
 	"svc/lib/process"
 	"svc/lib/settings"
-	"svc/schema"
 )
 
 // Config says where Kafka is.
@@ -124,8 +123,9 @@ func (e *Embedded) Close() {
 // Cluster exposes the kfake cluster for fault injection in tests.
 func (e *Embedded) Cluster() *kfake.Cluster { return e.cluster }
 
-// StartEmbedded starts a kfake broker per c, seeding the events and dead-letter topics.
-func StartEmbedded(c Config) (*Embedded, error) {
+// StartEmbedded starts a kfake broker per c, creating topics (each with c.Partitions
+// partitions) at once; others are created when first asked for.
+func StartEmbedded(c Config, topics ...string) (*Embedded, error) {
 	host, portStr, err := net.SplitHostPort(c.EmbeddedAddr)
 	if err != nil {
 		return nil, fmt.Errorf("embedded kafka address %q: %w", c.EmbeddedAddr, err)
@@ -141,7 +141,7 @@ func StartEmbedded(c Config) (*Embedded, error) {
 		}),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(c.Partitions),
-		kfake.SeedTopics(int32(c.Partitions), schema.TopicEvents, schema.TopicDeadEvent),
+		kfake.SeedTopics(int32(c.Partitions), topics...),
 		kfake.GroupMinSessionTimeout(time.Second),
 		kfake.WithLogger(logs.Kfake(c.log())),
 	}
@@ -166,16 +166,16 @@ func StartEmbedded(c Config) (*Embedded, error) {
 }
 
 // Seeds returns the brokers to connect to: Config.Brokers, or the address of an embedded
-// broker started here (stop it with the returned function, after every client using it
-// has closed).
-func Seeds(c Config) ([]string, func(), error) {
+// broker started here with topics (stop it with the returned function, after every
+// client using it has closed).
+func Seeds(c Config, topics ...string) ([]string, func(), error) {
 	if err := c.Validate(); err != nil {
 		return nil, nil, err
 	}
 	if len(c.Brokers) > 0 {
 		return c.Brokers, func() {}, nil
 	}
-	e, err := StartEmbedded(c)
+	e, err := StartEmbedded(c, topics...)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -184,8 +184,8 @@ func Seeds(c Config) ([]string, func(), error) {
 
 // Role starts the brokers' side of a process: it returns the seeds and a role whose
 // Close stops an embedded broker (list it first, so it closes after every client).
-func Role(c Config) ([]string, process.Role, error) {
-	seeds, stop, err := Seeds(c)
+func Role(c Config, topics ...string) ([]string, process.Role, error) {
+	seeds, stop, err := Seeds(c, topics...)
 	if err != nil {
 		return nil, process.Role{}, err
 	}
