@@ -26,8 +26,8 @@ import (
 	"svc/lib/problem"
 	"svc/lib/process"
 	"svc/lib/settings"
-	"svc/privacy"
 	"svc/schema"
+	"svc/schema/erasure"
 	"svc/schema/workspace"
 )
 
@@ -159,7 +159,7 @@ type Edge struct {
 	accepted prometheus.Counter
 	health   *brokerHealth
 	// suppress holds the identities erased with suppression (suppress.go); nil: none.
-	suppress   *privacy.Registry
+	suppress   *erasure.Registry
 	suppressed prometheus.Counter
 }
 

@@ -9,7 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
-	"svc/privacy"
+	"svc/schema/erasure"
 )
 
 // Suppression (privacy/README.md): an erasure requested with "suppress": true makes
@@ -24,7 +24,7 @@ const suppressionRefresh = time.Second
 
 // UseSuppression makes the edge drop suppressed identities, from the registry in rdb.
 func (e *Edge) UseSuppression(rdb redis.UniversalClient, reg prometheus.Registerer) {
-	e.suppress = privacy.NewRegistry(rdb)
+	e.suppress = erasure.NewRegistry(rdb)
 	e.suppressed = prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_ingest_suppressed_identities_total",
 		Help: "Identities dropped at the edge because an erasure of the workspace suppresses them."})
 	reg.MustRegister(e.suppressed)

@@ -11,9 +11,9 @@ import (
 
 	"svc/lib/kafkabroker"
 	"svc/lib/svctest"
-	"svc/privacy"
 	"svc/schema"
 	"svc/schema/apitest"
+	"svc/schema/erasure"
 )
 
 // TestSuppressedIdentityNeverReachesKafka: after an erasure with suppression, an event
@@ -40,8 +40,8 @@ func TestSuppressedIdentityNeverReachesKafka(t *testing.T) {
 
 	a, b := rg.Tenant(t, false), rg.Tenant(t, false)
 	gone := sha256.Sum256([]byte("gone@example.com"))
-	id := privacy.Identity{Workspace: a.Workspace.ID, Email: gone, RequestedAt: time.Now().Unix(), Suppress: true}
-	if err := privacy.NewRegistry(rg.Redis).Register(context.Background(), id); err != nil {
+	id := erasure.Identity{Workspace: a.Workspace.ID, Email: gone, RequestedAt: time.Now().Unix(), Suppress: true}
+	if err := erasure.NewRegistry(rg.Redis).Register(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {

@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/privacy"
 	"svc/schema/apitest"
+	"svc/schema/erasure"
 )
 
 // TestFenceSeesEitherSide: an INSERT registered before a hold is in the hold's list of
@@ -19,7 +19,7 @@ func TestFenceSeesEitherSide(t *testing.T) {
 	rdb := apitest.Redis(t)
 	ctx := context.Background()
 	db := "fence_" + uuid.NewString()[:8]
-	f := privacy.NewFence(rdb, db)
+	f := erasure.NewFence(rdb, db)
 	t.Cleanup(func() { rdb.Del(ctx, "svc:privacy:{"+db+"}:flushes", "svc:privacy:{"+db+"}:holds") })
 	px := uuid.New()
 	if v, err := f.Begin(ctx, "svc-rollup-before", time.Minute); err != nil || len(v.Held) != 0 {
@@ -56,15 +56,15 @@ func TestFenceSeesEitherSide(t *testing.T) {
 func TestLaterStageWins(t *testing.T) {
 	w := newWorld(t)
 	e := w.request(uuid.New(), false, "a@example.com", false, time.Now().Add(-time.Minute))
-	e.Stage = privacy.StageErased
-	if err := privacy.Write(context.Background(), w.conn, time.Now(), e); err != nil {
+	e.Stage = erasure.StageErased
+	if err := erasure.Write(context.Background(), w.conn, time.Now(), e); err != nil {
 		t.Fatal(err)
 	}
-	e.Stage = privacy.StagePending
-	if err := privacy.Write(context.Background(), w.conn, time.Now().Add(time.Hour), e); err != nil {
+	e.Stage = erasure.StagePending
+	if err := erasure.Write(context.Background(), w.conn, time.Now().Add(time.Hour), e); err != nil {
 		t.Fatal(err)
 	}
-	if got := w.get(e); got.Stage != privacy.StageErased || got.Status() != privacy.StatusRunning {
+	if got := w.get(e); got.Stage != erasure.StageErased || got.Status() != erasure.StatusRunning {
 		t.Fatalf("stage %s after a late pending write, want erased", got.Stage)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"svc/schema"
 	"svc/schema/apitest"
 	"svc/schema/chtest"
+	"svc/schema/erasure"
 	"svc/schema/rollups"
 )
 
@@ -30,7 +31,7 @@ type world struct {
 	conn   driver.Conn
 	rdb    redis.UniversalClient
 	worker *privacy.Worker
-	done   []*privacy.Erasure // announced by the worker
+	done   []*erasure.Erasure // announced by the worker
 	offset int64
 }
 
@@ -42,7 +43,7 @@ func newWorld(t *testing.T) *world {
 	pc := privacy.Config{Poll: 20 * time.Millisecond, Batch: 100, MutationTimeout: time.Minute, HoldLease: time.Minute,
 		RetentionInterval: time.Hour, KeepIdentities: 192 * time.Hour}
 	w.worker = privacy.NewWorker(pc, conn, rdb, cfg, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	w.worker.Completed = func(_ context.Context, e *privacy.Erasure) error {
+	w.worker.Completed = func(_ context.Context, e *erasure.Erasure) error {
 		w.done = append(w.done, e)
 		return nil
 	}
@@ -86,11 +87,11 @@ func (w *world) store(evs ...ev) {
 }
 
 // request records an erasure as POST /erasures does (without the HTTP part).
-func (w *world) request(ws uuid.UUID, sandbox bool, address string, suppress bool, at time.Time) *privacy.Erasure {
+func (w *world) request(ws uuid.UUID, sandbox bool, address string, suppress bool, at time.Time) *erasure.Erasure {
 	w.t.Helper()
-	e := &privacy.Erasure{ID: uuid.New(), Workspace: ws, Sandbox: sandbox, Email: email(address), Suppress: suppress,
-		Stage: privacy.StagePending, RequestedAt: at.UTC().Truncate(time.Second), RequestID: "req_test"}
-	if err := privacy.Write(context.Background(), w.conn, at, e); err != nil {
+	e := &erasure.Erasure{ID: uuid.New(), Workspace: ws, Sandbox: sandbox, Email: email(address), Suppress: suppress,
+		Stage: erasure.StagePending, RequestedAt: at.UTC().Truncate(time.Second), RequestID: "req_test"}
+	if err := erasure.Write(context.Background(), w.conn, at, e); err != nil {
 		w.t.Fatal(err)
 	}
 	w.t.Cleanup(func() {
@@ -151,9 +152,9 @@ func (w *world) runOnce() {
 	}
 }
 
-func (w *world) get(e *privacy.Erasure) *privacy.Erasure {
+func (w *world) get(e *erasure.Erasure) *erasure.Erasure {
 	w.t.Helper()
-	got, err := privacy.Get(context.Background(), w.conn, e.Workspace, e.ID)
+	got, err := erasure.Get(context.Background(), w.conn, e.Workspace, e.ID)
 	if err != nil {
 		w.t.Fatal(err)
 	}

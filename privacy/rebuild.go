@@ -8,11 +8,13 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
+
+	"svc/schema/erasure"
 )
 
 // rebuildRollups rebuilds every rollup table's rows of the erasures' recorded days
 // from the (erased) events, then records them recomputed.
-func (w *Worker) rebuildRollups(ctx context.Context, es []*Erasure) error {
+func (w *Worker) rebuildRollups(ctx context.Context, es []*erasure.Erasure) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -33,9 +35,9 @@ func (w *Worker) rebuildRollups(ctx context.Context, es []*Erasure) error {
 		}
 	}
 	for _, e := range es {
-		e.Stage, e.LastError = StageRecomputed, ""
+		e.Stage, e.LastError = erasure.StageRecomputed, ""
 	}
-	return Write(ctx, w.Conn, w.Now(), es...)
+	return erasure.Write(ctx, w.Conn, w.Now(), es...)
 }
 
 // rebuild replaces the rows of slices in every rollup table with rows aggregated

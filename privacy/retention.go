@@ -3,95 +3,19 @@ package privacy
 import (
 	"context"
 	"errors"
-	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/redis/go-redis/v9"
 
-	"svc/schema"
+	"svc/schema/workspace"
 )
-
-// Raw-event retention bounds, in days. The lower bound keeps every removed day final:
-// a day can still receive late events until schema.MaxEventAge (7 days) plus an hour
-// after it ends, and removing part of a day's raw events would leave a later rebuild of
-// that day (an erasure) with only part of its events. With at least 8 days, day D goes
-// only once D+8 has begun, after it became final.
-const (
-	MinRetentionDays = 8
-	MaxRetentionDays = 36500
-)
-
-// retentionKey holds each workspace's retention (a workspace setting, global like the
-// workspace record svc:ws:<uuid>): HASH workspace uuid → days. Absent: unlimited.
-const retentionKey = "svc:privacy:retention"
-
-// Retention is the per-workspace raw-event retention setting.
-type Retention struct{ rdb redis.UniversalClient }
-
-// NewRetention returns the setting's store over rdb.
-func NewRetention(rdb redis.UniversalClient) Retention { return Retention{rdb: rdb} }
-
-// ValidateDays reports a retention outside MinRetentionDays..MaxRetentionDays.
-func ValidateDays(days int) error {
-	if days < MinRetentionDays || days > MaxRetentionDays {
-		return fmt.Errorf("retention %d days: want %d..%d (a day's raw events go only once the day is final: %v after it ends)",
-			days, MinRetentionDays, MaxRetentionDays, schema.MaxEventAge+time.Hour)
-	}
-	return nil
-}
-
-// Set sets ws's retention to days; days 0 means unlimited (the default).
-func (r Retention) Set(ctx context.Context, ws uuid.UUID, days int) error {
-	if days == 0 {
-		return r.rdb.HDel(ctx, retentionKey, ws.String()).Err()
-	}
-	if err := ValidateDays(days); err != nil {
-		return err
-	}
-	return r.rdb.HSet(ctx, retentionKey, ws.String(), days).Err()
-}
-
-// Get returns ws's retention in days, or 0 for unlimited.
-func (r Retention) Get(ctx context.Context, ws uuid.UUID) (int, error) {
-	n, err := r.rdb.HGet(ctx, retentionKey, ws.String()).Int()
-	if errors.Is(err, redis.Nil) {
-		return 0, nil
-	}
-	return n, err
-}
-
-// All returns every workspace with a retention.
-func (r Retention) All(ctx context.Context) (map[uuid.UUID]int, error) {
-	m, err := r.rdb.HGetAll(ctx, retentionKey).Result()
-	if err != nil {
-		return nil, err
-	}
-	out := map[uuid.UUID]int{}
-	for k, v := range m {
-		ws, err1 := uuid.Parse(k)
-		n, err2 := strconv.Atoi(v)
-		if err1 == nil && err2 == nil && n > 0 {
-			out[ws] = n
-		}
-	}
-	return out, nil
-}
-
-// Cutoff is the first day kept under a retention of days on the UTC day of now: rows
-// whose event_date is before it are removed.
-func Cutoff(now time.Time, days int) time.Time {
-	now = now.UTC()
-	return time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC).AddDate(0, 0, -days)
-}
 
 // retentionCond selects the raw events past their workspace's retention.
 func retentionCond(settings map[uuid.UUID]int, now time.Time) string {
 	conds := make([]string, 0, len(settings))
 	for ws, days := range settings {
-		conds = append(conds, "(workspace_id = "+uuidLit(ws)+" AND event_date < "+dateLit(Cutoff(now, days))+")")
+		conds = append(conds, "(workspace_id = "+uuidLit(ws)+" AND event_date < "+dateLit(workspace.RetentionCutoff(now, days))+")")
 	}
 	return strings.Join(conds, " OR ")
 }
@@ -114,10 +38,10 @@ func (w *Worker) retentionIfDue(ctx context.Context) error {
 }
 
 // ApplyRetention removes every workspace's raw events older than its retention (whole
-// UTC days before Cutoff) with one mutation and returns how many it removed. Rollups
+// UTC days before workspace.RetentionCutoff) with one mutation and returns how many it removed. Rollups
 // are not touched: they keep every day.
 func (w *Worker) ApplyRetention(ctx context.Context) (uint64, error) {
-	settings, err := NewRetention(w.Redis).All(ctx)
+	settings, err := workspace.NewRetention(w.Redis).All(ctx)
 	if err != nil || len(settings) == 0 {
 		return 0, err
 	}

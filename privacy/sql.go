@@ -11,6 +11,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"svc/lib/process"
+	"svc/schema/erasure"
 	"svc/schema/migrations"
 )
 
@@ -59,7 +61,7 @@ func (t target) alter(name string) string {
 
 // scope is the identities of a batch of erasures, merged by (workspace, environment,
 // digest): the latest request time and any suppression win.
-type scope map[scopeKey]Identity
+type scope map[scopeKey]erasure.Identity
 
 type scopeKey struct {
 	ws      uuid.UUID
@@ -67,7 +69,7 @@ type scopeKey struct {
 	email   [32]byte
 }
 
-func (s scope) add(e *Erasure) {
+func (s scope) add(e *erasure.Erasure) {
 	k := scopeKey{e.Workspace, e.Sandbox, e.Email}
 	id := e.Identity()
 	if cur, ok := s[k]; ok {
@@ -182,7 +184,7 @@ func (t target) mutate(ctx context.Context, conn driver.Conn, m mutation, poll t
 			}
 			queued = time.Now()
 		}
-		if !sleep(ctx, poll) {
+		if !process.Sleep(ctx, poll) {
 			return fmt.Errorf("privacy: mutation of %s not done (%d rows left): %w", m.table, n, ctx.Err())
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/lib/chpool"
+	"svc/schema/erasure"
 	"svc/schema/rollups"
 )
 
@@ -23,13 +24,13 @@ type Worker struct {
 	Config   Config
 	Conn     driver.Conn
 	Redis    redis.UniversalClient
-	Fence    *Fence
-	Registry *Registry
+	Fence    *erasure.Fence
+	Registry *erasure.Registry
 	// Tables are the rollup tables rebuilt for each erased day (rollups.RollupTables).
 	Tables []rollups.RollupTable
 	// Completed is called once per erasure when it is done, before it is recorded
 	// completed (the webhooks role emits erasure.completed); an error retries it later.
-	Completed func(ctx context.Context, e *Erasure) error
+	Completed func(ctx context.Context, e *erasure.Erasure) error
 	Log       *slog.Logger
 	Now       func() time.Time
 	m         *workerMetrics
@@ -59,7 +60,7 @@ func NewWorker(c Config, conn driver.Conn, rdb redis.UniversalClient, cfg chpool
 		reg.MustRegister(m.erasures, m.failures, m.retention)
 	}
 	p := "svc:privacy:{" + cfg.Database + "}:"
-	return &Worker{Config: c, Conn: conn, Redis: rdb, Fence: NewFence(rdb, cfg.Database), Registry: NewRegistry(rdb),
+	return &Worker{Config: c, Conn: conn, Redis: rdb, Fence: erasure.NewFence(rdb, cfg.Database), Registry: erasure.NewRegistry(rdb),
 		Tables: rollups.RollupTables, Log: log, Now: time.Now, m: m, tgt: target{db: cfg.Database, cluster: cfg.Cluster},
 		lockKey: p + "lock", retainKey: p + "retention:due"}
 }
@@ -95,7 +96,7 @@ func (w *Worker) RunOnce(ctx context.Context) error {
 
 // runErasures runs the oldest unfinished erasures (up to Config.Batch) to completion.
 func (w *Worker) runErasures(ctx context.Context) error {
-	batch, err := Unfinished(ctx, w.Conn, w.Config.Batch)
+	batch, err := erasure.Unfinished(ctx, w.Conn, w.Config.Batch)
 	if err != nil || len(batch) == 0 {
 		return err
 	}
@@ -108,38 +109,38 @@ func (w *Worker) runErasures(ctx context.Context) error {
 
 // noteError records err on each unfinished erasure of the batch (same stage), so that
 // GET /erasures/{id} shows why it is still running; best effort.
-func (w *Worker) noteError(ctx context.Context, batch []*Erasure, err error) {
+func (w *Worker) noteError(ctx context.Context, batch []*erasure.Erasure, err error) {
 	msg := err.Error()
 	if len(msg) > 500 {
 		msg = msg[:500]
 	}
-	open := pick(batch, StageCompleted)
+	open := pick(batch, erasure.StageCompleted)
 	for _, e := range open {
 		e.LastError = msg
 	}
 	if len(open) > 0 {
-		_ = Write(context.WithoutCancel(ctx), w.Conn, w.Now(), open...)
+		_ = erasure.Write(context.WithoutCancel(ctx), w.Conn, w.Now(), open...)
 	}
 }
 
 // process runs a batch through every stage it has not reached. Each stage is recorded
 // before the next begins; each is idempotent, so a run that dies resumes where the
 // records say.
-func (w *Worker) process(ctx context.Context, batch []*Erasure) error {
-	if err := w.eraseEvents(ctx, pick(batch, StageErased)); err != nil {
+func (w *Worker) process(ctx context.Context, batch []*erasure.Erasure) error {
+	if err := w.eraseEvents(ctx, pick(batch, erasure.StageErased)); err != nil {
 		return err
 	}
-	if err := w.rebuildRollups(ctx, pick(batch, StageRecomputed)); err != nil {
+	if err := w.rebuildRollups(ctx, pick(batch, erasure.StageRecomputed)); err != nil {
 		return err
 	}
-	return w.complete(ctx, pick(batch, StageCompleted))
+	return w.complete(ctx, pick(batch, erasure.StageCompleted))
 }
 
 // pick returns the erasures of batch that have not reached stage.
-func pick(batch []*Erasure, stage string) []*Erasure {
-	var out []*Erasure
+func pick(batch []*erasure.Erasure, stage string) []*erasure.Erasure {
+	var out []*erasure.Erasure
 	for _, e := range batch {
-		if stageRank[e.Stage] < stageRank[stage] {
+		if erasure.StageRank(e.Stage) < erasure.StageRank(stage) {
 			out = append(out, e)
 		}
 	}
@@ -150,7 +151,7 @@ func pick(batch []*Erasure, stage string) []*Erasure {
 // INSERT that may not have seen them has finished, records the affected events and
 // days (planned), then clears the identity from the stored events with one mutation
 // and verifies that none is left (erased).
-func (w *Worker) eraseEvents(ctx context.Context, es []*Erasure) error {
+func (w *Worker) eraseEvents(ctx context.Context, es []*erasure.Erasure) error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -193,16 +194,16 @@ func (w *Worker) eraseEvents(ctx context.Context, es []*Erasure) error {
 		break
 	}
 	for _, e := range es {
-		e.Stage, e.EventsRemaining = StageErased, 0
+		e.Stage, e.EventsRemaining = erasure.StageErased, 0
 	}
-	return Write(ctx, w.Conn, w.Now(), es...)
+	return erasure.Write(ctx, w.Conn, w.Now(), es...)
 }
 
 // plan counts the stored events in scope and records them and their days on each
 // erasure (stage planned), before anything changes: a run that dies later resumes
 // with the days to rebuild. first is the first plan of this run; later ones (rows that
 // arrived after a mutation) add to the counts.
-func (w *Worker) plan(ctx context.Context, es []*Erasure, sc scope, first bool) (uint64, error) {
+func (w *Worker) plan(ctx context.Context, es []*erasure.Erasure, sc scope, first bool) (uint64, error) {
 	found, total, err := w.affected(ctx, sc)
 	if err != nil {
 		return 0, err
@@ -214,24 +215,24 @@ func (w *Worker) plan(ctx context.Context, es []*Erasure, sc scope, first bool) 
 			f = &affectedRows{}
 		}
 		switch {
-		case e.Stage == StagePending:
+		case e.Stage == erasure.StagePending:
 			e.StartedAt, e.EventsAffected = now.UTC().Truncate(time.Second), f.events
 		case first:
 			e.EventsAffected = max(e.EventsAffected, f.events) // resumed: part may be erased already
 		default:
 			e.EventsAffected += f.events
 		}
-		e.addDays(f.days...)
-		e.Stage, e.LastError = StagePlanned, ""
+		e.AddDays(f.days...)
+		e.Stage, e.LastError = erasure.StagePlanned, ""
 	}
-	return total, Write(ctx, w.Conn, now, es...)
+	return total, erasure.Write(ctx, w.Conn, now, es...)
 }
 
 func (w *Worker) pollEvery() time.Duration { return min(w.Config.Poll, 200*time.Millisecond) }
 
 type affectedRows struct {
 	events uint64
-	days   []PixelDay
+	days   []erasure.PixelDay
 }
 
 // affected counts the stored events in scope per identity and lists their pixel-days.
@@ -265,7 +266,7 @@ func (w *Worker) affected(ctx context.Context, sc scope) (map[scopeKey]*affected
 		a.events += n
 		total += n
 		day = day.UTC()
-		a.days = append(a.days, PixelDay{Pixel: pixel, Date: time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC)})
+		a.days = append(a.days, erasure.PixelDay{Pixel: pixel, Date: time.Date(day.Year(), day.Month(), day.Day(), 0, 0, 0, 0, time.UTC)})
 	}
 	return out, total, rows.Err()
 }
@@ -273,14 +274,14 @@ func (w *Worker) affected(ctx context.Context, sc scope) (map[scopeKey]*affected
 // complete announces each erasure (Completed) and records the announced ones completed
 // (one INSERT). An erasure whose announcement failed stays recomputed and is announced
 // again by the next run (its event id is stable: receivers see one event).
-func (w *Worker) complete(ctx context.Context, es []*Erasure) error {
-	var done []*Erasure
+func (w *Worker) complete(ctx context.Context, es []*erasure.Erasure) error {
+	var done []*erasure.Erasure
 	var failed error
 	for _, e := range es {
-		e.Stage, e.CompletedAt, e.LastError = StageCompleted, w.Now().UTC().Truncate(time.Second), ""
+		e.Stage, e.CompletedAt, e.LastError = erasure.StageCompleted, w.Now().UTC().Truncate(time.Second), ""
 		if w.Completed != nil {
 			if err := w.Completed(ctx, e); err != nil {
-				e.Stage, e.CompletedAt = StageRecomputed, time.Time{}
+				e.Stage, e.CompletedAt = erasure.StageRecomputed, time.Time{}
 				failed = fmt.Errorf("privacy: announce erasure %s: %w", e.ID, err)
 				break
 			}
@@ -288,7 +289,7 @@ func (w *Worker) complete(ctx context.Context, es []*Erasure) error {
 		done = append(done, e)
 	}
 	if len(done) > 0 {
-		if err := Write(ctx, w.Conn, w.Now(), done...); err != nil {
+		if err := erasure.Write(ctx, w.Conn, w.Now(), done...); err != nil {
 			return err
 		}
 	}

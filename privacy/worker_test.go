@@ -7,7 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/privacy"
+	"svc/schema/erasure"
+	"svc/schema/workspace"
 )
 
 // TestErasureRemovesOnePersonOnly: three people's events over two pixels and three
@@ -149,16 +150,16 @@ func TestErasureScopeFollowsRequestTime(t *testing.T) {
 func TestRetentionRemovesOldRowsOnly(t *testing.T) {
 	w := newWorld(t)
 	kept, limited := uuid.New(), uuid.New()
-	if err := privacy.NewRetention(w.rdb).Set(context.Background(), limited, 10); err != nil {
+	if err := workspace.NewRetention(w.rdb).Set(context.Background(), limited, 10); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = privacy.NewRetention(w.rdb).Set(context.Background(), limited, 0) })
-	if err := privacy.NewRetention(w.rdb).Set(context.Background(), kept, 3); err == nil {
+	t.Cleanup(func() { _ = workspace.NewRetention(w.rdb).Set(context.Background(), limited, 0) })
+	if err := workspace.NewRetention(w.rdb).Set(context.Background(), kept, 3); err == nil {
 		t.Fatal("a 3-day retention was accepted (days must be final before they go)")
 	}
 	px1, px2 := uuid.New(), uuid.New()
 	now := time.Now().UTC()
-	cutoff := privacy.Cutoff(now, 10)
+	cutoff := workspace.RetentionCutoff(now, 10)
 	var evs []ev
 	for _, age := range []int{30, 12, 11, 10, 9, 1} {
 		d := now.Truncate(24*time.Hour).AddDate(0, 0, -age)
@@ -204,9 +205,9 @@ func TestResumeRebuildsRecordedDays(t *testing.T) {
 		ev{ws: ws, pixel: px, day: today, name: "purchase", consent: true, email: "stays@example.com", received: recv})
 	e := w.request(ws, false, "gone@example.com", false, time.Now())
 	// The dead worker's work: planned (days recorded), then the mutation.
-	e.Stage, e.EventsAffected, e.StartedAt = privacy.StagePlanned, 1, time.Now().UTC().Truncate(time.Second)
-	e.Days = []privacy.PixelDay{{Pixel: px, Date: today}}
-	if err := privacy.Write(context.Background(), w.conn, time.Now(), e); err != nil {
+	e.Stage, e.EventsAffected, e.StartedAt = erasure.StagePlanned, 1, time.Now().UTC().Truncate(time.Second)
+	e.Days = []erasure.PixelDay{{Pixel: px, Date: today}}
+	if err := erasure.Write(context.Background(), w.conn, time.Now(), e); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.conn.Exec(context.Background(), "ALTER TABLE events UPDATE has_email = 0, email_sha256 = toFixedString('', 32) WHERE workspace_id = toUUID(?) AND email_sha256 = unhex(?)",
@@ -220,7 +221,7 @@ func TestResumeRebuildsRecordedDays(t *testing.T) {
 		t.Fatalf("before the resumed run unique_people is %d, want 2 (the view never saw the mutation)", p)
 	}
 	fail := true
-	w.worker.Completed = func(_ context.Context, got *privacy.Erasure) error {
+	w.worker.Completed = func(_ context.Context, got *erasure.Erasure) error {
 		if fail {
 			fail = false
 			return context.DeadlineExceeded
@@ -231,7 +232,7 @@ func TestResumeRebuildsRecordedDays(t *testing.T) {
 	if err := w.worker.RunOnce(context.Background()); err == nil {
 		t.Fatal("a failed announcement did not fail the run")
 	}
-	if got := w.get(e); got.Stage != privacy.StageRecomputed || got.LastError == "" {
+	if got := w.get(e); got.Stage != erasure.StageRecomputed || got.LastError == "" {
 		t.Fatalf("after a failed announcement: stage %s, last error %q", got.Stage, got.LastError)
 	}
 	if p := w.rollups(ws, px, false)[today.Format("2006-01-02")+"|purchase"].people; p != 1 {
@@ -239,7 +240,7 @@ func TestResumeRebuildsRecordedDays(t *testing.T) {
 	}
 	w.runOnce()
 	got := w.get(e)
-	if got.Stage != privacy.StageCompleted || got.EventsAffected != 1 || len(got.Days) != 1 || len(w.done) != 1 || got.LastError != "" {
+	if got.Stage != erasure.StageCompleted || got.EventsAffected != 1 || len(got.Days) != 1 || len(w.done) != 1 || got.LastError != "" {
 		t.Fatalf("resumed erasure: %+v, announced %d", got.View(), len(w.done))
 	}
 }

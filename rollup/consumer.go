@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/logs"
+	"svc/lib/process"
 	"svc/schema"
 )
 
@@ -119,7 +120,7 @@ func (c *consumer) run(ctx context.Context) error {
 			return c.die(err)
 		}
 		if !canPoll {
-			sleep(ctx, wait)
+			process.Sleep(ctx, wait)
 			continue
 		}
 		pctx, cancel := context.WithTimeout(ctx, wait)
@@ -350,19 +351,4 @@ func (c *consumer) updateLag(fs kgo.Fetches) {
 		next := fp.Records[len(fp.Records)-1].Offset + 1
 		c.m.partitionLag.WithLabelValues(strconv.Itoa(int(fp.Partition))).Set(float64(max(fp.HighWatermark-next, 0)))
 	})
-}
-
-// sleep waits d or until ctx is done; it reports whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

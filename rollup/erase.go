@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/privacy"
+	"svc/schema/erasure"
 )
 
 // Erasures and the consumer (privacy/README.md). Before each INSERT the consumer
@@ -34,8 +34,8 @@ const heldRetry = 200 * time.Millisecond
 
 // gate is the consumer's side of the privacy fence (nil without Redis).
 type gate struct {
-	fence *privacy.Fence
-	reg   *privacy.Registry
+	fence *erasure.Fence
+	reg   *erasure.Registry
 	lease time.Duration
 	open  []string // registered INSERT query ids not yet ended
 
@@ -52,8 +52,8 @@ func newGate(cfg Config) *gate {
 		reg = prometheus.DefaultRegisterer
 	}
 	return &gate{
-		fence: privacy.NewFence(cfg.Redis, cfg.ClickHouse.Database),
-		reg:   privacy.NewRegistry(cfg.Redis),
+		fence: erasure.NewFence(cfg.Redis, cfg.ClickHouse.Database),
+		reg:   erasure.NewRegistry(cfg.Redis),
 		lease: 2 * cfg.InsertTimeout,
 		erased: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_rollup_erased_identities_total",
 			Help: "Events whose identity the consumer cleared before inserting them (erased while in flight, or suppressed)."})),
@@ -123,9 +123,9 @@ func (s *Sink) AnyPixel(pixels map[uuid.UUID]bool) bool {
 }
 
 // EraseIdentities clears the email hash of every buffered row whose identity set
-// erases (privacy.Identity.Applies on the row's received_at) and returns how many.
+// erases (erasure.Identity.Applies on the row's received_at) and returns how many.
 // The event itself stays, as an event without identity.
-func (s *Sink) EraseIdentities(set *privacy.Set) int {
+func (s *Sink) EraseIdentities(set *erasure.Set) int {
 	c := &s.c
 	n := 0
 	for i, has := range c.hasEmail {

@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/privacy"
 	"svc/schema"
 	"svc/schema/apitest"
+	"svc/schema/erasure"
 )
 
 // oneEvent is a batch of one consented event of person at pixel px, received at recv.
@@ -34,8 +34,8 @@ func TestConsumerClearsErasedIdentitiesInFlight(t *testing.T) {
 	cfg := w.config("erase-inflight")
 	cfg.Redis = rdb
 	at := time.Now().Add(-time.Minute).Truncate(time.Second)
-	id := privacy.Identity{Workspace: uuid.UUID(w.ws), Email: sha256.Sum256([]byte("gone@example.com")), RequestedAt: at.Unix()}
-	if err := privacy.NewRegistry(rdb).Register(context.Background(), id); err != nil {
+	id := erasure.Identity{Workspace: uuid.UUID(w.ws), Email: sha256.Sum256([]byte("gone@example.com")), RequestedAt: at.Unix()}
+	if err := erasure.NewRegistry(rdb).Register(context.Background(), id); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -70,7 +70,7 @@ func TestConsumerWaitsForHeldPixels(t *testing.T) {
 	rdb := apitest.Redis(t)
 	cfg := w.config("erase-held")
 	cfg.Redis = rdb
-	fence := privacy.NewFence(rdb, w.ch.Database)
+	fence := erasure.NewFence(rdb, w.ch.Database)
 	var held uuid.UUID
 	held[0], held[1] = 0x50, 7
 	active, err := fence.Hold(context.Background(), []uuid.UUID{held}, time.Minute)

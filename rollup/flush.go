@@ -13,6 +13,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"svc/lib/process"
 )
 
 // flush produces pending dead letters, inserts buffered rows (one INSERT) and commits
@@ -128,7 +130,7 @@ func waitQueryGone(ctx context.Context, rb readBack, id string, timeout time.Dur
 		} else {
 			absent = 0
 		}
-		if absent < 2 && !sleep(ctx, 100*time.Millisecond) {
+		if absent < 2 && !process.Sleep(ctx, 100*time.Millisecond) {
 			return fmt.Errorf("failed INSERT %s still running after %v", id, timeout)
 		}
 	}
@@ -145,7 +147,7 @@ func waitRunningInserts(ctx context.Context, rb readBack) error {
 		return fmt.Errorf("list running inserts: %w", err)
 	}
 	for len(running) > 0 {
-		if !sleep(ctx, 20*time.Millisecond) {
+		if !process.Sleep(ctx, 20*time.Millisecond) {
 			return fmt.Errorf("%d rollup inserts still running: %w", len(running), ctx.Err())
 		}
 		now, err := rb.runningInserts(ctx)
@@ -242,7 +244,7 @@ func (c *consumer) flushUntil(deadline time.Time) error {
 			return err
 		}
 		c.fail(err)
-		if !sleep(ctx, time.Until(c.retryAt)) {
+		if !process.Sleep(ctx, time.Until(c.retryAt)) {
 			return err
 		}
 	}

@@ -48,7 +48,7 @@ func openRetry(ctx context.Context, cfg Config) (driver.Conn, error) {
 			return conn, nil
 		}
 		cfg.Log.Warn("ClickHouse not reachable yet", "err", err.Error(), "retry_in", d.String())
-		if !sleep(ctx, d) {
+		if !process.Sleep(ctx, d) {
 			return nil, errors.Join(ctx.Err(), err)
 		}
 		d = min(2*d, cfg.RetryMax)

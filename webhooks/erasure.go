@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"svc/privacy"
+	"svc/schema/erasure"
 )
 
 // The webhooks role runs the privacy worker (privacy/README.md: erasures and raw-event
@@ -29,7 +30,7 @@ func (r *Role) runPrivacy(ctx context.Context) error {
 // EmitErasureCompleted schedules erasure.completed for e to every endpoint of its
 // workspace that takes the kind. The event id derives from the erasure's id, so a
 // worker that announces twice (it died before recording completion) emits one event.
-func (em *Emitter) EmitErasureCompleted(ctx context.Context, e *privacy.Erasure) error {
+func (em *Emitter) EmitErasureCompleted(ctx context.Context, e *erasure.Erasure) error {
 	_, err := em.Emit(ctx, Event{ID: EventID(KindErasureCompleted, e.ID.String()), Kind: KindErasureCompleted,
 		WorkspaceID: e.Workspace, CreatedAt: e.CompletedAt, Data: e.View()})
 	return err

@@ -6,7 +6,7 @@ import (
 	"flag"
 
 	"svc/lib/ids"
-	"svc/privacy"
+	"svc/schema/workspace"
 )
 
 // retentionCommands set a workspace's raw-event retention (privacy/README.md). They are
@@ -37,7 +37,7 @@ func setRetention(ctx context.Context, e *Env, args []string) (any, error) {
 	case *unlimited && *days != 0:
 		return nil, errors.New("give --days or --unlimited, not both")
 	case !*unlimited:
-		if err := privacy.ValidateDays(*days); err != nil {
+		if err := workspace.ValidateRetentionDays(*days); err != nil {
 			return nil, err
 		}
 	}
@@ -45,7 +45,7 @@ func setRetention(ctx context.Context, e *Env, args []string) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := privacy.NewRetention(e.Redis).Set(ctx, w.ID, *days); err != nil {
+	if err := workspace.NewRetention(e.Redis).Set(ctx, w.ID, *days); err != nil {
 		return nil, err
 	}
 	out := RetentionJSON{WorkspaceID: ids.Format(ids.Org, w.ID), WorkspaceIDUUID: w.ID.String()}

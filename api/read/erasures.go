@@ -14,7 +14,7 @@ import (
 	"svc/lib/ids"
 	"svc/lib/paging"
 	"svc/lib/problem"
-	"svc/privacy"
+	"svc/schema/erasure"
 )
 
 // ScopeErase is the scope of the erasure operations (privacy/README.md).
@@ -47,15 +47,15 @@ func (a *API) postErasure(r *httpserver.Request) error {
 		return p
 	}
 	now := a.now().UTC().Truncate(time.Second)
-	e := &privacy.Erasure{ID: privacy.NewID(r.Key.ID, r.Ctx.Request.Header.Peek("Idempotency-Key")),
+	e := &erasure.Erasure{ID: erasure.NewID(r.Key.ID, r.Ctx.Request.Header.Peek("Idempotency-Key")),
 		Workspace: r.Key.WorkspaceID, Sandbox: r.Key.Env == apikey.Sandbox, Email: req.email, Suppress: req.suppress,
-		Stage: privacy.StagePending, RequestedAt: now, KeyID: r.Key.ID, RequestID: r.ID}
+		Stage: erasure.StagePending, RequestedAt: now, KeyID: r.Key.ID, RequestID: r.ID}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	if err := privacy.Write(ctx, a.Conn, now, e); err != nil {
+	if err := erasure.Write(ctx, a.Conn, now, e); err != nil {
 		return a.storeErr(r, err)
 	}
-	if err := privacy.NewRegistry(a.Keys.Redis()).Register(ctx, e.Identity()); err != nil {
+	if err := erasure.NewRegistry(a.Keys.Redis()).Register(ctx, e.Identity()); err != nil {
 		if a.Log != nil {
 			a.Log.Error("register erased identity", "request_id", r.ID, "err", err.Error())
 		}
@@ -144,7 +144,7 @@ func parseIdentity(raw json.RawMessage) ([32]byte, []problem.FieldError) {
 		if json.Unmarshal(rawHash, &s) != nil {
 			return none, append(errs, fe("identity.email_sha256", "type_string", withheld)...)
 		}
-		digest, ok := privacy.ParseEmailSHA256(s)
+		digest, ok := erasure.ParseEmailSHA256(s)
 		if !ok {
 			return none, append(errs, fe("identity.email_sha256", "sha256_hex", withheld)...)
 		}
@@ -170,8 +170,8 @@ func (a *API) getErasure(r *httpserver.Request) error {
 	}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	e, err := privacy.Get(ctx, a.Conn, r.Key.WorkspaceID, id)
-	if errors.Is(err, privacy.ErrNotFound) {
+	e, err := erasure.Get(ctx, a.Conn, r.Key.WorkspaceID, id)
+	if errors.Is(err, erasure.ErrNotFound) {
 		return notFound("erasure", raw)
 	}
 	if err != nil {
@@ -181,11 +181,11 @@ func (a *API) getErasure(r *httpserver.Request) error {
 }
 
 // erasureStatuses are the values of the status filter.
-var erasureStatuses = []string{privacy.StatusPending, privacy.StatusRunning, privacy.StatusCompleted}
+var erasureStatuses = []string{erasure.StatusPending, erasure.StatusRunning, erasure.StatusCompleted}
 
 func (a *API) listErasures(r *httpserver.Request) error {
 	var errs []problem.FieldError
-	q := privacy.ListQuery{Workspace: r.Key.WorkspaceID}
+	q := erasure.ListQuery{Workspace: r.Key.WorkspaceID}
 	if v := r.Query("status"); v != "" {
 		if !slices.Contains(erasureStatuses, v) {
 			errs = append(errs, queryError("status", "one_of", v))
@@ -202,11 +202,11 @@ func (a *API) listErasures(r *httpserver.Request) error {
 	}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	es, err := privacy.List(ctx, a.Conn, q)
+	es, err := erasure.List(ctx, a.Conn, q)
 	if err != nil {
 		return a.storeErr(r, err)
 	}
-	views := make([]privacy.View, len(es))
+	views := make([]erasure.View, len(es))
 	for i, e := range es {
 		views[i] = e.View()
 	}

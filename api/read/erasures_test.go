@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/lib/apikey"
-	"svc/privacy"
+	"svc/schema/erasure"
 	"svc/schema/workspace"
 )
 
@@ -74,7 +74,7 @@ func TestErasureRecordsThroughTheAPI(t *testing.T) {
 	t.Cleanup(func() {
 		_ = e.Redis.HDel(context.Background(), "svc:privacy:{ids}", tn.Workspace.ID.String()+":"+hex.EncodeToString(sum[:])).Err()
 	})
-	set, err := privacy.NewRegistry(e.Redis).Refresh(context.Background())
+	set, err := erasure.NewRegistry(e.Redis).Refresh(context.Background())
 	if err != nil || !set.Suppressed(tn.Workspace.ID, sum) {
 		t.Fatalf("the identity is not registered for suppression: %v", err)
 	}
@@ -177,7 +177,7 @@ func TestAccountShowsRetention(t *testing.T) {
 	if a := e.Do(t, "GET", "/account", tn.Secret, "").JSON(t); a["raw_event_retention_days"] != nil {
 		t.Fatalf("a new workspace has a retention: %v", a)
 	}
-	rt := privacy.NewRetention(e.Redis)
+	rt := workspace.NewRetention(e.Redis)
 	if err := rt.Set(context.Background(), tn.Workspace.ID, 30); err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,6 @@ import (
 	"svc/lib/ids"
 	"svc/lib/paging"
 	"svc/lib/problem"
-	"svc/privacy"
 	"svc/schema/workspace"
 )
 
@@ -256,7 +255,7 @@ func (a *API) account(r *httpserver.Request) error {
 	if w.Showroom {
 		out.Environment = apikey.Sandbox
 	}
-	days, err := privacy.NewRetention(a.Keys.Redis()).Get(r.Context(), ws)
+	days, err := workspace.NewRetention(a.Keys.Redis()).Get(r.Context(), ws)
 	if err != nil {
 		return problem.Unavailable("the key store", 1)
 	}

@@ -1,4 +1,4 @@
-package privacy
+package erasure
 
 import (
 	"context"
@@ -35,6 +35,9 @@ const (
 )
 
 var stageRank = map[string]uint64{StagePending: 0, StagePlanned: 1, StageErased: 2, StageRecomputed: 3, StageCompleted: 4}
+
+// StageRank orders the stages: a later stage has a higher rank.
+func StageRank(stage string) uint64 { return stageRank[stage] }
 
 func statusOf(stage string) string {
 	switch stage {
@@ -268,8 +271,8 @@ func query(ctx context.Context, conn driver.Conn, q string, args ...any) ([]*Era
 	return out, rows.Err()
 }
 
-// addDays merges ds into e.Days (no duplicates, ordered by day then pixel).
-func (e *Erasure) addDays(ds ...PixelDay) {
+// AddDays merges ds into e.Days (no duplicates, ordered by day then pixel).
+func (e *Erasure) AddDays(ds ...PixelDay) {
 	seen := map[PixelDay]bool{}
 	for _, d := range e.Days {
 		seen[d] = true

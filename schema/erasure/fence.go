@@ -1,4 +1,4 @@
-package privacy
+package erasure
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"svc/lib/process"
 )
 
 // Fence coordinates the consumer's INSERTs into one database with the erasure worker,
@@ -187,7 +189,7 @@ func (f *Fence) Drain(ctx context.Context, conn driver.Conn, ids []string) error
 		if wait = still; len(wait) == 0 {
 			break
 		}
-		if !sleep(ctx, 50*time.Millisecond) {
+		if !process.Sleep(ctx, 50*time.Millisecond) {
 			return fmt.Errorf("privacy: %d consumer inserts still running: %w", len(wait), ctx.Err())
 		}
 	}
@@ -237,16 +239,4 @@ func runningInserts(ctx context.Context, conn driver.Conn) ([]string, error) {
 		out = append(out, id)
 	}
 	return out, rows.Err()
-}
-
-// sleep waits d or until ctx is done; it reports whether the full wait elapsed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
