@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"svc/api/docs"
 	"svc/api/mcp"
@@ -14,6 +15,7 @@ import (
 	"svc/lib/logs"
 	"svc/lib/process"
 	"svc/lib/settings"
+	"svc/privacy"
 	"svc/rollup"
 	"svc/schema"
 	"svc/schema/workspace"
@@ -33,7 +35,8 @@ type roleSet interface {
 var roleSets = map[string]func(r *settings.Reader) roleSet{
 	"dev": func(r *settings.Reader) roleSet {
 		return &devSet{processSettings: readProcess(r), Broker: kafkabroker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r),
-			Webhooks: webhooks.ConfigFromEnv(r), Read: read.ConfigFromEnv(r), Rollup: rollup.ConfigFromEnv(r)}
+			Webhooks: webhooks.ConfigFromEnv(r), Privacy: privacy.ConfigFromEnv(r), Read: read.ConfigFromEnv(r),
+			Rollup: rollup.ConfigFromEnv(r)}
 	},
 	"ingest": func(r *settings.Reader) roleSet {
 		return &ingestSet{processSettings: readProcess(r), Broker: kafkabroker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r)}
@@ -47,7 +50,7 @@ var roleSets = map[string]func(r *settings.Reader) roleSet{
 		return &apiSet{processSettings: readProcess(r), Read: read.ConfigFromEnv(r)}
 	},
 	"webhooks": func(r *settings.Reader) roleSet {
-		return &webhooksSet{processSettings: readProcess(r), Webhooks: webhooks.ConfigFromEnv(r)}
+		return &webhooksSet{processSettings: readProcess(r), Webhooks: webhooks.ConfigFromEnv(r), Privacy: privacy.ConfigFromEnv(r)}
 	},
 }
 
@@ -174,13 +177,17 @@ func (s *apiSet) build(ctx context.Context, p *process.Process, front *httpserve
 	return []process.Role{rd.Role()}, nil
 }
 
-// webhooksSet is `svc webhooks`: the receiver and the delivery worker.
+// webhooksSet is `svc webhooks`: the receiver and the delivery worker, and the privacy
+// worker (erasures and raw-event retention), whose completed erasures it announces.
 type webhooksSet struct {
 	processSettings
 	Webhooks webhooks.Config
+	Privacy  privacy.Config
 }
 
-func (s *webhooksSet) validate() error { return errors.Join(s.validateBase(), s.Webhooks.Validate()) }
+func (s *webhooksSet) validate() error {
+	return errors.Join(s.validateBase(), s.Webhooks.Validate(), s.Privacy.Validate())
+}
 
 func (s *webhooksSet) build(ctx context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
 	wh, err := webhooks.Open(ctx, s.Webhooks, p.Redis, ks, p.Registry, p.Log)
@@ -188,7 +195,21 @@ func (s *webhooksSet) build(ctx context.Context, p *process.Process, front *http
 		return nil, err
 	}
 	front.Handle(wh.Routes()...)
-	return []process.Role{wh.Role()}, nil
+	pw, err := newPrivacy(ctx, s.Privacy, p, wh, p.Log)
+	if err != nil {
+		return []process.Role{wh.Role()}, err
+	}
+	return []process.Role{wh.Role(), pw.Role()}, nil
+}
+
+// newPrivacy is the privacy role of p, announcing completed erasures through wh.
+func newPrivacy(ctx context.Context, c privacy.Config, p *process.Process, wh *webhooks.Role, log *slog.Logger) (*privacy.Worker, error) {
+	pw, err := privacy.New(ctx, c, p.Redis, p.Registry, log)
+	if err != nil {
+		return nil, err
+	}
+	pw.Completed = wh.Emitter.EmitErasureCompleted
+	return pw, nil
 }
 
 // devSet is `svc dev`: every role in one process behind SVC_HTTP_ADDR, routing by path
@@ -199,13 +220,14 @@ type devSet struct {
 	Broker   kafkabroker.Config
 	Ingest   ingest.Config
 	Webhooks webhooks.Config
+	Privacy  privacy.Config
 	Read     read.Config
 	Rollup   rollup.Config
 }
 
 func (s *devSet) validate() error {
 	return errors.Join(s.validateBase(), s.Broker.Validate(), s.Ingest.Validate(), s.Webhooks.Validate(),
-		s.Read.Validate(), s.Rollup.Validate())
+		s.Privacy.Validate(), s.Read.Validate(), s.Rollup.Validate())
 }
 
 // build starts the broker first (it closes last), then the edge, webhooks, the read API
@@ -227,6 +249,11 @@ func (s *devSet) build(ctx context.Context, p *process.Process, front *httpserve
 		return roles, err
 	}
 	roles = append(roles, wh.Role())
+	pw, err := newPrivacy(ctx, s.Privacy, p, wh, p.RoleLog("privacy"))
+	if err != nil {
+		return roles, err
+	}
+	roles = append(roles, pw.Role())
 	rd, err := read.Open(ctx, s.Read, ks, p.RoleLog("api"))
 	if err != nil {
 		return roles, err

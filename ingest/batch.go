@@ -18,7 +18,7 @@ import (
 // Bounds on event fields (documented on the developer pages).
 const (
 	MaxEventIDLen = 64
-	MaxEmailLen   = 254
+	MaxEmailLen   = schema.MaxEmailLen
 	// MaxEventAge is how far in the past occurred_at may be: a late event lands on its
 	// own day, up to this age (schema.MaxEventAge: the rollup's final status relies on it).
 	MaxEventAge = schema.MaxEventAge

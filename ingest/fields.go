@@ -186,7 +186,7 @@ func (p *Parser) email(b *Batch, st *eventState, idx int, e *schema.Event) {
 	if !p.optional(b, st, idx, "identity.email", kString, false) {
 		return
 	}
-	digest, rule := EmailDigest(s.str())
+	digest, rule := schema.EmailDigest(s.str())
 	if rule != "" {
 		p.reject(b, st, idx, "identity.email", rule, "(withheld: contact details are never echoed)")
 		return
@@ -195,32 +195,3 @@ func (p *Parser) email(b *Batch, st *eventState, idx int, e *schema.Event) {
 	e.EmailSHA = digest
 }
 
-// emailRule returns "" for a trimmed, lowercased address of plausible shape.
-func emailRule(v []byte) string {
-	if len(v) == 0 || len(v) > MaxEmailLen {
-		return "email"
-	}
-	at := -1
-	for i, c := range v {
-		switch {
-		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
-			if i == 0 || i == len(v)-1 {
-				return "normalised"
-			}
-			return "email"
-		case c >= 'A' && c <= 'Z':
-			return "normalised"
-		case c == '@':
-			if at >= 0 {
-				return "email"
-			}
-			at = i
-		case c < 0x20:
-			return "email"
-		}
-	}
-	if at <= 0 || at == len(v)-1 {
-		return "email"
-	}
-	return ""
-}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"svc/lib/chpool"
 	"svc/lib/settings"
 )
 
@@ -28,9 +29,12 @@ type Config struct {
 	// pipeline's list (events received before the request may still be in Kafka, which
 	// keeps records 7 days) (SVC_PRIVACY_KEEP_IDENTITIES, 192h).
 	KeepIdentities time.Duration
+	// ClickHouse is where the events and rollups are (SVC_CLICKHOUSE_*); the worker
+	// opens a pool of its own (Open).
+	ClickHouse chpool.Config
 }
 
-// ConfigFromEnv reads the SVC_PRIVACY_* variables.
+// ConfigFromEnv reads the SVC_PRIVACY_* and SVC_CLICKHOUSE_* variables.
 func ConfigFromEnv(r *settings.Reader) Config {
 	return Config{
 		Poll:              r.Duration("SVC_PRIVACY_POLL"),
@@ -39,6 +43,7 @@ func ConfigFromEnv(r *settings.Reader) Config {
 		HoldLease:         r.Duration("SVC_PRIVACY_HOLD_LEASE"),
 		RetentionInterval: r.Duration("SVC_PRIVACY_RETENTION_INTERVAL"),
 		KeepIdentities:    r.Duration("SVC_PRIVACY_KEEP_IDENTITIES"),
+		ClickHouse:        chpool.ConfigFromEnv(r),
 	}
 }
 
@@ -63,5 +68,5 @@ func (c Config) Validate() error {
 	if c.KeepIdentities < 7*24*time.Hour {
 		errs = append(errs, fmt.Errorf("SVC_PRIVACY_KEEP_IDENTITIES %v: want at least 168h (Kafka's retention)", c.KeepIdentities))
 	}
-	return errors.Join(errs...)
+	return errors.Join(append(errs, c.ClickHouse.Validate())...)
 }

@@ -8,7 +8,6 @@ import (
 
 	"svc/lib/chpool"
 	"svc/lib/settings"
-	"svc/privacy"
 )
 
 // Config is the webhooks role's configuration. ConfigFromEnv reads it; Validate checks it.
@@ -73,8 +72,6 @@ type Config struct {
 
 	// ClickHouse holds the inbound and delivery logs and the actuals (SVC_CLICKHOUSE_*).
 	ClickHouse chpool.Config
-	// Privacy configures the privacy worker the role runs (SVC_PRIVACY_*).
-	Privacy privacy.Config
 }
 
 // DefaultConfig returns the defaults of lib/settings's table (the worker named after
@@ -101,7 +98,6 @@ func ConfigFromEnv(r *settings.Reader) Config {
 		Prefix:            r.String("SVC_WEBHOOKS_REDIS_PREFIX"),
 		Worker:            cmp.Or(r.String("SVC_WEBHOOKS_WORKER"), defaultWorker()),
 		ClickHouse:        chpool.ConfigFromEnv(r),
-		Privacy:           privacy.ConfigFromEnv(r),
 	}
 	for _, s := range r.List("SVC_WEBHOOKS_SCHEDULE") {
 		v, err := time.ParseDuration(s)
@@ -157,5 +153,5 @@ func (c Config) Validate() error {
 	if c.Prefix == "" {
 		errs = append(errs, errors.New("SVC_WEBHOOKS_REDIS_PREFIX must not be empty"))
 	}
-	return errors.Join(append(errs, c.ClickHouse.Validate(), c.Privacy.Validate())...)
+	return errors.Join(append(errs, c.ClickHouse.Validate())...)
 }

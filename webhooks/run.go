@@ -17,7 +17,6 @@ import (
 	"svc/lib/chpool"
 	"svc/lib/httpserver"
 	"svc/lib/process"
-	"svc/privacy"
 	"svc/schema/workspace"
 )
 
@@ -27,23 +26,19 @@ type Role struct {
 	Worker   *Worker
 	Triggers *Triggers
 	Emitter  *Emitter
-	// Privacy runs erasures and raw-event retention (erasure.go); nil: not here.
-	Privacy *privacy.Worker
-	conn    driver.Conn
+	conn     driver.Conn
 }
 
 // Open builds the role (`svc webhooks` and `svc dev`): it connects to ClickHouse per
 // cfg.ClickHouse (the role owns that pool and closes it on Close), keeps its schedule in
-// rdb, reads keys from ks, runs the privacy worker (erasure.go), and registers its
+// rdb, reads keys from ks, and registers its
 // metrics on reg. cfg must be valid.
 func Open(ctx context.Context, cfg Config, rdb redis.UniversalClient, ks *workspace.Store, reg prometheus.Registerer, log *slog.Logger) (*Role, error) {
 	conn, err := chpool.Open(ctx, cfg.ClickHouse)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
-	role := New(cfg, rdb, ks, conn, NewMetrics(reg), log)
-	role.UsePrivacy(privacy.NewWorker(cfg.Privacy, conn, rdb, cfg.ClickHouse, reg, log))
-	return role, nil
+	return New(cfg, rdb, ks, conn, NewMetrics(reg), log), nil
 }
 
 // New wires the role over Redis, the key store and the ClickHouse conn (which the role
@@ -72,14 +67,11 @@ func (r *Role) Role() process.Role {
 		Name:   "webhooks",
 		Checks: []process.Check{{Name: "clickhouse", Fn: func(ctx context.Context) error { return r.conn.Ping(ctx) }}},
 		Run: func(ctx context.Context) error {
-			errc := make(chan error, 2)
+			errc := make(chan error, 1)
 			go func() { errc <- r.Triggers.Run(ctx) }()
-			go func() { errc <- r.runPrivacy(ctx) }()
 			err := r.Worker.Run(ctx)
-			for range 2 {
-				if terr := <-errc; err == nil {
-					err = terr
-				}
+			if terr := <-errc; err == nil {
+				err = terr
 			}
 			return err
 		},

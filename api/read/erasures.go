@@ -8,12 +8,12 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 
-	"svc/ingest"
 	"svc/lib/apikey"
 	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/paging"
 	"svc/lib/problem"
+	"svc/schema"
 	"svc/schema/erasure"
 )
 
@@ -134,7 +134,7 @@ func parseIdentity(raw json.RawMessage) ([32]byte, []problem.FieldError) {
 		if json.Unmarshal(rawEmail, &s) != nil {
 			return none, append(errs, fe("identity.email", "type_string", withheld)...)
 		}
-		digest, rule := ingest.EmailDigest([]byte(s))
+		digest, rule := schema.EmailDigest([]byte(s))
 		if rule != "" {
 			return none, append(errs, fe("identity.email", rule, withheld)...)
 		}
