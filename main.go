@@ -27,12 +27,10 @@ import (
 	"sort"
 	"syscall"
 
-	"svc/api/admin"
 	"svc/api/docs"
 	"svc/bench"
 	"svc/lib/logs"
 	"svc/schema/migrations"
-	"svc/webhooks"
 )
 
 // changelog is CHANGELOG.md, the one source of the changelog developer page.
@@ -67,7 +65,7 @@ var commands = map[string]command{
 
 // adminMain is `svc admin`: the admin package's commands and the webhooks role's.
 func adminMain(ctx context.Context, args []string) error {
-	return admin.Main(ctx, args, admin.Builtin, webhooks.AdminCommands)
+	return runAdmin(ctx, args, Builtin, webhookCommands)
 }
 
 func main() {

@@ -5,12 +5,15 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"sort"
 	"time"
 
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"svc/lib/ids"
 )
 
 // Store keeps the webhook state that must be shared by every process and survive
@@ -220,4 +223,41 @@ func (s *Store) getState(ctx context.Context, name string) (string, error) {
 
 func (s *Store) setState(ctx context.Context, name, v string) error {
 	return s.rdb.Set(ctx, s.p+"scan:"+name, v, 0).Err()
+}
+
+// EventMeta finds event id's workspace and kind: from its body in Redis, or in
+// ClickHouse through the logs openLogs opens, once Redis has let it go (the body is then
+// put back for the worker).
+func (st *Store) EventMeta(ctx context.Context, openLogs func(context.Context) (*Logs, func(), error), id uuid.UUID) (uuid.UUID, string, error) {
+	body, err := st.eventBody(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		logs, closeFn, lerr := openLogs(ctx)
+		if lerr != nil {
+			return uuid.Nil, "", lerr
+		}
+		defer closeFn()
+		se, lerr := logs.Event(ctx, id)
+		if errors.Is(lerr, ErrNotFound) {
+			return uuid.Nil, "", fmt.Errorf("no event %s", ids.Format(ids.Event, id))
+		}
+		if lerr != nil {
+			return uuid.Nil, "", lerr
+		}
+		if _, _, err := st.putEvent(ctx, id, se.Body); err != nil {
+			return uuid.Nil, "", err
+		}
+		return se.WorkspaceID, se.Kind, nil
+	}
+	if err != nil {
+		return uuid.Nil, "", err
+	}
+	var env Envelope
+	if err := json.Unmarshal(body, &env); err != nil {
+		return uuid.Nil, "", fmt.Errorf("event %s: %v", ids.Format(ids.Event, id), err)
+	}
+	ws, err := uuid.Parse(env.WorkspaceIDUUID)
+	if err != nil {
+		return uuid.Nil, "", fmt.Errorf("event %s: no workspace", ids.Format(ids.Event, id))
+	}
+	return ws, env.Type, nil
 }

@@ -2,7 +2,7 @@
 // workspaces, pixels and API keys. Every command prints one JSON object on stdout, or
 // exits non-zero with a message on stderr. Secrets are printed only on creation and
 // rotation, never logged.
-package admin
+package main
 
 import (
 	"context"
@@ -71,8 +71,8 @@ func Merge(sets ...Commands) Commands {
 	return all
 }
 
-// Main runs `svc admin <noun> <verb> [flags]`, one of the commands of sets.
-func Main(ctx context.Context, args []string, sets ...Commands) error {
+// runAdmin runs `svc admin <noun> <verb> [flags]`, one of the commands of sets.
+func runAdmin(ctx context.Context, args []string, sets ...Commands) error {
 	cmds := Merge(sets...)
 	name, rest := cmds.split(args)
 	cmd, ok := cmds[name]

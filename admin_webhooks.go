@@ -1,4 +1,4 @@
-package webhooks
+package main
 
 import (
 	"context"
@@ -8,19 +8,18 @@ import (
 	"strings"
 	"time"
 
-	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 
-	"svc/api/admin"
 	"svc/lib/chpool"
 	"svc/lib/ids"
 	"svc/lib/settings"
+	"svc/webhooks"
 )
 
 // Admin commands (svc admin webhook …). Each prints one JSON object; secrets are
 // printed only where they are issued (inbound-secret, endpoint create, endpoint
 // rotate-secret).
-var AdminCommands = admin.Commands{
+var webhookCommands = Commands{
 	"webhook inbound-secret":         {Usage: "--workspace ID [--overlap DURATION]", Run: cmdInboundSecret},
 	"webhook inbound-log":            {Usage: "--workspace ID [--outcome processed|ignored|failed] [--limit N]", Run: cmdInboundLog},
 	"webhook endpoint create":        {Usage: "--workspace ID --url URL [--kinds a,b]", Run: cmdEndpointCreate},
@@ -33,25 +32,25 @@ var AdminCommands = admin.Commands{
 }
 
 // cmdConfig reads the role's configuration (for the Redis prefix and overlaps).
-func cmdConfig() (Config, error) {
+func cmdConfig() (webhooks.Config, error) {
 	r := settings.New()
-	c := ConfigFromEnv(r)
+	c := webhooks.ConfigFromEnv(r)
 	if err := r.Err(); err != nil {
 		return c, err
 	}
 	return c, c.Validate()
 }
 
-func cmdStore(e *admin.Env) (*Store, Config, error) {
+func cmdStore(e *Env) (*webhooks.Store, webhooks.Config, error) {
 	c, err := cmdConfig()
 	if err != nil {
 		return nil, c, err
 	}
-	return NewStore(e.Redis, c.Prefix), c, nil
+	return webhooks.NewStore(e.Redis, c.Prefix), c, nil
 }
 
 // openLogs connects to ClickHouse as the role does (SVC_CLICKHOUSE_*).
-func openLogs(ctx context.Context) (*Logs, func(), error) {
+func openLogs(ctx context.Context) (*webhooks.Logs, func(), error) {
 	c, err := cmdConfig()
 	if err != nil {
 		return nil, nil, err
@@ -60,22 +59,22 @@ func openLogs(ctx context.Context) (*Logs, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return NewLogs(conn), func() { conn.Close() }, nil
+	return webhooks.NewLogs(conn), func() { conn.Close() }, nil
 }
 
-func endpointArg(ctx context.Context, st *Store, raw string) (Endpoint, error) {
+func endpointArg(ctx context.Context, st *webhooks.Store, raw string) (webhooks.Endpoint, error) {
 	id, err := ids.Parse(ids.Endpoint, raw)
 	if err != nil {
-		return Endpoint{}, fmt.Errorf("endpoint id %q: %v (want whk_<uuid>)", raw, err)
+		return webhooks.Endpoint{}, fmt.Errorf("endpoint id %q: %v (want whk_<uuid>)", raw, err)
 	}
 	ep, err := st.Endpoint(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if errors.Is(err, webhooks.ErrNotFound) {
 		return ep, fmt.Errorf("no endpoint %s", ids.Format(ids.Endpoint, id))
 	}
 	return ep, err
 }
 
-func cmdInboundSecret(ctx context.Context, e *admin.Env, args []string) (any, error) {
+func cmdInboundSecret(ctx context.Context, e *Env, args []string) (any, error) {
 	st, c, err := cmdStore(e)
 	if err != nil {
 		return nil, err
@@ -83,13 +82,13 @@ func cmdInboundSecret(ctx context.Context, e *admin.Env, args []string) (any, er
 	fs := flag.NewFlagSet("webhook inbound-secret", flag.ContinueOnError)
 	ws := fs.String("workspace", "", "workspace id")
 	overlap := fs.Duration("overlap", c.SecretOverlap, "how long the previous secrets stay valid")
-	if _, err := admin.ParseArgs(fs, args, 0); err != nil {
+	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
 	if *overlap < 0 {
 		return nil, errors.New("--overlap must not be negative")
 	}
-	w, err := admin.WorkspaceArg(ctx, e.Keys, *ws)
+	w, err := WorkspaceArg(ctx, e.Keys, *ws)
 	if err != nil {
 		return nil, err
 	}
@@ -110,21 +109,21 @@ func cmdInboundSecret(ctx context.Context, e *admin.Env, args []string) (any, er
 		"receiver_path": "/v1/webhooks/inbound/" + ids.Format(ids.Org, w.ID), "previous_secrets": ps}, nil
 }
 
-func cmdInboundLog(ctx context.Context, e *admin.Env, args []string) (any, error) {
+func cmdInboundLog(ctx context.Context, e *Env, args []string) (any, error) {
 	fs := flag.NewFlagSet("webhook inbound-log", flag.ContinueOnError)
 	ws := fs.String("workspace", "", "workspace id")
 	outcome := fs.String("outcome", "", "processed, ignored or failed")
 	limit := fs.Int("limit", 100, "rows, newest first (1..10000)")
-	if _, err := admin.ParseArgs(fs, args, 0); err != nil {
+	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
-	if *outcome != "" && *outcome != Processed && *outcome != Ignored && *outcome != Failed {
+	if *outcome != "" && *outcome != webhooks.Processed && *outcome != webhooks.Ignored && *outcome != webhooks.Failed {
 		return nil, fmt.Errorf("--outcome %q: want processed, ignored or failed", *outcome)
 	}
 	if *limit < 1 || *limit > 10000 {
 		return nil, errors.New("--limit: want 1..10000")
 	}
-	w, err := admin.WorkspaceArg(ctx, e.Keys, *ws)
+	w, err := WorkspaceArg(ctx, e.Keys, *ws)
 	if err != nil {
 		return nil, err
 	}
@@ -157,7 +156,7 @@ type EndpointJSON struct {
 	CreatedAt       time.Time  `json:"created_at"`
 }
 
-func endpointJSON(ep Endpoint, withSecret bool) EndpointJSON {
+func endpointJSON(ep webhooks.Endpoint, withSecret bool) EndpointJSON {
 	out := EndpointJSON{ID: ids.Format(ids.Endpoint, ep.ID), IDUUID: ep.ID.String(),
 		WorkspaceID: ids.Format(ids.Org, ep.WorkspaceID), WorkspaceIDUUID: ep.WorkspaceID.String(), URL: ep.URL,
 		Kinds: ep.Kinds, Status: "enabled", DisabledAt: ep.DisabledAt, DisabledReason: ep.DisabledReason,
@@ -171,7 +170,7 @@ func endpointJSON(ep Endpoint, withSecret bool) EndpointJSON {
 	return out
 }
 
-func cmdEndpointCreate(ctx context.Context, e *admin.Env, args []string) (any, error) {
+func cmdEndpointCreate(ctx context.Context, e *Env, args []string) (any, error) {
 	st, _, err := cmdStore(e)
 	if err != nil {
 		return nil, err
@@ -179,17 +178,17 @@ func cmdEndpointCreate(ctx context.Context, e *admin.Env, args []string) (any, e
 	fs := flag.NewFlagSet("webhook endpoint create", flag.ContinueOnError)
 	ws := fs.String("workspace", "", "workspace id")
 	u := fs.String("url", "", "where deliveries are POSTed")
-	kinds := fs.String("kinds", "", "comma-separated event kinds (default: all): "+strings.Join(Kinds, ", "))
-	if _, err := admin.ParseArgs(fs, args, 0); err != nil {
+	kinds := fs.String("kinds", "", "comma-separated event kinds (default: all): "+strings.Join(webhooks.Kinds, ", "))
+	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
 	if *u == "" {
 		return nil, errors.New("--url is required")
 	}
-	if err := ValidateURL(*u); err != nil {
+	if err := webhooks.ValidateURL(*u); err != nil {
 		return nil, fmt.Errorf("--url: %v", err)
 	}
-	w, err := admin.WorkspaceArg(ctx, e.Keys, *ws)
+	w, err := WorkspaceArg(ctx, e.Keys, *ws)
 	if err != nil {
 		return nil, err
 	}
@@ -206,17 +205,17 @@ func cmdEndpointCreate(ctx context.Context, e *admin.Env, args []string) (any, e
 	return endpointJSON(ep, true), nil
 }
 
-func cmdEndpointList(ctx context.Context, e *admin.Env, args []string) (any, error) {
+func cmdEndpointList(ctx context.Context, e *Env, args []string) (any, error) {
 	st, _, err := cmdStore(e)
 	if err != nil {
 		return nil, err
 	}
 	fs := flag.NewFlagSet("webhook endpoint list", flag.ContinueOnError)
 	ws := fs.String("workspace", "", "workspace id")
-	if _, err := admin.ParseArgs(fs, args, 0); err != nil {
+	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
-	w, err := admin.WorkspaceArg(ctx, e.Keys, *ws)
+	w, err := WorkspaceArg(ctx, e.Keys, *ws)
 	if err != nil {
 		return nil, err
 	}
@@ -231,24 +230,24 @@ func cmdEndpointList(ctx context.Context, e *admin.Env, args []string) (any, err
 	return map[string]any{"data": out}, nil
 }
 
-func endpointCmd(ctx context.Context, e *admin.Env, name string, args []string, extra func(fs *flag.FlagSet)) (*Store, Config, Endpoint, error) {
+func endpointCmd(ctx context.Context, e *Env, name string, args []string, extra func(fs *flag.FlagSet)) (*webhooks.Store, webhooks.Config, webhooks.Endpoint, error) {
 	st, c, err := cmdStore(e)
 	if err != nil {
-		return nil, c, Endpoint{}, err
+		return nil, c, webhooks.Endpoint{}, err
 	}
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	if extra != nil {
 		extra(fs)
 	}
-	pos, err := admin.ParseArgs(fs, args, 1)
+	pos, err := ParseArgs(fs, args, 1)
 	if err != nil {
-		return nil, c, Endpoint{}, err
+		return nil, c, webhooks.Endpoint{}, err
 	}
 	ep, err := endpointArg(ctx, st, pos[0])
 	return st, c, ep, err
 }
 
-func cmdEndpointEnable(ctx context.Context, e *admin.Env, args []string) (any, error) {
+func cmdEndpointEnable(ctx context.Context, e *Env, args []string) (any, error) {
 	st, _, ep, err := endpointCmd(ctx, e, "webhook endpoint enable", args, nil)
 	if err != nil {
 		return nil, err
@@ -260,7 +259,7 @@ func cmdEndpointEnable(ctx context.Context, e *admin.Env, args []string) (any, e
 	return endpointJSON(ep, false), err
 }
 
-func cmdEndpointDisable(ctx context.Context, e *admin.Env, args []string) (any, error) {
+func cmdEndpointDisable(ctx context.Context, e *Env, args []string) (any, error) {
 	st, _, ep, err := endpointCmd(ctx, e, "webhook endpoint disable", args, nil)
 	if err != nil {
 		return nil, err
@@ -272,7 +271,7 @@ func cmdEndpointDisable(ctx context.Context, e *admin.Env, args []string) (any, 
 	return endpointJSON(ep, false), err
 }
 
-func cmdEndpointRotate(ctx context.Context, e *admin.Env, args []string) (any, error) {
+func cmdEndpointRotate(ctx context.Context, e *Env, args []string) (any, error) {
 	var overlap *time.Duration
 	st, c, ep, err := endpointCmd(ctx, e, "webhook endpoint rotate-secret", args, func(fs *flag.FlagSet) {
 		overlap = fs.Duration("overlap", 24*time.Hour, "how long the previous secrets keep signing")
@@ -291,21 +290,21 @@ func cmdEndpointRotate(ctx context.Context, e *admin.Env, args []string) (any, e
 	return endpointJSON(ep, true), nil
 }
 
-func cmdDeliveries(ctx context.Context, e *admin.Env, args []string) (any, error) {
+func cmdDeliveries(ctx context.Context, e *Env, args []string) (any, error) {
 	fs := flag.NewFlagSet("webhook deliveries", flag.ContinueOnError)
 	ws := fs.String("workspace", "", "workspace id")
 	ep := fs.String("endpoint", "", "endpoint id (whk_…)")
 	ev := fs.String("event", "", "event id (evt_…)")
 	limit := fs.Int("limit", 100, "rows, newest first (1..10000)")
-	if _, err := admin.ParseArgs(fs, args, 0); err != nil {
+	if _, err := ParseArgs(fs, args, 0); err != nil {
 		return nil, err
 	}
 	if *limit < 1 || *limit > 10000 {
 		return nil, errors.New("--limit: want 1..10000")
 	}
-	f := DeliveryFilter{Limit: *limit}
+	f := webhooks.DeliveryFilter{Limit: *limit}
 	if *ws != "" {
-		w, err := admin.WorkspaceArg(ctx, e.Keys, *ws)
+		w, err := WorkspaceArg(ctx, e.Keys, *ws)
 		if err != nil {
 			return nil, err
 		}
@@ -342,10 +341,10 @@ type DeliveryJSON struct {
 	EventID     string `json:"event_id"`
 	EndpointID  string `json:"endpoint_id"`
 	WorkspaceID string `json:"workspace_id"`
-	DeliveryRow
+	webhooks.DeliveryRow
 }
 
-func deliveryJSON(rows []DeliveryRow) []DeliveryJSON {
+func deliveryJSON(rows []webhooks.DeliveryRow) []DeliveryJSON {
 	out := make([]DeliveryJSON, len(rows))
 	for i, r := range rows {
 		out[i] = DeliveryJSON{ids.Format(ids.Event, r.EventID), ids.Format(ids.Endpoint, r.EndpointID),
@@ -354,14 +353,14 @@ func deliveryJSON(rows []DeliveryRow) []DeliveryJSON {
 	return out
 }
 
-func cmdRedeliver(ctx context.Context, e *admin.Env, args []string) (any, error) {
+func cmdRedeliver(ctx context.Context, e *Env, args []string) (any, error) {
 	st, _, err := cmdStore(e)
 	if err != nil {
 		return nil, err
 	}
 	fs := flag.NewFlagSet("webhook redeliver", flag.ContinueOnError)
 	epRaw := fs.String("endpoint", "", "only this endpoint (default: every enabled endpoint that takes the kind)")
-	pos, err := admin.ParseArgs(fs, args, 1)
+	pos, err := ParseArgs(fs, args, 1)
 	if err != nil {
 		return nil, err
 	}
@@ -369,11 +368,11 @@ func cmdRedeliver(ctx context.Context, e *admin.Env, args []string) (any, error)
 	if err != nil {
 		return nil, fmt.Errorf("event id %q: %v (want evt_<uuid>)", pos[0], err)
 	}
-	ws, kind, err := eventMeta(ctx, st, evID)
+	ws, kind, err := st.EventMeta(ctx, openLogs, evID)
 	if err != nil {
 		return nil, err
 	}
-	var targets []Endpoint
+	var targets []webhooks.Endpoint
 	if *epRaw != "" {
 		ep, err := endpointArg(ctx, st, *epRaw)
 		if err != nil {
@@ -382,7 +381,7 @@ func cmdRedeliver(ctx context.Context, e *admin.Env, args []string) (any, error)
 		if ep.WorkspaceID != ws {
 			return nil, fmt.Errorf("endpoint %s belongs to another workspace than event %s", *epRaw, pos[0])
 		}
-		targets = []Endpoint{ep}
+		targets = []webhooks.Endpoint{ep}
 	} else {
 		eps, err := st.Endpoints(ctx, ws)
 		if err != nil {
@@ -403,7 +402,7 @@ func cmdRedeliver(ctx context.Context, e *admin.Env, args []string) (any, error)
 	for _, ep := range targets {
 		s := sched{EndpointID: ids.Format(ids.Endpoint, ep.ID), Status: "scheduled"}
 		switch err := st.Redeliver(ctx, ep.ID, evID, ws, kind, now); {
-		case errors.Is(err, ErrInFlight):
+		case errors.Is(err, webhooks.ErrInFlight):
 			s.Status = "in_flight"
 		case err != nil:
 			return nil, err
@@ -416,40 +415,4 @@ func cmdRedeliver(ctx context.Context, e *admin.Env, args []string) (any, error)
 		return nil, fmt.Errorf("no endpoint of workspace %s takes %s events", ids.Format(ids.Org, ws), kind)
 	}
 	return map[string]any{"event_id": ids.Format(ids.Event, evID), "kind": kind, "deliveries": out}, nil
-}
-
-// eventMeta finds an event's workspace and kind: from its body in Redis, or in
-// ClickHouse once Redis has let it go (the body is then put back for the worker).
-func eventMeta(ctx context.Context, st *Store, id uuid.UUID) (uuid.UUID, string, error) {
-	body, err := st.eventBody(ctx, id)
-	if errors.Is(err, ErrNotFound) {
-		logs, closeFn, lerr := openLogs(ctx)
-		if lerr != nil {
-			return uuid.Nil, "", lerr
-		}
-		defer closeFn()
-		se, lerr := logs.Event(ctx, id)
-		if errors.Is(lerr, ErrNotFound) {
-			return uuid.Nil, "", fmt.Errorf("no event %s", ids.Format(ids.Event, id))
-		}
-		if lerr != nil {
-			return uuid.Nil, "", lerr
-		}
-		if _, _, err := st.putEvent(ctx, id, se.Body); err != nil {
-			return uuid.Nil, "", err
-		}
-		return se.WorkspaceID, se.Kind, nil
-	}
-	if err != nil {
-		return uuid.Nil, "", err
-	}
-	var env Envelope
-	if err := json.Unmarshal(body, &env); err != nil {
-		return uuid.Nil, "", fmt.Errorf("event %s: %v", ids.Format(ids.Event, id), err)
-	}
-	ws, err := uuid.Parse(env.WorkspaceIDUUID)
-	if err != nil {
-		return uuid.Nil, "", fmt.Errorf("event %s: no workspace", ids.Format(ids.Event, id))
-	}
-	return ws, env.Type, nil
 }

@@ -1,4 +1,4 @@
-package catalog_test
+package main
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"svc/api/admin"
 	"svc/api/catalog"
 	"svc/schema/apitest"
 	"svc/schema/chtest"
@@ -32,8 +31,8 @@ func TestAdminImportCommand(t *testing.T) {
 	if err := os.WriteFile(file, []byte(doc), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cmd := admin.Builtin["import"]
-	e := &admin.Env{Keys: ks, Out: &bytes.Buffer{}}
+	cmd := Builtin["import"]
+	e := &Env{Keys: ks, Out: &bytes.Buffer{}}
 	out, err := cmd.Run(ctx, e, []string{file, "--workspace", "org_" + w.ID.String()})
 	if err != nil {
 		t.Fatal(err)
