@@ -10,10 +10,10 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"svc/api/catalog"
 	"svc/lib/chpool"
 	"svc/lib/ids"
 	"svc/lib/settings"
+	"svc/schema/catalog"
 )
 
 // catalogCommands load the catalog (api/catalog): an import file, the showroom seed.

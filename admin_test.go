@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"svc/api/catalog"
 	"svc/schema/apitest"
+	"svc/schema/catalog"
 	"svc/schema/chtest"
 	"svc/schema/workspace"
 )

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 
+	"svc/api"
 	"svc/api/docs"
 	"svc/api/mcp"
-	"svc/api/read"
 	"svc/ingest"
 	"svc/lib/httpserver"
 	"svc/lib/kafkabroker"
@@ -35,7 +35,7 @@ type roleSet interface {
 var roleSets = map[string]func(r *settings.Reader) roleSet{
 	"dev": func(r *settings.Reader) roleSet {
 		return &devSet{processSettings: readProcess(r), Broker: kafkabroker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r),
-			Webhooks: webhooks.ConfigFromEnv(r), Privacy: privacy.ConfigFromEnv(r), Read: read.ConfigFromEnv(r),
+			Webhooks: webhooks.ConfigFromEnv(r), Privacy: privacy.ConfigFromEnv(r), Read: api.ConfigFromEnv(r),
 			Rollup: rollup.ConfigFromEnv(r)}
 	},
 	"ingest": func(r *settings.Reader) roleSet {
@@ -47,7 +47,7 @@ var roleSets = map[string]func(r *settings.Reader) roleSet{
 		return s
 	},
 	"api": func(r *settings.Reader) roleSet {
-		return &apiSet{processSettings: readProcess(r), Read: read.ConfigFromEnv(r)}
+		return &apiSet{processSettings: readProcess(r), Read: api.ConfigFromEnv(r)}
 	},
 	"webhooks": func(r *settings.Reader) roleSet {
 		return &webhooksSet{processSettings: readProcess(r), Webhooks: webhooks.ConfigFromEnv(r), Privacy: privacy.ConfigFromEnv(r)}
@@ -161,13 +161,13 @@ func (s *rollupSet) build(_ context.Context, p *process.Process, _ *httpserver.F
 // apiSet is `svc api`: the read API with the self-description and the MCP endpoint.
 type apiSet struct {
 	processSettings
-	Read read.Config
+	Read api.Config
 }
 
 func (s *apiSet) validate() error { return errors.Join(s.validateBase(), s.Read.Validate()) }
 
 func (s *apiSet) build(ctx context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
-	rd, err := read.Open(ctx, s.Read, ks, p.Log)
+	rd, err := api.Open(ctx, s.Read, ks, p.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ type devSet struct {
 	Ingest   ingest.Config
 	Webhooks webhooks.Config
 	Privacy  privacy.Config
-	Read     read.Config
+	Read     api.Config
 	Rollup   rollup.Config
 }
 
@@ -254,7 +254,7 @@ func (s *devSet) build(ctx context.Context, p *process.Process, front *httpserve
 		return roles, err
 	}
 	roles = append(roles, pw.Role())
-	rd, err := read.Open(ctx, s.Read, ks, p.RoleLog("api"))
+	rd, err := api.Open(ctx, s.Read, ks, p.RoleLog("api"))
 	if err != nil {
 		return roles, err
 	}

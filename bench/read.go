@@ -13,10 +13,10 @@ import (
 	"github.com/shopspring/decimal"
 	"github.com/valyala/fasthttp"
 
-	"svc/api/catalog"
 	"svc/lib/chpool"
 	"svc/lib/ids"
 	"svc/lib/settings"
+	"svc/schema/catalog"
 )
 
 // readMain is `svc bench read`: a mix of GET /pixel-rollups over 90 days and GET

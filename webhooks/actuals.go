@@ -11,9 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/catalog"
 	"svc/lib/ids"
 	"svc/lib/problem"
+	"svc/schema/catalog"
 )
 
 // ActualsRow is one campaign's delivered performance on one day, as an inbound message

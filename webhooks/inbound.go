@@ -13,11 +13,11 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 
-	"svc/api/catalog"
 	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/problem"
 	"svc/lib/signature"
+	"svc/schema/catalog"
 	"svc/schema/workspace"
 )
 

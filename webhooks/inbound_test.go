@@ -12,11 +12,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"svc/api/catalog"
 	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/signature"
 	"svc/schema/apitest"
+	"svc/schema/catalog"
 )
 
 type inboundEnv struct {

@@ -14,10 +14,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"svc/api/catalog"
+	"svc/api"
 	"svc/api/client"
 	"svc/api/docs"
-	"svc/api/read"
 	"svc/ingest"
 	"svc/lib/apikey"
 	"svc/lib/chpool"
@@ -26,6 +25,7 @@ import (
 	"svc/lib/signature"
 	"svc/schema"
 	"svc/schema/apitest"
+	"svc/schema/catalog"
 	"svc/schema/chtest"
 	"svc/schema/workspace"
 )
@@ -56,7 +56,7 @@ func newRig(t *testing.T) *rig {
 	}
 	t.Cleanup(producer.Close)
 	edge := ingest.NewEdge(icfg, producer, workspace.NewStore(rdb), prometheus.NewRegistry())
-	a := &read.API{Conn: conn}
+	a := &api.API{Conn: conn}
 	s := apitest.Start(t, append(append(edge.Routes(), a.Routes()...), docs.Routes()...), nil)
 	a.Keys = s.Keys
 	if _, err := catalog.SeedShowroom(context.Background(), s.Keys, conn); err != nil {

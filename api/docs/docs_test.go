@@ -10,9 +10,9 @@ import (
 
 	json "github.com/goccy/go-json"
 
+	"svc/api"
 	"svc/api/docs"
 	"svc/api/mcp"
-	"svc/api/read"
 	"svc/ingest"
 	"svc/lib/apikey"
 	"svc/lib/httpserver"
@@ -30,7 +30,7 @@ func devRoutes() []httpserver.Route {
 	rs = append(rs, httpserver.HealthRoutes()...)
 	rs = append(rs, (&ingest.Edge{}).Routes()...)
 	rs = append(rs, (&webhooks.Inbound{}).Route())
-	rs = append(rs, (&read.API{}).Routes()...)
+	rs = append(rs, (&api.API{}).Routes()...)
 	rs = append(rs, docs.Routes()...)
 	rs = append(rs, mcp.New().Routes()...)
 	return rs

@@ -12,12 +12,12 @@ import (
 	json "github.com/goccy/go-json"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"svc/api/catalog"
+	"svc/api"
 	"svc/api/docs"
 	"svc/api/mcp"
-	"svc/api/read"
 	"svc/lib/apikey"
 	"svc/schema/apitest"
+	"svc/schema/catalog"
 	"svc/schema/chtest"
 	"svc/schema/workspace"
 )
@@ -32,7 +32,7 @@ type rig struct {
 func newRig(t *testing.T) *rig {
 	t.Helper()
 	_, conn := chtest.NewDB(t)
-	a := &read.API{Conn: conn}
+	a := &api.API{Conn: conn}
 	s := apitest.Start(t, append(a.Routes(), mcp.New().Routes()...), nil)
 	a.Keys = s.Keys
 	ctx := context.Background()

@@ -1,9 +1,9 @@
-package read_test
+package api_test
 
 import (
 	"testing"
 
-	"svc/api/read"
+	"svc/api"
 	"svc/lib/apikey"
 	"svc/lib/httpserver"
 	"svc/schema/apitest"
@@ -16,7 +16,7 @@ func TestMeLimitsVersions(t *testing.T) {
 	k, sec := e.Key(t, workspace.KeySpec{WorkspaceID: w.ID, Env: apikey.Live, Scopes: []string{"events:write"},
 		Version: "2026-03-01", Allow: []string{"127.0.0.0/8"}, Burst: 50, Daily: 5000})
 
-	var me read.Me
+	var me api.Me
 	if r := e.get(t, sec, "/v1/me", &me); r.Status != 200 {
 		t.Fatalf("/me %d %s", r.Status, r.Body)
 	}
@@ -27,7 +27,7 @@ func TestMeLimitsVersions(t *testing.T) {
 		t.Fatalf("/me = %+v", me)
 	}
 
-	var lim read.Limits
+	var lim api.Limits
 	if r := e.get(t, sec, "/limits", &lim); r.Status != 200 {
 		t.Fatalf("/limits %d %s", r.Status, r.Body)
 	}
@@ -38,7 +38,7 @@ func TestMeLimitsVersions(t *testing.T) {
 		t.Fatalf("/limits = %+v (two requests spent so far)", lim)
 	}
 
-	var v read.Versions
+	var v api.Versions
 	if r := e.get(t, sec, "/versions?version=next", &v); r.Status != 200 {
 		t.Fatalf("/versions %d %s", r.Status, r.Body)
 	}

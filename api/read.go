@@ -1,10 +1,10 @@
-// Package read is the read API role (`svc api`): account, plans, line items, campaigns,
+// Package api is the read API role (`svc api`): account, plans, line items, campaigns,
 // studies, findings, their actuals, the actuals import, daily pixel rollups, and the
 // self-description of the calling key (GET /me, /limits, /versions). Every handler runs
 // behind the conventions of httpserver.Server (auth, scopes, limits, idempotency, problems) and
 // reads only the calling key's workspace: an object of any other workspace, or an id
 // that does not parse, is 404 not_found.
-package read
+package api
 
 import (
 	"context"
@@ -15,10 +15,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
-	"svc/api/catalog"
 	"svc/lib/httpserver"
 	"svc/lib/problem"
 	"svc/lib/process"
+	"svc/schema/catalog"
 	"svc/schema/workspace"
 )
 

@@ -1,4 +1,4 @@
-package read_test
+package api_test
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/catalog"
 	"svc/lib/apikey"
 	"svc/schema"
+	"svc/schema/catalog"
 	"svc/schema/rollups"
 	"svc/schema/workspace"
 )

@@ -1,4 +1,4 @@
-package read_test
+package api_test
 
 import (
 	"fmt"
@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/catalog"
 	"svc/schema/apitest"
+	"svc/schema/catalog"
 )
 
 // randomDoc returns a random catalog: plans with lines and delivered days, campaigns

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/catalog"
+	"svc/schema/catalog"
 	"svc/schema/chtest"
 )
 

@@ -1,4 +1,4 @@
-package read_test
+package api_test
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/catalog"
 	"svc/schema/apitest"
+	"svc/schema/catalog"
 )
 
 // onePlan imports a plan with two lines into tn's workspace and returns the plan and

@@ -1,4 +1,4 @@
-package read_test
+package api_test
 
 import (
 	"context"
@@ -9,10 +9,10 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	json "github.com/goccy/go-json"
 
-	"svc/api/catalog"
-	"svc/api/read"
+	"svc/api"
 	"svc/lib/apikey"
 	"svc/schema/apitest"
+	"svc/schema/catalog"
 	"svc/schema/chtest"
 	"svc/schema/workspace"
 )
@@ -20,14 +20,14 @@ import (
 // env is a read API over the real Redis and a private ClickHouse database.
 type env struct {
 	*apitest.Server
-	API  *read.API
+	API  *api.API
 	Conn driver.Conn
 }
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
 	_, conn := chtest.NewDB(t)
-	a := &read.API{Conn: conn}
+	a := &api.API{Conn: conn}
 	s := apitest.Start(t, a.Routes(), nil)
 	a.Keys = s.Keys
 	return &env{Server: s, API: a, Conn: conn}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/api/catalog"
 	"svc/schema/apitest"
+	"svc/schema/catalog"
 	"svc/schema/chtest"
 	"svc/schema/workspace"
 )

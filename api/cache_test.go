@@ -1,4 +1,4 @@
-package read_test
+package api_test
 
 import (
 	"sync"
@@ -7,13 +7,13 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/api/read"
+	"svc/api"
 	"svc/schema/apitest"
 )
 
 func TestPageCache(t *testing.T) {
 	e := newEnv(t)
-	e.API.Cache = read.NewCache(400*time.Millisecond, 1<<20)
+	e.API.Cache = api.NewCache(400*time.Millisecond, 1<<20)
 	tn, other := e.tenant(t, false), e.tenant(t, false)
 	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
 	insertEvents(t, e, []event{{ws: tn.Workspace.ID, pixel: tn.Pixel.ID, name: "view", day: day}})

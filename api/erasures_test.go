@@ -1,4 +1,4 @@
-package read_test
+package api_test
 
 import (
 	"context"

@@ -1,12 +1,12 @@
-package read
+package api
 
 import (
 	"time"
 
-	"svc/api/catalog"
 	"svc/lib/httpserver"
 	"svc/lib/paging"
 	"svc/lib/problem"
+	"svc/schema/catalog"
 )
 
 // parsePage reads the paging parameters (api/paging) for list; a cursor of a dated list

@@ -1,4 +1,4 @@
-package read
+package api
 
 import (
 	"context"
@@ -9,12 +9,12 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
-	"svc/api/catalog"
 	"svc/lib/apikey"
 	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/paging"
 	"svc/lib/problem"
+	"svc/schema/catalog"
 	"svc/schema/workspace"
 )
 

@@ -1,4 +1,4 @@
-package read
+package api
 
 import (
 	"time"
@@ -6,8 +6,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/catalog"
 	"svc/lib/ids"
+	"svc/schema/catalog"
 )
 
 // The JSON records of the read API. Every id is prefixed and has its raw UUID beside it

@@ -1,4 +1,4 @@
-package read
+package api
 
 import (
 	"bytes"
@@ -12,11 +12,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
-	"svc/api/catalog"
 	"svc/lib/httpserver"
 	"svc/lib/ids"
 	"svc/lib/paging"
 	"svc/lib/problem"
+	"svc/schema/catalog"
 )
 
 // MaxImportRows is the ceiling of POST /imports/actuals (spec: 500 rows per import).

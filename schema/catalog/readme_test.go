@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"svc/api/catalog"
+	"svc/schema/catalog"
 )
 
 // TestReadmeImportExample keeps the documented import file valid.
