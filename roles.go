@@ -155,7 +155,11 @@ func (s *rollupSet) validate() error { return errors.Join(s.validateBase(), s.Ro
 
 func (s *rollupSet) build(_ context.Context, p *process.Process, _ *httpserver.Front, _ *workspace.Store) ([]process.Role, error) {
 	s.Rollup.Log = p.Log
-	return []process.Role{rollup.NewRole(s.Rollup, s.Rollup.Kafka.ConnectTo(), p.Registry, p.Redis)}, nil
+	c, err := rollup.New(s.Rollup, s.Rollup.Kafka.ConnectTo(), p.Registry, p.Redis)
+	if err != nil {
+		return nil, err
+	}
+	return []process.Role{c.Role()}, nil
 }
 
 // apiSet is `svc api`: the read API with the self-description and the MCP endpoint.
@@ -167,7 +171,7 @@ type apiSet struct {
 func (s *apiSet) validate() error { return errors.Join(s.validateBase(), s.Read.Validate()) }
 
 func (s *apiSet) build(ctx context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
-	rd, err := api.Open(ctx, s.Read, ks, p.Log)
+	rd, err := api.New(ctx, s.Read, ks, p.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +194,7 @@ func (s *webhooksSet) validate() error {
 }
 
 func (s *webhooksSet) build(ctx context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
-	wh, err := webhooks.Open(ctx, s.Webhooks, p.Redis, ks, p.Registry, p.Log)
+	wh, err := webhooks.New(ctx, s.Webhooks, p.Redis, ks, p.Registry, p.Log)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +248,7 @@ func (s *devSet) build(ctx context.Context, p *process.Process, front *httpserve
 		return roles, err
 	}
 	roles = append(roles, edge.Role())
-	wh, err := webhooks.Open(ctx, s.Webhooks, p.Redis, ks, p.Registry, p.RoleLog("webhooks"))
+	wh, err := webhooks.New(ctx, s.Webhooks, p.Redis, ks, p.Registry, p.RoleLog("webhooks"))
 	if err != nil {
 		return roles, err
 	}
@@ -254,7 +258,7 @@ func (s *devSet) build(ctx context.Context, p *process.Process, front *httpserve
 		return roles, err
 	}
 	roles = append(roles, pw.Role())
-	rd, err := api.Open(ctx, s.Read, ks, p.RoleLog("api"))
+	rd, err := api.New(ctx, s.Read, ks, p.RoleLog("api"))
 	if err != nil {
 		return roles, err
 	}
@@ -262,7 +266,11 @@ func (s *devSet) build(ctx context.Context, p *process.Process, front *httpserve
 	for _, routes := range [][]httpserver.Route{edge.Routes(), wh.Routes(), rd.Routes(), docs.Routes(), mcp.New().Routes()} {
 		front.Handle(routes...)
 	}
-	return append(roles, rollup.NewRole(s.Rollup, seeds, p.Registry, p.Redis)), nil
+	c, err := rollup.New(s.Rollup, seeds, p.Registry, p.Redis)
+	if err != nil {
+		return roles, err
+	}
+	return append(roles, c.Role()), nil
 }
 
 // brokerSettings are what `svc broker` reads.

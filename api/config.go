@@ -47,9 +47,9 @@ func (c Config) Validate() error {
 	return errors.Join(append(errs, c.ClickHouse.Validate())...)
 }
 
-// Open connects to ClickHouse and returns the read API over it and the key store ks
+// New connects to ClickHouse and returns the read API over it and the key store ks
 // (the API owns the pool: its Role closes it). cfg must be valid.
-func Open(ctx context.Context, cfg Config, ks *workspace.Store, log *slog.Logger) (*API, error) {
+func New(ctx context.Context, cfg Config, ks *workspace.Store, log *slog.Logger) (*API, error) {
 	conn, err := chpool.Open(ctx, cfg.ClickHouse)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)

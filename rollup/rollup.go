@@ -55,24 +55,36 @@ func openRetry(ctx context.Context, cfg Config) (driver.Conn, error) {
 	}
 }
 
-// NewRole returns the consumer as a process role: `svc dev` runs it beside the HTTP
-// roles, and `svc rollup` alone (main.go puts /healthz, /readyz and /metrics in front).
-// It consumes from seeds and registers its metrics on reg. Ready: ClickHouse answers and
-// the member owns at least one partition.
-func NewRole(cfg Config, seeds []string, reg prometheus.Registerer, rdb redis.UniversalClient) process.Role {
+// Consumer is the consumer group member of a process: `svc dev` runs it beside the
+// HTTP roles, and `svc rollup` alone (main.go puts /healthz, /readyz and /metrics in
+// front).
+type Consumer struct {
+	cfg   Config
+	owned *atomic.Int64
+}
+
+// New returns the consumer, consuming from seeds and registering its metrics on reg;
+// it connects when its role runs. cfg must be valid.
+func New(cfg Config, seeds []string, reg prometheus.Registerer, rdb redis.UniversalClient) (*Consumer, error) {
 	cfg.Kafka.Brokers = seeds
 	cfg.Registerer = reg
 	cfg.Redis = rdb
-	owned := new(atomic.Int64)
-	cfg.Owned = owned
+	c := &Consumer{cfg: cfg, owned: new(atomic.Int64)}
+	c.cfg.Owned = c.owned
+	return c, nil
+}
+
+// Role returns the consumer as a process role. Ready: ClickHouse answers and the member
+// owns at least one partition.
+func (c *Consumer) Role() process.Role {
 	return process.Role{
 		Name: "rollup",
-		Run:  func(ctx context.Context) error { return run(ctx, cfg) },
+		Run:  func(ctx context.Context) error { return run(ctx, c.cfg) },
 		Checks: []process.Check{{Name: "rollup_consumer", Fn: func(ctx context.Context) error {
-			if n := owned.Load(); n <= 0 {
+			if n := c.owned.Load(); n <= 0 {
 				return errors.New("the consumer owns no partition yet")
 			}
-			conn, err := chpool.Open(ctx, cfg.ClickHouse)
+			conn, err := chpool.Open(ctx, c.cfg.ClickHouse)
 			if err != nil {
 				return err
 			}

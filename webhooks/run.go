@@ -29,21 +29,21 @@ type Role struct {
 	conn     driver.Conn
 }
 
-// Open builds the role (`svc webhooks` and `svc dev`): it connects to ClickHouse per
+// New builds the role (`svc webhooks` and `svc dev`): it connects to ClickHouse per
 // cfg.ClickHouse (the role owns that pool and closes it on Close), keeps its schedule in
 // rdb, reads keys from ks, and registers its
 // metrics on reg. cfg must be valid.
-func Open(ctx context.Context, cfg Config, rdb redis.UniversalClient, ks *workspace.Store, reg prometheus.Registerer, log *slog.Logger) (*Role, error) {
+func New(ctx context.Context, cfg Config, rdb redis.UniversalClient, ks *workspace.Store, reg prometheus.Registerer, log *slog.Logger) (*Role, error) {
 	conn, err := chpool.Open(ctx, cfg.ClickHouse)
 	if err != nil {
 		return nil, fmt.Errorf("webhooks: %w", err)
 	}
-	return New(cfg, rdb, ks, conn, NewMetrics(reg), log), nil
+	return Assemble(cfg, rdb, ks, conn, NewMetrics(reg), log), nil
 }
 
-// New wires the role over Redis, the key store and the ClickHouse conn (which the role
+// Assemble wires the role over Redis, the key store and the ClickHouse conn (which the role
 // closes on Close).
-func New(cfg Config, rdb redis.UniversalClient, ks *workspace.Store, conn driver.Conn, m *Metrics, log *slog.Logger) *Role {
+func Assemble(cfg Config, rdb redis.UniversalClient, ks *workspace.Store, conn driver.Conn, m *Metrics, log *slog.Logger) *Role {
 	st := NewStore(rdb, cfg.Prefix)
 	logs := NewLogs(conn)
 	em := &Emitter{Store: st, Logs: logs, Log: log, Delay: cfg.Schedule[0]}
