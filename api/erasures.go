@@ -109,7 +109,7 @@ const withheld = "(withheld: identity values are never echoed)"
 func parseIdentity(raw json.RawMessage) ([32]byte, []problem.FieldError) {
 	var none [32]byte
 	fe := func(field, rule string, value any) []problem.FieldError {
-		return []problem.FieldError{{Field: field, Rule: rule, Value: value, Pointer: "/" + pointerPath(field)}}
+		return []problem.FieldError{{Field: field, Rule: rule, Value: value, Pointer: "/" + problem.Pointer(field)}}
 	}
 	if raw == nil || string(raw) == "null" {
 		return none, fe("identity", "required", nil)
@@ -150,16 +150,6 @@ func parseIdentity(raw json.RawMessage) ([32]byte, []problem.FieldError) {
 		}
 		return digest, errs
 	}
-}
-
-func pointerPath(field string) string {
-	b := []byte(field)
-	for i, c := range b {
-		if c == '.' {
-			b[i] = '/'
-		}
-	}
-	return string(b)
 }
 
 func (a *API) getErasure(r *httpserver.Request) error {

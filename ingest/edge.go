@@ -383,19 +383,9 @@ func fieldErrors(rs []Rejection) []problem.FieldError {
 	for i, rj := range rs {
 		ptr := "/events/" + strconv.Itoa(rj.Index)
 		if rj.Field != "event" {
-			ptr += "/" + pointerPath(rj.Field)
+			ptr += "/" + problem.Pointer(rj.Field)
 		}
 		out[i] = problem.FieldError{Field: "events[" + strconv.Itoa(rj.Index) + "]." + rj.Field, Rule: rj.Rule, Value: rj.Value, Pointer: ptr}
 	}
 	return out
-}
-
-func pointerPath(field string) string {
-	b := []byte(field)
-	for i, c := range b {
-		if c == '.' {
-			b[i] = '/'
-		}
-	}
-	return string(b)
 }

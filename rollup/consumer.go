@@ -43,14 +43,14 @@ const maxPollRecords = 5000
 // revoke always sees a state in which every handled record is either flushed (and
 // committed) by the callback itself or dropped uncommitted.
 type consumer struct {
-	cfg  Config
-	cl   *kgo.Client
-	conn driver.Conn
-	rb   readBack // what ClickHouse holds: the server, or every replica of the cluster
-	sink *Sink
-	m    *metrics
-	log  *slog.Logger
-	gate *gate // the privacy fence (erase.go); nil without Redis
+	cfg     Config
+	cl      *kgo.Client
+	conn    driver.Conn
+	rb      readBack // what ClickHouse holds: the server, or every replica of the cluster
+	sink    *Sink
+	m       *metrics
+	log     *slog.Logger
+	privacy *privacyFence // the privacy fence (erase.go); nil without Redis
 
 	mu       sync.Mutex
 	dead     bool                      // stopped by the test hook: callbacks do nothing
@@ -83,7 +83,7 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		commit:  map[int32]kgo.EpochOffset{},
 		handled: map[int32]int64{},
 		claims:  map[recordPos]bool{},
-		gate:    newGate(cfg),
+		privacy: newPrivacyFence(cfg),
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),

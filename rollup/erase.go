@@ -32,8 +32,8 @@ var errHeld = errors.New("rollup: a pixel of this flush is held for a rollup reb
 // heldRetry is how soon a held flush is tried again.
 const heldRetry = 200 * time.Millisecond
 
-// gate is the consumer's side of the privacy fence (nil without Redis).
-type gate struct {
+// privacyFence is the consumer's side of the privacy fence (nil without Redis).
+type privacyFence struct {
 	fence *erasure.Fence
 	reg   *erasure.Registry
 	lease time.Duration
@@ -43,7 +43,7 @@ type gate struct {
 	held   prometheus.Counter
 }
 
-func newGate(cfg Config) *gate {
+func newPrivacyFence(cfg Config) *privacyFence {
 	if cfg.Redis == nil {
 		return nil
 	}
@@ -51,7 +51,7 @@ func newGate(cfg Config) *gate {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
-	return &gate{
+	return &privacyFence{
 		fence: erasure.NewFence(cfg.Redis, cfg.ClickHouse.Database),
 		reg:   erasure.NewRegistry(cfg.Redis),
 		lease: 2 * cfg.InsertTimeout,
@@ -66,7 +66,7 @@ func newGate(cfg Config) *gate {
 // registration returned to the buffered rows. On errHeld or any error nothing may be
 // sent. mu must be held.
 func (c *consumer) beginInsert(ctx context.Context, id string) error {
-	g := c.gate
+	g := c.privacy
 	if g == nil {
 		return nil
 	}
@@ -94,7 +94,7 @@ func (c *consumer) beginInsert(ctx context.Context, id string) error {
 // endInserts ends every registration this consumer holds: their INSERTs are over. A
 // failure to reach Redis is harmless (the registrations lapse with their lease).
 func (c *consumer) endInserts(ctx context.Context) {
-	g := c.gate
+	g := c.privacy
 	if g == nil || len(g.open) == 0 {
 		return
 	}

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
-	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"svc/lib/process"
+	"svc/schema"
 )
 
 // flush produces pending dead letters, inserts buffered rows (one INSERT) and commits
@@ -105,7 +105,7 @@ func newQueryID() string {
 	for i := range b {
 		b[i] = byte(rand.Uint32())
 	}
-	return "svc-rollup-" + hex.EncodeToString(b[:])
+	return schema.InsertQueryPrefix + hex.EncodeToString(b[:])
 }
 
 // waitQueryGone waits until no server runs query id (nor a part of it, on a shard of
@@ -167,23 +167,6 @@ func waitRunningInserts(ctx context.Context, rb readBack) error {
 		running = keep
 	}
 	return nil
-}
-
-func queryStrings(ctx context.Context, conn driver.Conn, q string) ([]string, error) {
-	rows, err := conn.Query(ctx, q)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var s string
-		if err := rows.Scan(&s); err != nil {
-			return nil, err
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
 }
 
 // commitHandled commits the offsets after every handled record. A failed commit is

@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"svc/lib/chpool"
+	"svc/schema"
 	"svc/schema/migrations"
 )
 
@@ -45,11 +46,8 @@ type serverReadBack struct {
 	table string
 }
 
-const runningQuery = "SELECT if(initial_query_id != '', initial_query_id, query_id) FROM system.processes " +
-	"WHERE startsWith(query_id, 'svc-rollup-') OR startsWith(initial_query_id, 'svc-rollup-')"
-
 func (s serverReadBack) runningInserts(ctx context.Context) ([]string, error) {
-	return queryStrings(ctx, s.conn, runningQuery)
+	return chpool.RunningQueries(ctx, s.conn, schema.InsertQueryPrefix)
 }
 
 func (serverReadBack) close() {}
@@ -154,7 +152,7 @@ func (r *replicaReadBack) onEach(ctx context.Context, fn func(ctx context.Contex
 func (r *replicaReadBack) runningInserts(ctx context.Context) ([]string, error) {
 	var ids []string
 	_, _, err := r.onEach(ctx, func(ctx context.Context, _ replica, conn driver.Conn) error {
-		got, err := queryStrings(ctx, conn, runningQuery)
+		got, err := chpool.RunningQueries(ctx, conn, schema.InsertQueryPrefix)
 		ids = append(ids, got...)
 		return err
 	})

@@ -58,6 +58,11 @@ const (
 	HeaderBatchID = "svc-batch"
 )
 
+// InsertQueryPrefix starts the query id of every INSERT of the consumer (rollup): the
+// consumer's read-back and the privacy fence find the consumer's inserts running on a
+// server by it (chpool.RunningQueries).
+const InsertQueryPrefix = "svc-rollup-"
+
 // Topics are the topics of the contract, which an embedded broker creates at start.
 var Topics = []string{TopicEvents, TopicDeadEvent}
 

@@ -6,6 +6,7 @@ package problem
 import (
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Code is a stable machine-readable error code.
@@ -194,3 +195,7 @@ func Unavailable(what string, retryAfter int) *Problem {
 	p.RetryAfter = max(1, retryAfter)
 	return p
 }
+
+// Pointer is the JSON Pointer (RFC 6901) of a dotted field name, without its leading
+// slash: "identity.email" is "identity/email". Field names hold no "~" or "/".
+func Pointer(field string) string { return strings.ReplaceAll(field, ".", "/") }

@@ -11,7 +11,9 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/chpool"
 	"svc/lib/process"
+	"svc/schema"
 )
 
 // Fence coordinates the consumer's INSERTs into one database with the erasure worker,
@@ -176,7 +178,7 @@ func uuidStrings(us []uuid.UUID) []string {
 // ending nothing). From then on, rows of INSERTs registered before the caller's change
 // are stored and those of later INSERTs honour the change.
 func (f *Fence) Drain(ctx context.Context, conn driver.Conn, ids []string) error {
-	running, err := runningInserts(ctx, conn)
+	running, err := chpool.RunningQueries(ctx, conn, schema.InsertQueryPrefix)
 	if err != nil {
 		return err
 	}
@@ -203,7 +205,7 @@ func (f *Fence) unfinished(ctx context.Context, conn driver.Conn, ids []string) 
 	if err != nil {
 		return nil, fmt.Errorf("privacy: check registered inserts: %w", err)
 	}
-	running, err := runningInserts(ctx, conn)
+	running, err := chpool.RunningQueries(ctx, conn, schema.InsertQueryPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -219,24 +221,4 @@ func (f *Fence) unfinished(ctx context.Context, conn driver.Conn, ids []string) 
 		}
 	}
 	return out, nil
-}
-
-// InsertQueryPrefix starts the query id of every consumer INSERT (rollup/consumer.go).
-const InsertQueryPrefix = "svc-rollup-"
-
-func runningInserts(ctx context.Context, conn driver.Conn) ([]string, error) {
-	rows, err := conn.Query(ctx, "SELECT query_id FROM system.processes WHERE startsWith(query_id, ?)", InsertQueryPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("privacy: list running inserts: %w", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
-	}
-	return out, rows.Err()
 }
