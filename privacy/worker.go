@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/lib/chpool"
+	"svc/lib/process"
 	"svc/schema/erasure"
 	"svc/schema/rollups"
 )
@@ -67,19 +68,11 @@ func NewWorker(c Config, conn driver.Conn, rdb redis.UniversalClient, cfg chpool
 
 // Run works every Config.Poll until ctx is done.
 func (w *Worker) Run(ctx context.Context) error {
-	t := time.NewTicker(w.Config.Poll)
-	defer t.Stop()
-	for {
-		if err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
-			w.m.failures.Inc()
-			w.Log.Warn("privacy worker", "err", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	process.Every(ctx, w.Config.Poll, w.RunOnce, func(err error) {
+		w.m.failures.Inc()
+		w.Log.Warn("privacy worker", "err", err.Error())
+	})
+	return nil
 }
 
 // RunOnce takes the lease (or returns if another process holds it), runs the oldest

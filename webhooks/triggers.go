@@ -12,6 +12,7 @@ import (
 
 	"svc/lib/ids"
 	"svc/lib/paging"
+	"svc/lib/process"
 	"svc/schema"
 	"svc/schema/rollups"
 	"svc/schema/workspace"
@@ -31,18 +32,8 @@ type Triggers struct {
 
 // Run scans every Config.ScanInterval until ctx is done.
 func (tr *Triggers) Run(ctx context.Context) error {
-	t := time.NewTicker(tr.Config.ScanInterval)
-	defer t.Stop()
-	for {
-		if err := tr.ScanOnce(ctx); err != nil && ctx.Err() == nil {
-			tr.Log.Warn("webhook triggers", "err", err.Error())
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	process.Every(ctx, tr.Config.ScanInterval, tr.ScanOnce, func(err error) { tr.Log.Warn("webhook triggers", "err", err.Error()) })
+	return nil
 }
 
 // ScanOnce runs every trigger once.

@@ -20,6 +20,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/lib/ids"
+	"svc/lib/process"
 	"svc/lib/signature"
 )
 
@@ -68,22 +69,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	} else if n > 0 {
 		w.Log.Info("webhook worker: moved deliveries from the legacy schedule", "deliveries", n)
 	}
-	t := time.NewTicker(w.Config.Poll)
-	defer t.Stop()
+	process.Every(ctx, w.Config.Poll, w.drain, nil)
+	return nil
+}
+
+// drain runs batches until one comes back short of Config.Concurrency (the schedule has
+// nothing more due), logging each failed batch.
+func (w *Worker) drain(ctx context.Context) error {
 	for {
-		for {
-			n, err := w.RunOnce(ctx)
-			if err != nil && ctx.Err() == nil {
-				w.Log.Warn("webhook worker", "err", err.Error())
-			}
-			if n < w.Config.Concurrency || ctx.Err() != nil {
-				break
-			}
+		n, err := w.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			w.Log.Warn("webhook worker", "err", err.Error())
 		}
-		select {
-		case <-ctx.Done():
+		if n < w.Config.Concurrency || ctx.Err() != nil {
 			return nil
-		case <-t.C:
 		}
 	}
 }

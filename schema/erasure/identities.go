@@ -13,6 +13,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"svc/lib/process"
 )
 
 // Identity is an erased identity as the pipeline applies it: events of Workspace whose
@@ -194,18 +196,7 @@ func (r *Registry) Refresh(ctx context.Context) (*Set, error) {
 // Run refreshes the Set every interval until ctx ends (the edge's suppression list).
 // Failures keep the previous Set and are retried at the next tick.
 func (r *Registry) Run(ctx context.Context, interval time.Duration, onErr func(error)) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		if _, err := r.Refresh(ctx); err != nil && ctx.Err() == nil && onErr != nil {
-			onErr(err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	process.Every(ctx, interval, func(ctx context.Context) error { _, err := r.Refresh(ctx); return err }, onErr)
 }
 
 // Prune removes identities registered without suppression whose request is older
