@@ -12,6 +12,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 
+	"svc/lib/chpool"
 	"svc/schema"
 )
 
@@ -116,10 +117,10 @@ func (s *Sink) Add(b *schema.Batch, partition int32, offset int64) {
 			v = 0
 		}
 		c.value = append(c.value, proto.Decimal64(v))
-		c.hasValue = append(c.hasValue, b2u(e.HasValue))
+		c.hasValue = append(c.hasValue, chpool.UInt8(e.HasValue))
 		c.currency.AppendBytes(trimCurrency(&e.Currency))
-		c.consent = append(c.consent, b2u(e.Consent))
-		c.hasEmail = append(c.hasEmail, b2u(e.HasEmail))
+		c.consent = append(c.consent, chpool.UInt8(e.Consent))
+		c.hasEmail = append(c.hasEmail, chpool.UInt8(e.HasEmail))
 		if e.HasEmail {
 			c.email.Buf = append(c.email.Buf, e.EmailSHA[:]...)
 		} else {
@@ -136,7 +137,7 @@ func (s *Sink) addRecordColumns(b *schema.Batch, partition int32, offset int64) 
 	c := &s.c
 	n := len(b.Events)
 	ws, px, key := uuid.UUID(b.Workspace), uuid.UUID(b.Pixel), uuid.UUID(b.Key)
-	received, sandbox := proto.DateTime(b.ReceivedAt/msPerSecond), b2u(b.Sandbox)
+	received, sandbox := proto.DateTime(b.ReceivedAt/msPerSecond), chpool.UInt8(b.Sandbox)
 	for range n {
 		c.workspace = append(c.workspace, ws)
 		c.pixel = append(c.pixel, px)
@@ -155,13 +156,6 @@ func (s *Sink) addRecordColumns(b *schema.Batch, partition int32, offset int64) 
 }
 
 var zero32 [32]byte
-
-func b2u(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // trimCurrency returns the code without its trailing zero bytes (none for "no currency").
 func trimCurrency(c *[3]byte) []byte {

@@ -190,10 +190,10 @@ func storedRow(b *schema.Batch, i int, partition int32, offset int64, inserted t
 		email = e.EmailSHA[:]
 	}
 	return strings.Join([]string{
-		uuid.UUID(b.Workspace).String(), uuid.UUID(b.Pixel).String(), fmt.Sprint(b2u(b.Sandbox)),
+		uuid.UUID(b.Workspace).String(), uuid.UUID(b.Pixel).String(), fmt.Sprint(chpool.UInt8(b.Sandbox)),
 		uuid.UUID(b.Key).String(), uuid.UUID(e.ID).String(), e.Name,
-		fmt.Sprint(occ.Unix()), occ.Format("2006-01-02"), fmt.Sprint(value), fmt.Sprint(b2u(e.HasValue)),
-		strings.TrimRight(string(e.Currency[:]), "\x00"), fmt.Sprint(b2u(e.Consent)), fmt.Sprint(b2u(e.HasEmail)),
+		fmt.Sprint(occ.Unix()), occ.Format("2006-01-02"), fmt.Sprint(value), fmt.Sprint(chpool.UInt8(e.HasValue)),
+		strings.TrimRight(string(e.Currency[:]), "\x00"), fmt.Sprint(chpool.UInt8(e.Consent)), fmt.Sprint(chpool.UInt8(e.HasEmail)),
 		fmt.Sprintf("%X", email), b.RequestID, fmt.Sprint(recv.Unix()), fmt.Sprint(inserted.Unix()),
 		schema.TopicEvents, fmt.Sprint(partition), fmt.Sprint(offset), fmt.Sprint(i),
 	}, "|")

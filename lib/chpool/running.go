@@ -28,3 +28,11 @@ func RunningQueries(ctx context.Context, conn driver.Conn, prefix string) ([]str
 	}
 	return out, rows.Err()
 }
+
+// UInt8 is b as ClickHouse stores a flag (UInt8 0 or 1; 18.16 has no Bool type).
+func UInt8(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"svc/lib/apikey"
+	"svc/lib/chpool"
 	"svc/lib/ids"
 )
 
@@ -143,7 +144,7 @@ func Write(ctx context.Context, conn driver.Conn, now time.Time, es ...*Erasure)
 		for i, d := range e.Days {
 			pixels[i], dates[i] = d.Pixel, d.Date
 		}
-		err := b.Append(e.Workspace, e.ID, b2u(e.Sandbox), string(e.Email[:]), b2u(e.Suppress), e.Status(), e.Stage,
+		err := b.Append(e.Workspace, e.ID, chpool.UInt8(e.Sandbox), string(e.Email[:]), chpool.UInt8(e.Suppress), e.Status(), e.Stage,
 			e.RequestedAt.UTC(), orEpoch(e.StartedAt), orEpoch(e.CompletedAt), e.EventsAffected, e.EventsRemaining,
 			pixels, dates, e.KeyID, e.RequestID, e.LastError, now.UTC(), version(e.Stage, now))
 		if err != nil {
@@ -155,13 +156,6 @@ func Write(ctx context.Context, conn driver.Conn, now time.Time, es ...*Erasure)
 		return fmt.Errorf("privacy: write erasures: %w", err)
 	}
 	return nil
-}
-
-func b2u(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 func orEpoch(t time.Time) time.Time {

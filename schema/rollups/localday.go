@@ -9,6 +9,8 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
+
+	"svc/lib/chpool"
 )
 
 // A local day is a calendar day of a time zone: from the first instant whose local date
@@ -88,7 +90,7 @@ FROM pixel_rollups_15m`)
 func localWhere(q DailyQuery, tz string) (string, []any) {
 	var b strings.Builder
 	b.WriteString("\nWHERE workspace_id = toUUID(?) AND sandbox = ? AND pixel_id = toUUID(?)")
-	args := []any{uuid.UUID(q.Workspace).String(), boolU8(q.Sandbox), uuid.UUID(q.Pixel).String()}
+	args := []any{uuid.UUID(q.Workspace).String(), chpool.UInt8(q.Sandbox), uuid.UUID(q.Pixel).String()}
 	if !q.From.IsZero() {
 		b.WriteString(" AND bucket >= toDateTime(?, 'UTC') AND toDate(bucket, ?) >= toDate(?)")
 		args = append(args, utcTime(q.From.AddDate(0, 0, -1)), tz, day(q.From))

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
+	"svc/lib/chpool"
 	"svc/schema"
 )
 
@@ -144,7 +145,7 @@ func dailySQL(q DailyQuery) (string, []any) {
        countMerge(events_state), sumMerge(consented_state), sumMerge(value_state), uniqIfMerge(people_state)
 FROM pixel_rollups_daily
 WHERE workspace_id = toUUID(?) AND sandbox = ? AND pixel_id = toUUID(?)`)
-	args := []any{uuid.UUID(q.Workspace).String(), boolU8(q.Sandbox), uuid.UUID(q.Pixel).String()}
+	args := []any{uuid.UUID(q.Workspace).String(), chpool.UInt8(q.Sandbox), uuid.UUID(q.Pixel).String()}
 	if !q.From.IsZero() {
 		b.WriteString(" AND event_date >= toDate(?)")
 		args = append(args, day(q.From))
@@ -170,13 +171,6 @@ WHERE workspace_id = toUUID(?) AND sandbox = ? AND pixel_id = toUUID(?)`)
 }
 
 func day(t time.Time) string { return t.UTC().Format("2006-01-02") }
-
-func boolU8(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
-}
 
 // FormatValue renders an amount in 1/10^4 units with 4 decimals, e.g. 125000 → "12.5000".
 func FormatValue(v int64) string {
