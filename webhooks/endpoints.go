@@ -14,6 +14,8 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
+
+	"svc/lib/idset"
 )
 
 // Endpoint is an outbound webhook endpoint of a workspace.
@@ -170,24 +172,9 @@ func unixMillis(s string) *time.Time {
 
 // Endpoints lists ws's endpoints, oldest first.
 func (s *Store) Endpoints(ctx context.Context, ws uuid.UUID) ([]Endpoint, error) {
-	idsRaw, err := s.rdb.SMembers(ctx, s.wsEpsKey(ws)).Result()
+	out, err := idset.Load(ctx, s.rdb, s.wsEpsKey(ws), ErrNotFound, s.Endpoint)
 	if err != nil {
 		return nil, err
-	}
-	out := make([]Endpoint, 0, len(idsRaw))
-	for _, raw := range idsRaw {
-		id, err := uuid.Parse(raw)
-		if err != nil {
-			continue
-		}
-		e, err := s.Endpoint(ctx, id)
-		if errors.Is(err, ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, e)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/lib/apikey"
+	"svc/lib/idset"
 )
 
 // ErrNotFound is returned for a workspace, pixel or key that does not exist.
@@ -134,24 +135,9 @@ func (s *Store) Pixel(ctx context.Context, id uuid.UUID) (Pixel, error) {
 	return p, nil
 }
 
-// Pixels lists a workspace's pixel ids.
+// Pixels lists a workspace's pixels.
 func (s *Store) Pixels(ctx context.Context, ws uuid.UUID) ([]Pixel, error) {
-	ids, err := s.rdb.SMembers(ctx, wsKey(ws)+":pixels").Result()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]Pixel, 0, len(ids))
-	for _, raw := range ids {
-		id, err := uuid.Parse(raw)
-		if err != nil {
-			continue
-		}
-		p, err := s.Pixel(ctx, id)
-		if err == nil {
-			out = append(out, p)
-		}
-	}
-	return out, nil
+	return idset.Load(ctx, s.rdb, wsKey(ws)+":pixels", ErrNotFound, s.Pixel)
 }
 
 // KeySpec is what an administrator chooses when creating a key.
@@ -316,21 +302,7 @@ func (s *Store) setCutover(ctx context.Context, digest string, cutover time.Time
 
 // Keys lists a workspace's keys.
 func (s *Store) Keys(ctx context.Context, ws uuid.UUID) ([]apikey.Key, error) {
-	ids, err := s.rdb.SMembers(ctx, wsKey(ws)+":keys").Result()
-	if err != nil {
-		return nil, err
-	}
-	out := make([]apikey.Key, 0, len(ids))
-	for _, raw := range ids {
-		id, err := uuid.Parse(raw)
-		if err != nil {
-			continue
-		}
-		if k, err := s.Key(ctx, id); err == nil {
-			out = append(out, k)
-		}
-	}
-	return out, nil
+	return idset.Load(ctx, s.rdb, wsKey(ws)+":keys", ErrNotFound, s.Key)
 }
 
 // Authenticate finds the key a secret opens. It returns apikey.ErrUnknownSecret when none does.
