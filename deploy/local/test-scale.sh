@@ -27,11 +27,12 @@ redis=$(deploy/local/redis-cluster.sh seeds)
 clickhouse=$(deploy/local/clickhouse-cluster.sh ports)
 
 echo "test-scale: the Redis-backed suites against the Redis Cluster ($redis)"
-SVC_REDIS_CLUSTER=$redis $GO test -count=1 -timeout 10m -p 2 ./api/... ./ingest/... ./webhooks/... ./rollup/... ./privacy/... ./lib/redisfn/
+SVC_REDIS_CLUSTER=$redis $GO test -count=1 -timeout 10m -p 2 ./api/... ./ingest/... ./webhooks/... ./rollup/... ./privacy/... \
+  ./lib/httpserver/ ./lib/idempotency/ ./lib/limits/ ./lib/redisfn/ ./schema/workspace/
 
 echo "test-scale: the multi-process test over both clusters ($redis; svc_cluster at $clickhouse)"
 SVC_REDIS_CLUSTER=$redis SVC_CLICKHOUSE_CLUSTER=svc_cluster SVC_CLICKHOUSE_ADDR=$clickhouse \
-  $GO test -count=1 -timeout 10m -v -run '^(TestScaleOnClusters|TestReplicaReadBack)$' . ./rollup/ |
+  $GO test -count=1 -timeout 10m -v -run '^(TestScaleOnClusters|TestReplicaReadBack)$' ./e2e/ ./rollup/ |
   grep -vE '^(=== RUN|redis: .*pool\.go)'
 
 echo "test-scale: passed in $(($(date +%s) - start)) s"

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // End-to-end test of local days through the built binary: admin commands set zones,
 // POST /events takes events either side of a +05:45 midnight, GET /pixel-rollups

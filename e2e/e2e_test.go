@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // End-to-end tests: they build the svc binary and run it as a user would (make run's
 // steps), against the real Redis and ClickHouse and the embedded broker.

@@ -1,7 +1,7 @@
-package main
+package e2e
 
 // End-to-end tests of `svc api` (the read API alone) and its admin commands, through
-// the built binary (helpers in main_test.go).
+// the built binary (helpers in e2e_test.go).
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 // End-to-end tests of erasure and retention (privacy/README.md) through the built
 // binary: svc dev, the admin commands, the HTTP API, ClickHouse as an analyst sees it.

@@ -1,4 +1,4 @@
-package main
+package e2e
 
 import (
 	"context"
@@ -47,7 +47,9 @@ func clustersOrSkip(t *testing.T) clusters {
 // locates the clusters' pid files), not the test instance's.
 func script(t *testing.T, args ...string) {
 	t.Helper()
-	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Dir = ".." // the scripts' paths are from the repository's root
+	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
 	}
