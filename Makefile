@@ -40,7 +40,7 @@ stop:
 # The tests run the local ClickHouse servers at normal CPU priority (0), not in the idle
 # group `make run` and `make bench` use: there, on a machine the edge shares, ClickHouse
 # yields to request handling, but a test waits on ClickHouse while other test binaries
-# compile and spin, and an idle-group ClickHouse gets no CPU then (api/catalog's tests
+# compile and spin, and an idle-group ClickHouse gets no CPU then (schema/catalog's tests
 # took 111 s instead of 3 s beside two busy loops). services.sh applies the value to a
 # local server already running, also one another checkout started; the next `make run`
 # or `make bench` restores 19.

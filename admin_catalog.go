@@ -16,9 +16,9 @@ import (
 	"svc/schema/catalog"
 )
 
-// catalogCommands load the catalog (api/catalog): an import file, the showroom seed.
+// catalogCommands load the catalog (schema/catalog): an import file, the showroom seed.
 var catalogCommands = Commands{
-	"import":        {Usage: "FILE --workspace ID (the JSON format is in api/catalog/README.md)", Run: importCommand},
+	"import":        {Usage: "FILE --workspace ID (the JSON format is in schema/catalog/README.md)", Run: importCommand},
 	"seed showroom": {Usage: "(deterministic; safe to run twice)", Run: seedCommand},
 }
 

@@ -23,7 +23,7 @@ func TestAdminImportCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	readme, _ := os.ReadFile("README.md")
+	readme, _ := os.ReadFile("schema/catalog/README.md") // the documented example
 	_, rest, _ := strings.Cut(string(readme), "## Import file")
 	_, rest, _ = strings.Cut(rest, "```json\n")
 	doc, _, _ := strings.Cut(rest, "```")

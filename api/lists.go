@@ -9,7 +9,7 @@ import (
 	"svc/schema/catalog"
 )
 
-// parsePage reads the paging parameters (api/paging) for list; a cursor of a dated list
+// parsePage reads the paging parameters (lib/paging) for list; a cursor of a dated list
 // must carry a day.
 func parsePage(r *httpserver.Request, list string, errs *[]problem.FieldError) paging.Page {
 	return httpserver.ParsePage(r, list, func(c paging.Cursor) bool {

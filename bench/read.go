@@ -24,7 +24,7 @@ import (
 // rate. It seeds its own workspace first: 90 days of events per pixel written into the
 // service's events table (the rollup view aggregates them as it does the pipeline's
 // inserts; rows carry kafka_topic "bench-seed", which the consumer's offset read-back
-// ignores), and one plan with its lines and 30 days of actuals through api/catalog.
+// ignores), and one plan with its lines and 30 days of actuals through schema/catalog.
 func readMain(ctx context.Context, args []string) error {
 	fs := flag.NewFlagSet("bench read", flag.ContinueOnError)
 	var c common

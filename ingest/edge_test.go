@@ -60,7 +60,7 @@ func (rg *rig) counter(t *testing.T, name string, labels map[string]string) floa
 }
 
 // newRig starts an embedded broker (persisting to a temp dir), an edge producing to it,
-// and an api.Server serving POST /events over the real Redis.
+// and an httpserver.Server serving POST /events over the real Redis.
 func newRig(t *testing.T) *rig {
 	bc := kafkabroker.Config{EmbeddedAddr: svctest.FreeAddr(t), DataDir: t.TempDir(), Partitions: 2}
 	k, err := kafkabroker.StartEmbedded(bc, schema.Topics...)

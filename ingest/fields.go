@@ -194,4 +194,3 @@ func (p *Parser) email(b *Batch, st *eventState, idx int, e *schema.Event) {
 	e.HasEmail = true
 	e.EmailSHA = digest
 }
-

@@ -99,7 +99,7 @@ func orDefault[T int | float64 | time.Duration](v, d T) T {
 }
 
 // Problem is an API failure: the RFC 9457 problem document (the service's own type,
-// svc/api/problem), its HTTP status and Retry-After.
+// svc/lib/problem), its HTTP status and Retry-After.
 type Problem struct {
 	problem.Problem
 	// RetryAfter is the response's Retry-After (0 when absent).

@@ -32,7 +32,7 @@ import (
 
 // rig is the real service in-process: the ingest edge producing to an embedded broker,
 // and the read API over a private ClickHouse database holding the showroom, on one
-// api.Server over the real Redis.
+// httpserver.Server over the real Redis.
 type rig struct {
 	*apitest.Server
 	ch    chpool.Config

@@ -29,7 +29,7 @@ var clientErrors = map[error]error{
 // raw body as received and the endpoint's signing secrets (several while one rotates):
 // some v1 must equal hex(HMAC-SHA256(secret, "<t>.<body>")) and t must be within
 // WebhookTolerance of now. Comparisons are constant-time; unknown schemes are ignored.
-// It is the service's own check (svc/api/signature).
+// It is the service's own check (svc/lib/signature).
 func VerifyWebhook(header string, body []byte, now time.Time, secrets ...[]byte) error {
 	err := signature.Verify(header, body, secrets, now, WebhookTolerance)
 	if mine, ok := clientErrors[err]; ok {

@@ -14,7 +14,7 @@ type Param struct {
 	Example  any
 }
 
-// Op documents one operation. The served api.Route stays authoritative for the method,
+// Op documents one operation. The served httpserver.Route stays authoritative for the method,
 // path, scope, public flag, idempotency and summary; Op adds what a route does not say.
 type Op struct {
 	Tag         string

@@ -22,7 +22,7 @@ import (
 	"svc/schema/workspace"
 )
 
-// rig is the read API and the MCP endpoint on one api.Server over the real Redis and a
+// rig is the read API and the MCP endpoint on one httpserver.Server over the real Redis and a
 // private ClickHouse database holding the showroom.
 type rig struct {
 	*apitest.Server

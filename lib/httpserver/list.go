@@ -5,7 +5,7 @@ import (
 	"svc/lib/problem"
 )
 
-// ParsePage reads the paging parameters of a request for list (api/paging), adding an
+// ParsePage reads the paging parameters of a request for list (lib/paging), adding an
 // errors[] entry for each invalid one; valid, when set, vets a decoded cursor.
 func ParsePage(r *Request, list string, valid func(paging.Cursor) bool, errs *[]problem.FieldError) paging.Page {
 	return paging.Parse(r.Query, list, valid, errs)

@@ -26,7 +26,7 @@
 //
 // A reservation lasts until its request completes (Complete), fails retryably (Release),
 // or its process dies: then it lapses after PendingTTL (60 s) and counts as absent. A
-// route that declares a takeover time (api.Route.TakeoverAfter) lets an identical repeat
+// route that declares a takeover time (httpserver.Route.TakeoverAfter) lets an identical repeat
 // take over a reservation once that time has passed since it was made: the repeat runs as
 // a first request would, under a reservation of its own. The contract a route makes by
 // declaring it: (1) running the request twice has the effect of running it once, and (2)

@@ -1,7 +1,7 @@
 // Package paging is the paging convention of every list: its limits, the opaque cursor
 // and the rules of the limit, cursor and offset parameters. It has no HTTP in it (the
 // api package reads the parameters from a request and writes the list), so the stores
-// that serve pages (api/catalog) use the same numbers.
+// that serve pages (schema/catalog) use the same numbers.
 package paging
 
 import (

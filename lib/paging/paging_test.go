@@ -11,8 +11,8 @@ import (
 // The convention packages a store or the Go client imports (api/README.md: "no HTTP")
 // carry no HTTP server stack.
 func TestNoHTTPStack(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "svc/lib/paging", "svc/api/signature", "svc/api/client",
-		"svc/lib/problem", "svc/api/keys", "svc/api/limits", "svc/api/idempotency", "svc/api/ids").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", "svc/lib/paging", "svc/lib/signature", "svc/api/client",
+		"svc/lib/problem", "svc/schema/workspace", "svc/lib/limits", "svc/lib/idempotency", "svc/lib/ids").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}

@@ -14,7 +14,7 @@ type Check struct {
 
 // Role is one role's part of a process: readiness checks, optional background work and
 // an optional close. A role's HTTP routes are not here: main.go gives them to the HTTP
-// front (api.Front), itself a Role. `svc dev` runs every role in one process; `svc
+// front (httpserver.Front), itself a Role. `svc dev` runs every role in one process; `svc
 // <role>` runs one.
 type Role struct {
 	Name   string

@@ -47,7 +47,7 @@ var Table = []Setting{
 	{Name: "SVC_IDEMPOTENCY_PENDING_TTL", Group: GroupHTTP, Kind: Duration, Default: "60s",
 		ReadBy: roles, Meaning: "how long an Idempotency-Key stays reserved when the process that took it died before answering; on `POST /events` an identical retry takes the reservation over sooner, `SVC_INGEST_DELIVERY_TIMEOUT` + 2s after it was made (`ingest/README.md`)"},
 
-	// Kafka: the brokers, or the embedded one (schema/broker).
+	// Kafka: the brokers, or the embedded one (lib/kafkabroker).
 	{Name: "SVC_KAFKA_BROKERS", Group: GroupBroker, Kind: List,
 		ReadBy: kafka, Meaning: "comma-separated seed brokers; empty runs the embedded broker in-process (`svc rollup`: connects to `SVC_EMBEDDED_KAFKA_ADDR`)"},
 	{Name: "SVC_EMBEDDED_KAFKA_ADDR", Group: GroupBroker, Kind: String, Default: "127.0.0.1:9092",
@@ -63,7 +63,7 @@ var Table = []Setting{
 	{Name: "SVC_DATA_DIR", Group: GroupBroker, Kind: String, Default: ".data",
 		ReadBy: with(kafka, Scripts), Meaning: "local data: the embedded broker's log under `kafka/`, Redis and ClickHouse under `make run`"},
 
-	// ClickHouse (schema.Config).
+	// ClickHouse (chpool.Config).
 	{Name: "SVC_CLICKHOUSE_ADDR", Group: GroupClickHouse, Kind: String, Default: "127.0.0.1:9000",
 		ReadBy: clickhouse, Meaning: "ClickHouse native protocol, host:port; several servers comma-separated: a new connection goes to the first that answers"},
 	{Name: "SVC_CLICKHOUSE_DB", Group: GroupClickHouse, Kind: String, Default: "svc",
@@ -111,7 +111,7 @@ var Table = []Setting{
 	{Name: "SVC_ROLLUP_TABLE", Group: GroupRollup, Kind: String, Default: "events",
 		ReadBy: []string{Dev, Rollup}, Meaning: "raw events table"},
 
-	// The read API (read.Config).
+	// The read API (api.Config).
 	{Name: "SVC_API_QUERY_TIMEOUT", Group: GroupRead, Kind: Duration, Default: "10s",
 		ReadBy: []string{Dev, API}, Meaning: "bound of each ClickHouse query of a request"},
 	{Name: "SVC_API_QUERY_THREADS", Group: GroupRead, Kind: Int, Default: "1",
@@ -221,11 +221,11 @@ const (
 const (
 	GroupProcess    = "process"    // lib/process
 	GroupHTTP       = "http"       // api
-	GroupBroker     = "broker"     // schema/broker
+	GroupBroker     = "broker"     // lib/kafkabroker
 	GroupClickHouse = "clickhouse" // schema
 	GroupIngest     = "ingest"     // ingest
 	GroupRollup     = "rollup"     // rollup
-	GroupRead       = "read"       // api/read
+	GroupRead       = "read"       // api
 	GroupWebhooks   = "webhooks"   // webhooks
 	GroupPrivacy    = "privacy"    // privacy
 	GroupTests      = "tests"      // schema/chtest

@@ -1,4 +1,4 @@
-// Package svctest is what svc's test suites share outside the HTTP harness (api/apitest):
+// Package svctest is what svc's test suites share outside the HTTP harness (schema/apitest):
 // the test Redis, the svc binary built once per test binary, and free loopback
 // addresses. Tests skip when Redis is unreachable, except under CI=true, where they fail.
 package svctest

@@ -52,7 +52,7 @@ type DailyQuery struct {
 	EventName string    // optional exact filter
 	After     *DailyCursor
 	Offset    int       // offset paging (deprecated in the API); only without After
-	Limit     int       // at least 1; the caller bounds it (the API: api/paging.MaxLimit)
+	Limit     int       // at least 1; the caller bounds it (the API: lib/paging.MaxLimit)
 	Now       time.Time // for Status; zero means time.Now()
 	// Buckets reads UTC days from the 15-minute table too (tests and benchmarks compare
 	// the two paths).
