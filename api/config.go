@@ -65,7 +65,7 @@ type Config struct {
 	// (a writer and a reader goroutine), instead of one batch per round trip that the
 	// next batch waits for (SVC_REDIS_FULL_DUPLEX, default true). Requests then wait for
 	// their own reply, not for a whole batch: at 4,000 req/s on two cores the median
-	// request fell from 6.3 to 4.2 ms (bench/README.md), for about 0.04 more cores of
+	// request fell from 6.3 to 4.2 ms (bench/HISTORY.md), for about 0.04 more cores of
 	// svc and 0.03 of Redis (smaller batches). Without RedisAutoPipeline it does nothing.
 	RedisFullDuplex bool
 }

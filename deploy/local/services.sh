@@ -41,7 +41,7 @@ start_redis() {
   # AOF, fsynced every second; rewritten once it reaches 1 GB (and twice its size after
   # the last rewrite), not at Redis's default 64 MB: at 200,000 events/s the log grows
   # ~3.5 MB/s, and each rewrite forks Redis and costs a core for about a second, which
-  # showed as latency spikes at the edge (bench/README.md). The rewrite's snapshot is
+  # showed as latency spikes at the edge (bench/HISTORY.md). The rewrite's snapshot is
   # not LZF-compressed: our hashes' binary fields do not compress (43.3 MB against
   # 43.5 MB), and compressing took a quarter of the rewrite's time (0.80 s against 0.60).
   redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$data/redis" \
