@@ -11,6 +11,7 @@
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -123,7 +124,7 @@ type call struct {
 	scopes  []string
 	auth    []byte
 	version []byte
-	xff     []byte
+	xff     []byte // every X-Forwarded-For line, joined as one list (api's clientIP reads them all)
 	remote  net.Addr
 }
 
@@ -132,7 +133,7 @@ func (e *Endpoint) handle(r *api.Request) error {
 	c := &call{srv: r.Server(), outer: r, keyID: r.Key.ID.String(), scopes: r.Key.Scopes,
 		auth:    append([]byte(nil), h.Peek("Authorization")...),
 		version: append([]byte(nil), h.Peek("SVC-Version")...),
-		xff:     append([]byte(nil), h.Peek("X-Forwarded-For")...),
+		xff:     bytes.Join(h.PeekAll("X-Forwarded-For"), []byte(", ")),
 		remote:  r.Ctx.RemoteAddr()}
 	if v := r.Query("version"); v != "" && len(c.version) == 0 {
 		c.version = []byte(v)
