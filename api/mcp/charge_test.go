@@ -127,8 +127,19 @@ func TestRefusedToolCallsRefundOnlyThemselves(t *testing.T) {
 			t.Fatalf("missing plan: %v %v", isErr, doc)
 		}
 	}
-	if after := daily(); before-after != 11 {
+	after := daily()
+	if before-after != 11 {
 		t.Fatalf("daily remaining %d before ten refused tool calls, %d after (and a GET): want 11 spent, got %d", before, after, before-after)
+	}
+	// The same ten in one batch (a revision that allowed batches) refill nothing either.
+	msgs := make([]string, 10)
+	for i := range msgs {
+		msgs[i] = toolCall(i+1, "plan", `{"id":"pln_00000000-0000-4000-8000-000000000000"}`)
+	}
+	rg.Do(t, "POST", "/mcp", secret, "["+strings.Join(msgs, ",")+"]",
+		"Accept", "application/json, text/event-stream", "MCP-Protocol-Version", "2025-03-26")
+	if again := daily(); again >= after {
+		t.Fatalf("daily remaining %d, then %d after a batch of ten refused tool calls and a GET: the windows refilled", after, again)
 	}
 }
 
