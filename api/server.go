@@ -161,10 +161,20 @@ func isTimeout(err error) bool {
 }
 
 // Handle is the fasthttp handler.
-func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
+func (s *Server) Handle(ctx *fasthttp.RequestCtx) { s.handle(ctx) }
+
+// Dispatch serves ctx, a request a handler builds and runs in-process (the MCP
+// endpoint's tool calls), exactly as Handle serves a client's: authenticated, versioned,
+// scoped, and counted on its own, taking one unit of its key's windows through the gate
+// (given back only if it is answered 4xx). It returns that request's rate-limit
+// decision, the windows as they stand after it (nil when no key was known).
+func (s *Server) Dispatch(ctx *fasthttp.RequestCtx) *limits.Decision { return s.handle(ctx).Limits }
+
+// handle serves ctx and returns its request, finished.
+func (s *Server) handle(ctx *fasthttp.RequestCtx) (r *Request) {
 	start := time.Now()
 	ctx.Response.Header.DisableNormalizing() // send RateLimit-Policy, not Ratelimit-Policy
-	r := &Request{Ctx: ctx, ID: ids.RequestID(), srv: s}
+	r = &Request{Ctx: ctx, ID: ids.RequestID(), srv: s}
 	routeName := "unmatched"
 	defer func() {
 		if v := recover(); v != nil {
@@ -200,6 +210,7 @@ func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 	}
 	r.route = c
 	s.serve(r)
+	return r
 }
 
 // serve runs the conventions in order, then the handler. The body is read after the
