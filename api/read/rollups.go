@@ -1,7 +1,6 @@
 package read
 
 import (
-
 	"github.com/google/uuid"
 
 	"svc/api"

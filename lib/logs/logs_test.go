@@ -131,3 +131,16 @@ func TestClickHouseRedactsLiterals(t *testing.T) {
 		t.Errorf("error: %v", got[1]["error"])
 	}
 }
+
+// A dependency's error keeps its address and words and loses its credentials.
+func TestRedactCredentials(t *testing.T) {
+	for in, want := range map[string]string{
+		"dial redis://default:pa55@10.1.2.3:6379: refused":        "dial redis://<redacted>@10.1.2.3:6379: refused",
+		"clickhouse://u@h:9000/db?password=pa55&dial_timeout=1s":  "clickhouse://<redacted>@h:9000/db?password=<redacted>&dial_timeout=1s",
+		"code: 516, Authentication failed: password is incorrect": "code: 516, Authentication failed: password is incorrect",
+	} {
+		if got := RedactCredentials(in); got != want {
+			t.Errorf("RedactCredentials(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

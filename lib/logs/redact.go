@@ -111,3 +111,19 @@ func redactAttr(a slog.Attr) slog.Attr {
 		return slog.Attr{Key: a.Key, Value: v}
 	}
 }
+
+// credentials are the forms a credential takes in a dependency's error text: a URL's
+// user information (redis://user:password@host) and a key=value pair of a DSN or query
+// string named like one.
+var (
+	userinfo  = regexp.MustCompile(`://[^/@\s]*@`)
+	secretKVs = regexp.MustCompile(`(?i)\b(password|passwd|pwd|secret|token|auth)=[^&\s]*`)
+)
+
+// RedactCredentials returns s with a URL's user information and password-like
+// key=value pairs replaced by <redacted>, for a dependency's error logged as it came
+// (addresses and the dependency's own words stay: they are what an operator needs).
+func RedactCredentials(s string) string {
+	s = userinfo.ReplaceAllLiteralString(s, "://<redacted>@")
+	return secretKVs.ReplaceAllString(s, "$1=<redacted>")
+}
