@@ -19,7 +19,6 @@ import (
 
 	"svc/api"
 	"svc/api/idempotency"
-	"svc/api/ids"
 	"svc/api/keys"
 	"svc/api/problem"
 	"svc/lib/logs"
@@ -335,15 +334,10 @@ func (e *Edge) produceFailed(err error) error {
 	return api.Unavailable("Kafka", 2)
 }
 
-// pixel resolves the batch's pixel within the key's workspace (api.PixelOfKey): a
-// malformed id is 422.
+// pixel resolves the batch's pixel within the key's workspace (api.PixelOfKey): an id
+// that is not a pixel id (malformed, or of another kind) is 422, rule pixel_id.
 func (e *Edge) pixel(r *api.Request, raw string) (keys.Pixel, error) {
-	px, err := api.PixelOfKey(r, e.keys, raw)
-	if errors.Is(err, ids.ErrMalformed) {
-		return px, problem.Invalid("pixel_id is not a pixel id.",
-			problem.FieldError{Field: "pixel_id", Rule: "pixel_id", Value: raw, Pointer: "/pixel_id"})
-	}
-	return px, err
+	return api.PixelOfKey(r, e.keys, raw, problem.FieldError{Field: "pixel_id", Rule: "pixel_id", Pointer: "/pixel_id"})
 }
 
 var schemaV1 = []byte(schema.SchemaEventsV1)

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/logs"
 	"svc/schema"
 )
 
@@ -70,7 +71,9 @@ func (w *Worker) Run(ctx context.Context) error {
 	for {
 		if err := w.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			w.m.failures.Inc()
-			w.Log.Warn("privacy worker", "err", err.Error())
+			// The error may hold the server's own text about a statement that
+			// carries digests (a syntax error quotes the statement): redacted.
+			w.Log.Warn("privacy worker", "err", logs.RedactSQL(err.Error()))
 		}
 		select {
 		case <-ctx.Done():

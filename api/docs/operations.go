@@ -134,8 +134,9 @@ var Operations = map[string]Op{
 	// Health (every role).
 	"GET /healthz": {Tag: "Operations", Description: "Liveness: the process serves HTTP. No key.", Response: ref("Health"),
 		Example: map[string]any{"status": "ok"}},
-	"GET /readyz": {Tag: "Operations", Description: "Readiness: 200 when every dependency answers, 503 with the failing checks otherwise. No key.",
-		Response: ref("Health"), Example: map[string]any{"status": "ready"}},
+	"GET /readyz": {Tag: "Operations", Description: "Readiness: 200 when every dependency answers, 503 naming the failing checks otherwise. " +
+		"No key: the answer names each check and says ok or failing, nothing more (the process logs why).",
+		Response: ref("Health"), Example: map[string]any{"status": "ready", "checks": map[string]any{"redis": "ok", "clickhouse": "ok"}}},
 
 	// Ingest.
 	"POST /events": {Tag: "Events", Description: "Send up to 50 events for one pixel of the key's workspace. " +

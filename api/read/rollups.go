@@ -1,8 +1,6 @@
 package read
 
 import (
-	"errors"
-
 	"github.com/google/uuid"
 
 	"svc/api"
@@ -138,11 +136,9 @@ func cursorZone(c *paging.Cursor, param string, errs *[]problem.FieldError) stri
 }
 
 // pixel resolves the pixel_id parameter to a pixel of the key's workspace
-// (api.PixelOfKey); a malformed id is 404 not_found as well.
+// (api.PixelOfKey): an id that is not a pixel id (malformed, or of another kind) is 422
+// with rule id, as every id parameter.
 func (a *API) pixel(r *api.Request, raw string) (uuid.UUID, error) {
-	px, err := api.PixelOfKey(r, a.Keys, raw)
-	if errors.Is(err, ids.ErrMalformed) {
-		return uuid.Nil, notFound("pixel", raw)
-	}
+	px, err := api.PixelOfKey(r, a.Keys, raw, queryError("pixel_id", "id", nil))
 	return px.ID, err
 }
