@@ -47,7 +47,9 @@ func cmdStore(e *admin.Env) (*Store, Config, error) {
 	if err != nil {
 		return nil, c, err
 	}
-	return NewStore(e.Redis, c.Prefix), c, nil
+	st := NewStore(e.Redis, c.Prefix)
+	st.Egress = c.Egress()
+	return st, c, nil
 }
 
 // openLogs connects to ClickHouse as the role does (SVC_CLICKHOUSE_*).
@@ -172,7 +174,7 @@ func endpointJSON(ep Endpoint, withSecret bool) EndpointJSON {
 }
 
 func cmdEndpointCreate(ctx context.Context, e *admin.Env, args []string) (any, error) {
-	st, _, err := cmdStore(e)
+	st, c, err := cmdStore(e)
 	if err != nil {
 		return nil, err
 	}
@@ -187,6 +189,11 @@ func cmdEndpointCreate(ctx context.Context, e *admin.Env, args []string) (any, e
 		return nil, errors.New("--url is required")
 	}
 	if err := ValidateURL(*u); err != nil {
+		return nil, fmt.Errorf("--url: %v", err)
+	}
+	if err := c.Egress().CheckURL(*u); refused(err) != nil {
+		return nil, fmt.Errorf("--url: %v (SVC_WEBHOOKS_ALLOW_NETS allows internal ranges)", err)
+	} else if err != nil {
 		return nil, fmt.Errorf("--url: %v", err)
 	}
 	w, err := admin.WorkspaceArg(ctx, e.Keys, *ws)

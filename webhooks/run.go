@@ -50,6 +50,7 @@ func Open(ctx context.Context, cfg Config, rdb redis.UniversalClient, ks *keys.S
 // closes on Close).
 func New(cfg Config, rdb redis.UniversalClient, ks *keys.Store, conn driver.Conn, m *Metrics, log *slog.Logger) *Role {
 	st := NewStore(rdb, cfg.Prefix)
+	st.Egress = cfg.Egress()
 	logs := NewLogs(conn)
 	em := &Emitter{Store: st, Logs: logs, Log: log, Delay: cfg.Schedule[0]}
 	return &Role{

@@ -146,6 +146,8 @@ var Table = []Setting{
 		ReadBy: webhooks, Meaning: "how often the worker looks for due attempts"},
 	{Name: "SVC_WEBHOOKS_CONCURRENCY", Group: GroupWebhooks, Kind: Int, Default: "8",
 		ReadBy: webhooks, Meaning: "delivery attempts in flight per process (1..256)"},
+	{Name: "SVC_WEBHOOKS_ALLOW_NETS", Group: GroupWebhooks, Kind: List,
+		ReadBy: webhooks, Meaning: "internal ranges deliveries may reach (comma-separated CIDRs or addresses; `127.0.0.0/8` for a receiver on this machine): otherwise an endpoint at a loopback, private (RFC 1918, `fc00::/7`), link-local, CGNAT, multicast, unspecified, broadcast or reserved address, literal or resolved, is refused at creation and on every connection; cloud-metadata addresses always are"},
 	{Name: "SVC_WEBHOOKS_SCAN_INTERVAL", Group: GroupWebhooks, Kind: Duration, Default: "1m",
 		ReadBy: webhooks, Meaning: "how often the triggers look for closed days and expiring keys"},
 	{Name: "SVC_WEBHOOKS_DAY_GRACE", Group: GroupWebhooks, Kind: Duration, Default: "1h",
