@@ -46,7 +46,9 @@ func cmdStore(e *Env) (*webhooks.Store, webhooks.Config, error) {
 	if err != nil {
 		return nil, c, err
 	}
-	return webhooks.NewStore(e.Redis, c.Prefix), c, nil
+	st := webhooks.NewStore(e.Redis, c.Prefix)
+	st.Egress = c.Egress()
+	return st, c, nil
 }
 
 // openLogs connects to ClickHouse as the role does (SVC_CLICKHOUSE_*).
@@ -171,7 +173,7 @@ func endpointJSON(ep webhooks.Endpoint, withSecret bool) EndpointJSON {
 }
 
 func cmdEndpointCreate(ctx context.Context, e *Env, args []string) (any, error) {
-	st, _, err := cmdStore(e)
+	st, c, err := cmdStore(e)
 	if err != nil {
 		return nil, err
 	}
@@ -186,6 +188,12 @@ func cmdEndpointCreate(ctx context.Context, e *Env, args []string) (any, error) 
 		return nil, errors.New("--url is required")
 	}
 	if err := webhooks.ValidateURL(*u); err != nil {
+		return nil, fmt.Errorf("--url: %v", err)
+	}
+	var refused *webhooks.AddressError
+	if err := c.Egress().CheckURL(*u); errors.As(err, &refused) {
+		return nil, fmt.Errorf("--url: %v (SVC_WEBHOOKS_ALLOW_NETS allows internal ranges)", err)
+	} else if err != nil {
 		return nil, fmt.Errorf("--url: %v", err)
 	}
 	w, err := WorkspaceArg(ctx, e.Keys, *ws)

@@ -81,7 +81,7 @@ func main() {
 	}
 	// The roles allocate mostly short-lived request and batch buffers over a small live
 	// heap: collecting at 200% heap growth instead of Go's 100% cut svc's CPU per event
-	// by about 6% at 300,000 events/s (bench/README.md). A GOGC in the environment wins.
+	// by about 6% at 300,000 events/s (bench/HISTORY.md). A GOGC in the environment wins.
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(200)
 	}

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"errors"
-
 	"github.com/google/uuid"
 
 	"svc/lib/apikey"
@@ -139,11 +137,9 @@ func cursorZone(c *paging.Cursor, param string, errs *[]problem.FieldError) stri
 }
 
 // pixel resolves the pixel_id parameter to a pixel of the key's workspace
-// (workspace.PixelOfKey); a malformed id is 404 not_found as well.
+// (workspace.PixelOfKey): an id that is not a pixel id (malformed, or of another kind) is 422
+// with rule id, as every id parameter.
 func (a *API) pixel(r *httpserver.Request, raw string) (uuid.UUID, error) {
-	px, err := workspace.PixelOfKey(r.Context(), a.Keys, r.Key, raw)
-	if errors.Is(err, ids.ErrMalformed) {
-		return uuid.Nil, notFound("pixel", raw)
-	}
+	px, err := workspace.PixelOfKey(r.Context(), a.Keys, r.Key, raw, queryError("pixel_id", "id", nil))
 	return px.ID, err
 }

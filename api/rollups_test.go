@@ -146,7 +146,7 @@ func TestPixelRollups(t *testing.T) {
 	}
 	apitest.Problem(t, e.Do(t, "GET", "/pixel-rollups?pixel_id="+other.PixelID(), tn.Secret, ""), 404, "not_found")
 	apitest.Problem(t, e.Do(t, "GET", "/pixel-rollups?pixel_id="+tn.PixelID(), show.Secret, ""), 404, "not_found")
-	apitest.Problem(t, e.Do(t, "GET", "/pixel-rollups?pixel_id=pxl_zz", tn.Secret, ""), 404, "not_found")
+	apitest.Problem(t, e.Do(t, "GET", "/pixel-rollups?pixel_id=pxl_zz", tn.Secret, ""), 422, "invalid_request")
 	apitest.Problem(t, e.Do(t, "GET", "/pixel-rollups?pixel_id="+uuid.NewString(), tn.Secret, ""), 404, "not_found")
 }
 

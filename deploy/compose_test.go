@@ -385,7 +385,8 @@ var haproxyBackend = regexp.MustCompile(`(?m)^backend\s+(\S+)`)
 
 // TestComposeLoadBalancer: the HAProxy backends hold exactly the compose containers of
 // their role, on the HTTP port those containers listen on, and the routing rules send
-// POST /events and /v1/events to ingest and /webhooks/ to webhooks.
+// POST /events and /v1/events to ingest and /webhooks/ to webhooks; the edge passes on
+// only the X-Forwarded-For line it writes itself.
 func TestComposeLoadBalancer(t *testing.T) {
 	c := loadCompose(t)
 	data, err := os.ReadFile(filepath.Join(composeDir, "haproxy/haproxy.cfg"))
@@ -439,6 +440,8 @@ func TestComposeLoadBalancer(t *testing.T) {
 		"use_backend ingest if events_path is_post",
 		"use_backend webhooks if webhooks_path",
 		"default_backend api",
+		"option forwardfor",
+		"http-request del-header X-Forwarded-For", // the edge: a client's own lines are not passed on
 	} {
 		if !strings.Contains(cfg, want) {
 			t.Errorf("haproxy.cfg: missing %q", want)

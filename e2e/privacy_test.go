@@ -25,9 +25,10 @@ import (
 	"svc/schema/apitest"
 )
 
-// privacyEnv makes the pipeline and the privacy worker quick for tests.
+// privacyEnv makes the pipeline and the privacy worker quick for tests, and lets
+// deliveries reach the tests' webhook receivers (httptest servers on loopback).
 var privacyEnv = []string{"SVC_ROLLUP_BATCH_INTERVAL=200ms", "SVC_ROLLUP_SESSION_TIMEOUT=6s", "SVC_PRIVACY_POLL=200ms",
-	"SVC_WEBHOOKS_POLL=100ms"}
+	"SVC_WEBHOOKS_POLL=100ms", "SVC_WEBHOOKS_ALLOW_NETS=127.0.0.0/8"}
 
 // ch runs a query with clickhouse-client in the instance's database and returns its
 // output, trimmed.

@@ -20,7 +20,6 @@ import (
 	"svc/lib/apikey"
 	"svc/lib/httpserver"
 	"svc/lib/idempotency"
-	"svc/lib/ids"
 	"svc/lib/kafkabroker"
 	"svc/lib/logs"
 	"svc/lib/problem"
@@ -336,15 +335,10 @@ func (e *Edge) produceFailed(err error) error {
 	return problem.Unavailable("Kafka", 2)
 }
 
-// pixel resolves the batch's pixel within the key's workspace (workspace.PixelOfKey): a
-// malformed id is 422.
+// pixel resolves the batch's pixel within the key's workspace (workspace.PixelOfKey): an
+// id that is not a pixel id (malformed, or of another kind) is 422, rule pixel_id.
 func (e *Edge) pixel(r *httpserver.Request, raw string) (workspace.Pixel, error) {
-	px, err := workspace.PixelOfKey(r.Context(), e.keys, r.Key, raw)
-	if errors.Is(err, ids.ErrMalformed) {
-		return px, problem.Invalid("pixel_id is not a pixel id.",
-			problem.FieldError{Field: "pixel_id", Rule: "pixel_id", Value: raw, Pointer: "/pixel_id"})
-	}
-	return px, err
+	return workspace.PixelOfKey(r.Context(), e.keys, r.Key, raw, problem.FieldError{Field: "pixel_id", Rule: "pixel_id", Pointer: "/pixel_id"})
 }
 
 var schemaV1 = []byte(schema.SchemaEventsV1)

@@ -37,12 +37,18 @@ type world struct {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
+	return newWorldLogging(t, slog.New(slog.NewTextHandler(io.Discard, nil)))
+}
+
+// newWorldLogging is newWorld with the worker logging to log.
+func newWorldLogging(t *testing.T, log *slog.Logger) *world {
+	t.Helper()
 	rdb := apitest.Redis(t)
 	cfg, conn := chtest.NewDB(t)
 	w := &world{t: t, cfg: cfg, conn: conn, rdb: rdb}
 	pc := privacy.Config{Poll: 20 * time.Millisecond, Batch: 100, MutationTimeout: time.Minute, HoldLease: time.Minute,
 		RetentionInterval: time.Hour, KeepIdentities: 192 * time.Hour}
-	w.worker = privacy.NewWorker(pc, conn, rdb, cfg, nil, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	w.worker = privacy.NewWorker(pc, conn, rdb, cfg, nil, log)
 	w.worker.Completed = func(_ context.Context, e *erasure.Erasure) error {
 		w.done = append(w.done, e)
 		return nil

@@ -18,8 +18,11 @@ import (
 
 // Every statement here is rendered from typed values only (UUIDs, digests as \x
 // escapes, dates, integers): nothing a client sent reaches SQL as text. Statements
-// carry digests, so no error or log line quotes one (the server's own error text
-// names the failure, not the statement).
+// carry digests, so no error or log line quotes one: errors name tables, never
+// statements; the worker's log line passes the server's text through logs.RedactSQL
+// (a syntax error would quote the statement); and clickhouse-go's own lines, which
+// under SVC_LOG_LEVEL=debug carry every statement, go through logs.ClickHouse, which
+// redacts every SQL string literal.
 
 func uuidLit(u uuid.UUID) string { return "toUUID('" + u.String() + "')" }
 

@@ -26,7 +26,7 @@ type Config struct {
 	// BatchRows flushes when this many events are buffered (SVC_ROLLUP_BATCH_ROWS,
 	// default 200000, allowed 1000..1000000). One flush is one INSERT, one part; at
 	// 200,000 events/s on 18.16, flushing every 200,000 rows instead of 50,000 cut
-	// ClickHouse's CPU from about 0.38 to 0.25 cores (bench/README.md). Below that rate
+	// ClickHouse's CPU from about 0.38 to 0.25 cores (bench/HISTORY.md). Below that rate
 	// BatchInterval flushes first, so freshness does not change.
 	BatchRows int
 	// BatchInterval flushes buffered events at most this long after the first of them

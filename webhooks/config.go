@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"net/netip"
+	"strings"
 	"time"
 
 	"svc/lib/chpool"
@@ -52,6 +54,10 @@ type Config struct {
 	// Concurrency is the number of attempts in flight per process
 	// (SVC_WEBHOOKS_CONCURRENCY, default 8).
 	Concurrency int
+	// AllowNets are internal ranges deliveries may reach (SVC_WEBHOOKS_ALLOW_NETS,
+	// comma-separated CIDRs or addresses; default none). Egress says what is internal;
+	// cloud-metadata addresses stay refused whatever this says.
+	AllowNets []netip.Prefix
 
 	// ScanInterval is how often the triggers look for closed days and expiring keys
 	// (SVC_WEBHOOKS_SCAN_INTERVAL, default 1m).
@@ -106,8 +112,31 @@ func ConfigFromEnv(r *settings.Reader) Config {
 		}
 		c.Schedule = append(c.Schedule, v)
 	}
+	for _, s := range r.List("SVC_WEBHOOKS_ALLOW_NETS") {
+		c.AllowNets = append(c.AllowNets, parseNet(s)) // an invalid one is reported by Validate
+	}
 	return c
 }
+
+// parseNet reads a CIDR range (host bits cleared) or one address; the zero Prefix if
+// neither.
+func parseNet(s string) netip.Prefix {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}
+		}
+		return p.Masked()
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}
+	}
+	return netip.PrefixFrom(a, a.BitLen())
+}
+
+// Egress is the delivery address policy this configuration makes.
+func (c Config) Egress() Egress { return Egress{Allow: c.AllowNets} }
 
 // Validate reports every field that cannot work.
 func (c Config) Validate() error {
@@ -149,6 +178,12 @@ func (c Config) Validate() error {
 	}
 	if c.Concurrency < 1 || c.Concurrency > 256 {
 		errs = append(errs, fmt.Errorf("SVC_WEBHOOKS_CONCURRENCY %d: want 1..256", c.Concurrency))
+	}
+	for _, p := range c.AllowNets {
+		if !p.IsValid() {
+			errs = append(errs, errors.New("SVC_WEBHOOKS_ALLOW_NETS: every entry must be a CIDR range or an address"))
+			break
+		}
 	}
 	if c.Prefix == "" {
 		errs = append(errs, errors.New("SVC_WEBHOOKS_REDIS_PREFIX must not be empty"))

@@ -31,7 +31,8 @@ func TestBinaryBothDirections(t *testing.T) {
 	t.Cleanup(func() { cleanPrefix(apitest.Redis(t), prefix) })
 	env := append(os.Environ(), "SVC_METRICS_ADDR=off", "SVC_REDIS_URL="+apitest.RedisURL(),
 		"SVC_CLICKHOUSE_ADDR="+cc.Addr, "SVC_CLICKHOUSE_DB="+cc.Database, "SVC_WEBHOOKS_REDIS_PREFIX="+prefix,
-		"SVC_WEBHOOKS_POLL=50ms", "SVC_WEBHOOKS_SCAN_INTERVAL=200ms", "SVC_WEBHOOKS_SCHEDULE=0s,1s,1h")
+		"SVC_WEBHOOKS_POLL=50ms", "SVC_WEBHOOKS_SCAN_INTERVAL=200ms", "SVC_WEBHOOKS_SCHEDULE=0s,1s,1h",
+		"SVC_WEBHOOKS_ALLOW_NETS=127.0.0.0/8") // the receiver is an httptest server on loopback
 	run := func(args ...string) map[string]any {
 		t.Helper()
 		return svctest.RunJSON(t, env, args...)

@@ -84,9 +84,13 @@ func ValidateURL(raw string) error {
 	return nil
 }
 
-// CreateEndpoint registers an endpoint for ws with a new signing secret.
+// CreateEndpoint registers an endpoint for ws with a new signing secret. A URL whose host
+// is an address s.Egress refuses (or localhost) is refused with its *AddressError.
 func (s *Store) CreateEndpoint(ctx context.Context, ws uuid.UUID, rawURL string, kinds []string) (Endpoint, error) {
 	if err := ValidateURL(rawURL); err != nil {
+		return Endpoint{}, err
+	}
+	if err := s.Egress.CheckURL(rawURL); err != nil {
 		return Endpoint{}, err
 	}
 	for _, k := range kinds {

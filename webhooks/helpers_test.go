@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"io"
 	"log/slog"
+	"net/netip"
 	"os"
 	"strconv"
 	"strings"
@@ -70,6 +71,9 @@ func newEnv(t *testing.T) *testEnv {
 	cfg.Lease = 5 * time.Second
 	cfg.Poll = 10 * time.Millisecond
 	cfg.Worker = "test"
+	// The receivers are httptest servers on loopback: allowed explicitly, as an operator
+	// would (the default refuses them).
+	cfg.AllowNets = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	t.Cleanup(func() { cleanPrefix(rdb, cfg.Prefix) })
 	return &testEnv{cfg: cfg, rdb: rdb, conn: conn, clock: newClock(), logs: NewLogs(conn),
 		log: slog.New(slog.NewTextHandler(io.Discard, nil))}
@@ -86,6 +90,7 @@ func cleanPrefix(rdb redis.UniversalClient, prefix string) {
 func (e *testEnv) store() *Store {
 	s := NewStore(e.rdb, e.cfg.Prefix)
 	s.Now = e.clock.Now
+	s.Egress = e.cfg.Egress()
 	return s
 }
 

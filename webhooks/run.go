@@ -45,6 +45,7 @@ func New(ctx context.Context, cfg Config, rdb redis.UniversalClient, ks *workspa
 // closes on Close).
 func Assemble(cfg Config, rdb redis.UniversalClient, ks *workspace.Store, conn driver.Conn, m *Metrics, log *slog.Logger) *Role {
 	st := NewStore(rdb, cfg.Prefix)
+	st.Egress = cfg.Egress()
 	logs := NewLogs(conn)
 	em := &Emitter{Store: st, Logs: logs, Log: log, Delay: cfg.Schedule[0]}
 	return &Role{

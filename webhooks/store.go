@@ -43,6 +43,9 @@ type Store struct {
 	p   string
 	// Now is the clock (tests replace it).
 	Now func() time.Time
+	// Egress refuses endpoints at internal addresses when they are created (CheckURL);
+	// the zero value allows none (Config.Egress gives the configured one).
+	Egress Egress
 }
 
 // NewStore returns a Store over rdb with key prefix (normally "svc:wh:").

@@ -1,7 +1,9 @@
 package webhooks
 
 import (
+	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,6 +82,18 @@ func TestConfigFromEnv(t *testing.T) {
 	if err := d.Validate(); err != nil || len(d.Schedule) != 10 {
 		t.Fatalf("defaults: %v, %d attempts", err, len(d.Schedule))
 	}
+	if len(d.AllowNets) != 0 {
+		t.Fatalf("default SVC_WEBHOOKS_ALLOW_NETS %v, want none", d.AllowNets)
+	}
+	vars["SVC_WEBHOOKS_ALLOW_NETS"] = "127.0.0.0/8, 10.1.2.3/16,::1"
+	if c := ConfigFromEnv(r); c.Validate() != nil || fmt.Sprint(c.AllowNets) != "[127.0.0.0/8 10.1.0.0/16 ::1/128]" {
+		t.Fatalf("SVC_WEBHOOKS_ALLOW_NETS read as %v (%v)", c.AllowNets, c.Validate())
+	}
+	vars["SVC_WEBHOOKS_ALLOW_NETS"] = "127.0.0.0/8,intranet"
+	if err := ConfigFromEnv(r).Validate(); err == nil || !strings.Contains(err.Error(), "SVC_WEBHOOKS_ALLOW_NETS") {
+		t.Fatalf("an invalid SVC_WEBHOOKS_ALLOW_NETS entry: %v", err)
+	}
+	delete(vars, "SVC_WEBHOOKS_ALLOW_NETS")
 	vars["SVC_WEBHOOKS_SCHEDULE"] = "0s,soon"
 	vars["SVC_WEBHOOKS_LEASE"] = "10s"
 	if err := ConfigFromEnv(r).Validate(); err == nil {

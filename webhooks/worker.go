@@ -42,14 +42,12 @@ type Worker struct {
 	Rand func() float64
 }
 
-// NewWorker returns a worker with an HTTP client that times out after cfg.Timeout and
-// does not follow redirects (a 3xx is a failed attempt).
+// NewWorker returns a worker with an HTTP client of its own (cfg.Egress().Transport: no
+// proxy from the environment, internal addresses refused on every connection) that
+// times out after cfg.Timeout and does not follow redirects (a 3xx is a failed attempt).
 func NewWorker(cfg Config, st *Store, logs *Logs, m *Metrics, log *slog.Logger) *Worker {
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 4
-	tr.ResponseHeaderTimeout = cfg.Timeout
 	return &Worker{Config: cfg, Store: st, Logs: logs, Metrics: m, Log: log, Now: time.Now, Rand: rand.Float64,
-		Client: &http.Client{Timeout: cfg.Timeout, Transport: tr,
+		Client: &http.Client{Timeout: cfg.Timeout, Transport: cfg.Egress().Transport(cfg.Timeout),
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
@@ -167,6 +165,9 @@ func (w *Worker) attempt(ctx context.Context, c Claim) {
 	default:
 		if sendErr != nil {
 			row.Error = sendErr.Error()
+			if refused(sendErr) != nil {
+				w.Log.Warn("webhook delivery refused by the address policy", "endpoint_id", ep.ID.String(), "reason", row.Error)
+			}
 		} else {
 			row.Error = fmt.Sprintf("HTTP %d", status)
 		}
@@ -228,6 +229,9 @@ func (w *Worker) send(ctx context.Context, ep Endpoint, c Claim, body []byte, no
 }
 
 func sendError(err error, timeout time.Duration) error {
+	if ae := refused(err); ae != nil {
+		return ae // "address_not_allowed: 127.0.0.1 is loopback"
+	}
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		err = ue.Err

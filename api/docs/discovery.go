@@ -105,7 +105,7 @@ func Discovery(routes []httpserver.Route, publicURL string) map[string]any {
 		"mcp": map[string]any{
 			"endpoint": publicURL + MCPPath, "transport": "streamable-http", "stateless": true,
 			"protocol_versions": mcp.SupportedProtocolVersions(),
-			"auth":              "the same bearer API key; each HTTP request spends one request of the key's windows",
+			"auth":              "the same bearer API key; each HTTP request spends one request of the key's windows, and each tool call one more; one JSON-RPC message per request (no batches)",
 			"docs":              docsURL + "/mcp",
 		},
 		"health": map[string]any{"live": publicURL + "/healthz", "ready": publicURL + "/readyz"},

@@ -134,8 +134,9 @@ var Operations = map[string]Op{
 	// Health (every role).
 	"GET /healthz": {Tag: "Operations", Description: "Liveness: the process serves HTTP. No key.", Response: ref("Health"),
 		Example: map[string]any{"status": "ok"}},
-	"GET /readyz": {Tag: "Operations", Description: "Readiness: 200 when every dependency answers, 503 with the failing checks otherwise. No key.",
-		Response: ref("Health"), Example: map[string]any{"status": "ready"}},
+	"GET /readyz": {Tag: "Operations", Description: "Readiness: 200 when every dependency answers, 503 naming the failing checks otherwise. " +
+		"No key: the answer names each check and says ok or failing, nothing more (the process logs why).",
+		Response: ref("Health"), Example: map[string]any{"status": "ready", "checks": map[string]any{"redis": "ok", "clickhouse": "ok"}}},
 
 	// Ingest.
 	"POST /events": {Tag: "Events", Description: "Send up to 50 events for one pixel of the key's workspace. " +
@@ -253,8 +254,9 @@ var Operations = map[string]Op{
 	"GET /developers/md/errors/{file}": {Tag: "Discovery", Description: "Markdown mirror of an error code's page. No key.", ContentType: "text/markdown",
 		Params: []Param{{Name: "file", In: "path", Required: true, Desc: "<code>.md, e.g. rate_limited.md.", Schema: Schema{"type": "string", "pattern": `\.md$`}, Example: "rate_limited.md"}},
 		Codes:  []problem.Code{problem.NotFound}},
-	"POST /mcp": {Tag: "Discovery", Description: "Model Context Protocol endpoint (streamable HTTP, stateless, JSON responses). The same bearer key, scopes, limits and problem codes as the REST operations: each HTTP request spends one request of the key's windows, and each tool answers from the matching GET operation (a tool error carries its problem document). Tools: me, limits, plans, plan, lines, plan_actuals, campaigns, campaign, campaign_actuals, studies, study, findings, finding, pixel_rollups, erasures, erasure.",
+	"POST /mcp": {Tag: "Discovery", Description: "Model Context Protocol endpoint (streamable HTTP, stateless, JSON responses). The same bearer key, scopes, limits and problem codes as the REST operations: each HTTP request spends one request of the key's windows and each tool call one more, and each tool answers from the matching GET operation (a tool error carries its problem document; an id argument that is not an id of the tool's kind is invalid_request). The body is one JSON-RPC message: a batch (an array) is 422 invalid_request. Tools: me, limits, plans, plan, lines, plan_actuals, campaigns, campaign, campaign_actuals, studies, study, findings, finding, pixel_rollups, erasures, erasure.",
 		Params: []Param{{Name: "MCP-Protocol-Version", In: "header", Desc: "The negotiated MCP protocol revision.", Schema: Schema{"type": "string"}, Example: "2025-11-25"}},
 		Body:   "JSONRPC", BodyExample: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": map[string]any{}},
-		Response: ref("JSONRPC"), Example: map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"tools": []any{}}}},
+		Response: ref("JSONRPC"), Example: map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"tools": []any{}}},
+		Codes: []problem.Code{problem.InvalidRequest}},
 }

@@ -288,7 +288,10 @@ func components() map[string]Schema {
 		}),
 		"Health": object("Health state.", []string{"status"}, Schema{
 			"status": enum("State.", "ok", "ready", "unavailable"),
-			"failed": Schema{"type": "object", "additionalProperties": Schema{"type": "string"}, "description": "Failing checks (readyz only)."},
+			"checks": Schema{"type": "object", "additionalProperties": enum("The check's state.", "ok", "failing"),
+				"description": "Every readiness check by name and its state (readyz only); a dependency's error is logged, never answered."},
+			"failed": Schema{"type": "object", "additionalProperties": enum("Always failing.", "failing"),
+				"description": "The failing checks by name (readyz only, when unavailable)."},
 		}),
 		"Discovery": object("/.well-known/svc: everything a client needs, in one fetch, with the calling key's own limits and scopes.",
 			[]string{"service", "base_url", "auth", "scopes", "limits", "versions", "openapi", "docs", "mcp", "key"}, Schema{

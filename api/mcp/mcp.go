@@ -6,11 +6,14 @@
 // throttled clients get the usual problem documents. Each tool then answers by
 // dispatching an in-process GET through the same httpserver.Server for the matching REST
 // operation, with the caller's Authorization header: scopes, workspace isolation and
-// problem codes are exactly the REST ones. httpserver.Precharge keeps the dispatch from
-// spending quota a second time.
+// problem codes are exactly the REST ones. Every tool call is a request of its own
+// (httpserver.Server.Dispatch): it takes one unit of the key's windows beside the unit of the
+// HTTP request that carries it, and past a window it answers the API's 429 problem as a
+// tool error. One HTTP request carries one JSON-RPC message: batches are refused.
 package mcp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +22,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 
 	json "github.com/goccy/go-json"
 	"github.com/modelcontextprotocol/go-sdk/auth"
@@ -28,6 +32,9 @@ import (
 
 	"svc/api/docs"
 	"svc/lib/httpserver"
+	"svc/lib/ids"
+	"svc/lib/limits"
+	"svc/lib/problem"
 )
 
 // Tool maps one MCP tool to a REST GET operation.
@@ -63,6 +70,23 @@ var Tools = []Tool{
 	{"erasure", "One erasure request", "One erasure request by id (era_… or UUID): status, events affected, days whose rollups were rebuilt.", "/erasures/{id}"},
 }
 
+// idKinds is the id kind of each collection whose item a tool path names (/plans/{id}…).
+var idKinds = map[string]ids.Prefix{"/plans/": ids.Plan, "/campaigns/": ids.Campaign,
+	"/studies/": ids.Study, "/findings/": ids.Finding, "/erasures/": ids.Erasure}
+
+// idKind is the kind of the tool's {id} ("" when its path has none).
+func (t Tool) idKind() ids.Prefix {
+	i := strings.Index(t.Path, "{id}")
+	if i < 0 {
+		return ""
+	}
+	k, ok := idKinds[t.Path[:i]]
+	if !ok {
+		panic("mcp: no id kind for tool path " + t.Path) // a programming error, caught by every test
+	}
+	return k
+}
+
 // Path is where the endpoint is served.
 const Path = docs.MCPPath
 
@@ -80,6 +104,7 @@ func New() *Endpoint {
 			"They use the caller's API key, its scopes and its rate limits; a failing tool returns the API's problem document.",
 	})}
 	for _, t := range Tools {
+		t.idKind()
 		e.server.AddTool(t.sdkTool(), t.handle)
 	}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return e.server }, &sdk.StreamableHTTPOptions{
@@ -123,24 +148,53 @@ type call struct {
 	scopes  []string
 	auth    []byte
 	version []byte
-	xff     []byte
+	xff     [][]byte // every X-Forwarded-For line, in order
 	remote  net.Addr
+
+	mu   sync.Mutex
+	last *limits.Decision // the windows after the latest tool call (nil before one)
 }
 
 func (e *Endpoint) handle(r *httpserver.Request) error {
+	if p := oneMessage(r.Body()); p != nil {
+		return p
+	}
 	h := &r.Ctx.Request.Header
 	c := &call{srv: r.Server(), outer: r, keyID: r.Key.ID.String(), scopes: r.Key.Scopes,
 		auth:    append([]byte(nil), h.Peek("Authorization")...),
 		version: append([]byte(nil), h.Peek("SVC-Version")...),
-		xff:     append([]byte(nil), h.Peek("X-Forwarded-For")...),
 		remote:  r.Ctx.RemoteAddr()}
+	for _, v := range h.PeekAll("X-Forwarded-For") {
+		c.xff = append(c.xff, append([]byte(nil), v...))
+	}
 	if v := r.Query("version"); v != "" && len(c.version) == 0 {
 		c.version = []byte(v)
 	}
 	r.Ctx.SetUserValue(callKey, c)
 	defer r.Ctx.SetUserValue(callKey, nil)
 	e.handler(r.Ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last != nil {
+		r.Limits = c.last // the response's rate-limit headers count the tool call too
+	}
 	return nil
+}
+
+// oneMessage refuses a body that is not one JSON-RPC message (a JSON object): a JSON-RPC
+// batch (an array) in particular. The 2025-06-18 revision of the streamable HTTP
+// transport removed batching; the SDK still runs batches for older revisions, so they
+// are refused here for all, and one HTTP request carries at most one tool call.
+func oneMessage(body []byte) *problem.Problem {
+	b := bytes.TrimLeft(body, " \t\r\n")
+	if len(b) > 0 && b[0] == '{' {
+		return nil
+	}
+	detail := "The body must be one JSON-RPC message, a JSON object."
+	if len(b) > 0 && b[0] == '[' {
+		detail = "JSON-RPC batches are not accepted: send one message per request."
+	}
+	return problem.Invalid(detail, problem.FieldError{Field: "body", Rule: "json_object", Value: nil, Pointer: ""})
 }
 
 // get dispatches GET path?query through the httpserver.Server as the caller and returns the
@@ -157,13 +211,16 @@ func (c *call) get(path string, q url.Values) (int, string, []byte) {
 	if len(c.version) > 0 {
 		req.Header.SetBytesV("SVC-Version", c.version)
 	}
-	if len(c.xff) > 0 {
-		req.Header.SetBytesV("X-Forwarded-For", c.xff)
+	for _, v := range c.xff {
+		req.Header.AddBytesV("X-Forwarded-For", v)
 	}
 	var ctx fasthttp.RequestCtx
 	ctx.Init(&req, c.remote, nil)
-	httpserver.Precharge(&ctx, c.outer)
-	c.srv.Handle(&ctx)
+	if dec := c.srv.Dispatch(&ctx); dec != nil {
+		c.mu.Lock()
+		c.last = dec
+		c.mu.Unlock()
+	}
 	return ctx.Response.StatusCode(), string(ctx.Response.Header.ContentType()), append([]byte(nil), ctx.Response.Body()...)
 }
 
@@ -222,15 +279,9 @@ func (t Tool) handle(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallTool
 	if errs := docs.Validate(t.inputSchema(), roundTrip(args), nil); len(errs) > 0 {
 		return c.invalidArgs("arguments do not match the input schema: " + strings.Join(errs, "; ")), nil
 	}
-	path := t.Path
-	q := url.Values{}
-	for k, v := range args {
-		s := scalar(v)
-		if strings.Contains(path, "{"+k+"}") {
-			path = strings.ReplaceAll(path, "{"+k+"}", url.PathEscape(s))
-			continue
-		}
-		q.Set(k, s)
+	path, q, p := t.request(args)
+	if p != nil {
+		return c.toolError(p), nil
 	}
 	status, ct, body := c.get(path, q)
 	var doc map[string]any
@@ -244,15 +295,46 @@ func (t Tool) handle(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallTool
 	return res, nil
 }
 
+// request is the path and query of the tool's operation for args (which passed the
+// input schema). The id argument is parsed as an id of the tool's kind and written in
+// its canonical form, so the path is always the tool's own operation; an id that is not
+// one is the invalid_request problem of a malformed id, and nothing is dispatched.
+func (t Tool) request(args map[string]any) (string, url.Values, *problem.Problem) {
+	path, q := t.Path, url.Values{}
+	kind := t.idKind()
+	for k, v := range args {
+		s := scalar(v)
+		if k != "id" || kind == "" {
+			q.Set(k, s)
+			continue
+		}
+		u, err := ids.Parse(kind, s)
+		if err != nil {
+			return "", nil, problem.Invalid(fmt.Sprintf("id is not a %s<uuid> id or a raw UUID.", kind),
+				problem.FieldError{Field: "id", Rule: "id", Value: s, Pointer: "/id", Detail: "tool argument id"})
+		}
+		path = strings.Replace(path, "{id}", ids.Format(kind, u), 1)
+	}
+	if strings.Contains(path, "{") {
+		return "", nil, problem.Invalid("The id argument is required.",
+			problem.FieldError{Field: "id", Rule: "required", Value: nil, Pointer: "/id", Detail: "tool argument id"})
+	}
+	return path, q, nil
+}
+
 // invalidArgs is a tool error for arguments that fail the input schema: the
 // invalid_request problem document a REST call with such parameters would get.
 func (c *call) invalidArgs(detail string) *sdk.CallToolResult {
-	p := docs.ProblemExample(c.srv.Config.DocsURL(), "invalid_request")
-	p["detail"] = detail
-	p["request_id"] = c.outer.ID
-	delete(p, "errors")
+	return c.toolError(problem.Invalid(detail))
+}
+
+// toolError is a tool error carrying p, finished as the MCP request's problem document.
+func (c *call) toolError(p *problem.Problem) *sdk.CallToolResult {
+	p.Finish(c.srv.Config.DocsURL(), c.outer.ID)
 	b, _ := json.Marshal(p)
-	return &sdk.CallToolResult{IsError: true, StructuredContent: p, Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
+	var doc map[string]any
+	_ = json.Unmarshal(b, &doc)
+	return &sdk.CallToolResult{IsError: true, StructuredContent: doc, Content: []sdk.Content{&sdk.TextContent{Text: string(b)}}}
 }
 
 func scalar(v any) string {

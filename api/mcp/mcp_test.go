@@ -249,14 +249,19 @@ func TestSameKeysAndLimitsAsREST(t *testing.T) {
 	if err := json.Unmarshal(first.Body, &msg); err != nil || msg.Result.IsError {
 		t.Fatalf("tools/call answer: %v %s", err, first.Body)
 	}
+	// The HTTP request and its tool call are a request each; the response's rate-limit
+	// headers count both.
 	a, b := remaining(first), remaining(mcpPost(t, rg, secret, toolCall))
-	if a-b != 1 {
-		t.Fatalf("daily remaining %d then %d: one MCP request with a tool call must spend exactly one request", a, b)
+	if a-b != 2 {
+		t.Fatalf("daily remaining %d then %d: one MCP request with a tool call must spend exactly two requests", a, b)
 	}
-	// A tool whose REST answer is a 4xx spends nothing, as the REST call would not.
-	notFound := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"plan","arguments":{"id":"pln_nope"}}}`
-	_ = mcpPost(t, rg, secret, notFound)
-	if c := remaining(mcpPost(t, rg, secret, list)); b-c != 1 {
+	// A tool whose REST answer is a 4xx gives back its own request, as the REST call
+	// would; the HTTP request that carried it stays spent.
+	notFound := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"plan","arguments":{"id":"pln_00000000-0000-4000-8000-000000000000"}}}`
+	if c := remaining(mcpPost(t, rg, secret, notFound)); b-c != 1 {
+		t.Fatalf("daily remaining %d then %d after a refused tool call", b, c)
+	}
+	if c := remaining(mcpPost(t, rg, secret, list)); b-c != 2 {
 		t.Fatalf("daily remaining %d then %d after a refused tool call and a tools/list", b, c)
 	}
 }

@@ -35,7 +35,7 @@ stop_pid() {
 # The server runs at a lower CPU priority than everything else (SVC_CLICKHOUSE_NICE,
 # default 19; 0 for none): on a machine it shares with the edge, its inserts and
 # merges, the pipeline's asynchronous back half, yield the CPU to request handling
-# instead of stalling it (bench/README.md: the 200k tail's spikes are its merges).
+# instead of stalling it (bench/HISTORY.md: the 200k tail's spikes are its merges).
 # It only yields when the CPU is contended: an idle machine gives it all it asks.
 # Where the kernel offers CPU cgroups this user may write, the server also runs in the idle
 # group (cpu_idle): a nice value sets its share, but the kernel's EEVDF scheduler lets a

@@ -2,7 +2,9 @@
 # services.sh: install (from Debian's packages, when missing), start and wait for the
 # local Redis and ClickHouse that `make run` and `make test` need. No systemd: both run
 # as plain processes with their data under $SVC_DATA_DIR (default .data). Running it
-# twice is harmless: a service that already answers is left alone.
+# twice is harmless: a service that already answers is left alone. It also installs
+# HAProxy, which it does not start: api's allow-list test runs its own in front of a test
+# server (api/haproxy_test.go; under CI=true it fails without it).
 #
 #   deploy/local/services.sh up     install if missing, start, wait until both answer
 #   deploy/local/services.sh down   stop both (by pid file)
@@ -23,12 +25,14 @@ install_missing() {
   command -v clickhouse-server >/dev/null 2>&1 || [ -x /usr/sbin/clickhouse-server ] || pkgs+=(clickhouse-server)
   command -v clickhouse-client >/dev/null 2>&1 || pkgs+=(clickhouse-client)
   command -v curl >/dev/null 2>&1 || pkgs+=(curl)
+  command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || pkgs+=(haproxy)
   [ ${#pkgs[@]} -eq 0 ] && return 0
   log "installing ${pkgs[*]} from Debian's packages"
   local sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq
-  # policy-rc.d may refuse to start the packaged services; we start our own below.
+  # policy-rc.d may refuse to start the packaged services; we start our own below (and
+  # the tests their own HAProxy).
   $sudo apt-get install -y -qq "${pkgs[@]}" >/dev/null
 }
 
@@ -41,7 +45,7 @@ start_redis() {
   # AOF, fsynced every second; rewritten once it reaches 1 GB (and twice its size after
   # the last rewrite), not at Redis's default 64 MB: at 200,000 events/s the log grows
   # ~3.5 MB/s, and each rewrite forks Redis and costs a core for about a second, which
-  # showed as latency spikes at the edge (bench/README.md). The rewrite's snapshot is
+  # showed as latency spikes at the edge (bench/HISTORY.md). The rewrite's snapshot is
   # not LZF-compressed: our hashes' binary fields do not compress (43.3 MB against
   # 43.5 MB), and compressing took a quarter of the rewrite's time (0.80 s against 0.60).
   redis-server --port "$redis_port" --bind 127.0.0.1 --dir "$data/redis" \

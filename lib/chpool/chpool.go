@@ -130,8 +130,9 @@ func OpenDatabase(ctx context.Context, c Config, database string) (driver.Conn, 
 			"max_insert_block_size": 16 << 20,
 		},
 		// Its failures come back to svc as errors, which svc logs; its own lines (one
-		// warning per connection to an 18.16 server, for one) only under debug.
-		Logger: logs.Quiet(slog.Default(), "clickhouse-go"),
+		// warning per connection to an 18.16 server, for one) only under debug, with
+		// every SQL string literal redacted: statements carry identity digests.
+		Logger: logs.ClickHouse(slog.Default()),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse %s: %w", c.Addr, err)

@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"bytes"
 	"errors"
 	"net/netip"
 	"strings"
@@ -80,27 +81,55 @@ func (s *Server) peek(r *Request, k *apikey.Key) *limits.Decision {
 	return &dec
 }
 
-// clientIP is the peer address, or, when the peer is a trusted proxy, the right-most
-// X-Forwarded-For address that is not itself a trusted proxy.
+// clientIP is the address a request comes from, for allow-lists: the peer, unless the
+// peer is a trusted proxy. Then X-Forwarded-For is read as one list, every header line in
+// the order received (a proxy may add a line of its own, as HAProxy's option forwardfor
+// does, or extend the last one), and walked from the right past trusted proxies: the
+// first address that is not one is the client. An entry that is empty or not an address
+// stops the walk, as does the list's start; the client is then the last address the walk
+// reached: the trusted hop right of that entry, or the peer. Whatever a client writes
+// itself lies left of the entry its first trusted proxy adds about it, so it is never
+// reached.
 func (s *Server) clientIP(ctx *fasthttp.RequestCtx) netip.Addr {
-	peer, _ := netip.AddrFromSlice(ctx.RemoteIP())
-	peer = peer.Unmap()
-	if !s.trusted(peer) {
-		return peer
+	client, _ := netip.AddrFromSlice(ctx.RemoteIP())
+	client = client.Unmap()
+	if !s.trusted(client) {
+		return client
 	}
-	xff := string(ctx.Request.Header.Peek("X-Forwarded-For"))
-	parts := strings.Split(xff, ",")
-	for i := len(parts) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(parts[i]))
-		if err != nil {
-			return peer
-		}
-		a = a.Unmap()
-		if !s.trusted(a) {
-			return a
+	lines := ctx.Request.Header.PeekAll("X-Forwarded-For")
+	for i := len(lines) - 1; i >= 0; i-- {
+		for line := lines[i]; ; {
+			j := bytes.LastIndexByte(line, ',')
+			a, ok := forwardedAddr(line[j+1:])
+			if !ok {
+				return client
+			}
+			if client = a; !s.trusted(a) {
+				return a
+			}
+			if j < 0 {
+				break
+			}
+			line = line[:j]
 		}
 	}
-	return peer
+	return client
+}
+
+// forwardedAddr parses one X-Forwarded-For entry: an address, with or without a port
+// ("203.0.113.9:4711", "[2001:db8::1]:443"); an IPv4-mapped address as IPv4, without an
+// IPv6 zone.
+func forwardedAddr(entry []byte) (netip.Addr, bool) {
+	s := string(bytes.TrimSpace(entry))
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		ap, perr := netip.ParseAddrPort(s)
+		if perr != nil {
+			return netip.Addr{}, false
+		}
+		a = ap.Addr()
+	}
+	return a.Unmap().WithZone(""), true
 }
 
 func (s *Server) trusted(a netip.Addr) bool {

@@ -34,6 +34,13 @@ type Config struct {
 	// with the bytes received; a request that would pass this bound gets 503
 	// service_unavailable with Retry-After instead.
 	MaxInflightBodyBytes int
+	// MaxInflightPublicBodyBytes bounds, apart from MaxInflightBodyBytes, the body bytes
+	// held at once by requests no key has vouched for: the bodies of public routes that
+	// take one (the inbound webhook receiver, which checks its signature after reading)
+	// (SVC_MAX_INFLIGHT_PUBLIC_BODY_BYTES, default 4 MiB; at least 4 KiB, one buffer).
+	// Anonymous clients can fill this budget, never the authenticated one; past it a
+	// public request gets 503 service_unavailable with Retry-After.
+	MaxInflightPublicBodyBytes int
 	// MaxConnsPerIP bounds the open connections from one client address (an IPv6 client
 	// by its /64) (SVC_MAX_CONNS_PER_IP, default 1024; 0 disables it). Trusted proxies
 	// (TrustedProxies) are exempt. A connection past it is answered 429 rate_limited and
@@ -65,7 +72,7 @@ type Config struct {
 	// (a writer and a reader goroutine), instead of one batch per round trip that the
 	// next batch waits for (SVC_REDIS_FULL_DUPLEX, default true). Requests then wait for
 	// their own reply, not for a whole batch: at 4,000 req/s on two cores the median
-	// request fell from 6.3 to 4.2 ms (bench/README.md), for about 0.04 more cores of
+	// request fell from 6.3 to 4.2 ms (bench/HISTORY.md), for about 0.04 more cores of
 	// svc and 0.03 of Redis (smaller batches). Without RedisAutoPipeline it does nothing.
 	RedisFullDuplex bool
 }
@@ -73,18 +80,19 @@ type Config struct {
 // ConfigFromEnv reads the SVC_* variables named on each field.
 func ConfigFromEnv(r *settings.Reader) Config {
 	c := Config{
-		HTTPAddr:              r.String("SVC_HTTP_ADDR"),
-		MaxBodyBytes:          r.Int("SVC_MAX_BODY_BYTES"),
-		MaxInflightBodyBytes:  r.Int("SVC_MAX_INFLIGHT_BODY_BYTES"),
-		MaxConnsPerIP:         r.Int("SVC_MAX_CONNS_PER_IP"),
-		ReadTimeout:           r.Duration("SVC_READ_TIMEOUT"),
-		WriteTimeout:          r.Duration("SVC_WRITE_TIMEOUT"),
-		IdleTimeout:           r.Duration("SVC_IDLE_TIMEOUT"),
-		ShutdownTimeout:       r.Duration("SVC_SHUTDOWN_TIMEOUT"),
-		KeyCacheTTL:           r.Duration("SVC_KEY_CACHE_TTL"),
-		IdempotencyPendingTTL: r.Duration("SVC_IDEMPOTENCY_PENDING_TTL"),
-		RedisAutoPipeline:     r.Bool("SVC_REDIS_AUTOPIPELINE"),
-		RedisFullDuplex:       r.Bool("SVC_REDIS_FULL_DUPLEX"),
+		HTTPAddr:                   r.String("SVC_HTTP_ADDR"),
+		MaxBodyBytes:               r.Int("SVC_MAX_BODY_BYTES"),
+		MaxInflightBodyBytes:       r.Int("SVC_MAX_INFLIGHT_BODY_BYTES"),
+		MaxInflightPublicBodyBytes: r.Int("SVC_MAX_INFLIGHT_PUBLIC_BODY_BYTES"),
+		MaxConnsPerIP:              r.Int("SVC_MAX_CONNS_PER_IP"),
+		ReadTimeout:                r.Duration("SVC_READ_TIMEOUT"),
+		WriteTimeout:               r.Duration("SVC_WRITE_TIMEOUT"),
+		IdleTimeout:                r.Duration("SVC_IDLE_TIMEOUT"),
+		ShutdownTimeout:            r.Duration("SVC_SHUTDOWN_TIMEOUT"),
+		KeyCacheTTL:                r.Duration("SVC_KEY_CACHE_TTL"),
+		IdempotencyPendingTTL:      r.Duration("SVC_IDEMPOTENCY_PENDING_TTL"),
+		RedisAutoPipeline:          r.Bool("SVC_REDIS_AUTOPIPELINE"),
+		RedisFullDuplex:            r.Bool("SVC_REDIS_FULL_DUPLEX"),
 	}
 	c.PublicURL = strings.TrimRight(cmp.Or(r.String("SVC_PUBLIC_URL"), "http://"+c.HTTPAddr), "/")
 	for _, s := range r.List("SVC_TRUSTED_PROXIES") {
@@ -126,6 +134,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxInflightBodyBytes < c.MaxBodyBytes {
 		errs = append(errs, fmt.Errorf("SVC_MAX_INFLIGHT_BODY_BYTES %d: want at least SVC_MAX_BODY_BYTES (%d)", c.MaxInflightBodyBytes, c.MaxBodyBytes))
+	}
+	if c.MaxInflightPublicBodyBytes < bodyChunk {
+		errs = append(errs, fmt.Errorf("SVC_MAX_INFLIGHT_PUBLIC_BODY_BYTES %d: want at least %d (one body buffer)", c.MaxInflightPublicBodyBytes, bodyChunk))
 	}
 	if c.MaxConnsPerIP < 0 {
 		errs = append(errs, fmt.Errorf("SVC_MAX_CONNS_PER_IP %d: want 0 (no limit) or more", c.MaxConnsPerIP))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
@@ -84,26 +83,13 @@ func (f *Front) Serve(ctx context.Context, checks ...process.Check) error {
 }
 
 // HealthRoutes returns GET /healthz (alive: the process serves) and GET /readyz (every
-// check passes; 503 with the failures otherwise).
+// check passes; 503 naming the failing checks otherwise: readiness, health.go).
 func HealthRoutes(checks ...process.Check) []Route {
 	return []Route{
 		{Method: "GET", Path: "/healthz", Public: true, Summary: "Liveness: the process serves HTTP.",
 			Handle: func(r *Request) error { return r.JSON(200, map[string]string{"status": "ok"}) }},
 		{Method: "GET", Path: "/readyz", Public: true, Summary: "Readiness: every dependency answers.",
-			Handle: func(r *Request) error {
-				ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-				defer cancel()
-				failed := map[string]string{}
-				for _, c := range checks {
-					if err := c.Fn(ctx); err != nil {
-						failed[c.Name] = err.Error()
-					}
-				}
-				if len(failed) > 0 {
-					return r.JSON(503, map[string]any{"status": "unavailable", "failed": failed})
-				}
-				return r.JSON(200, map[string]string{"status": "ready"})
-			}},
+			Handle: readiness(checks)},
 	}
 }
 

@@ -81,11 +81,6 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 // reserves the key, in one Redis round trip (gate.go). A conflicting Idempotency-Key
 // (reuse, in use) spends nothing.
 func (s *Server) gate(r *Request) *problem.Problem {
-	if pre, ok := r.Ctx.UserValue(prechargedKey).(precharged); ok && pre.keyID == r.Key.ID.String() {
-		dec := pre.dec
-		r.Limits, r.charged = &dec, true // the outer request's unit: a 4xx here refunds it
-		return nil
-	}
 	var idem *idemState
 	if r.route.Idempotent {
 		if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 {
@@ -121,31 +116,15 @@ func (s *Server) gate(r *Request) *problem.Problem {
 	return p
 }
 
-// Precharge marks ctx, an in-process request a handler dispatches through Handle on
-// behalf of its own request r (the MCP endpoint's tool calls), as already counted: when
-// ctx authenticates as r's key, the limiter is not asked again and r's decision stands
-// (a 4xx answer still refunds, as for any request). Everything else (authentication,
-// version, scope, problem documents) applies as usual. Only code in this process can
-// set a user value, so no client can claim it.
-func Precharge(ctx *fasthttp.RequestCtx, r *Request) {
-	if r.Key != nil && r.Limits != nil {
-		ctx.SetUserValue(prechargedKey, precharged{keyID: r.Key.ID.String(), dec: *r.Limits})
-	}
-}
-
-const prechargedKey = "svc.precharged"
-
-type precharged struct {
-	keyID string
-	dec   limits.Decision
-}
-
-// refundIfRejected gives back the quota of a request answered with a 4xx.
+// refundIfRejected gives back the quota of a request answered with a 4xx: the one unit
+// this request's own gate took (r.charged), once. Nothing else sets r.charged, so no
+// request, in-process or not, can give back a unit another request spent.
 func (s *Server) refundIfRejected(r *Request) {
 	st := r.Ctx.Response.StatusCode()
 	if r.Limits == nil || !r.charged || st < 400 || st >= 500 {
 		return
 	}
+	r.charged = false
 	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
 	dec, err := s.Deps.Limits.Refund(r.Context(), r.Key.ID.String(), b, d)
 	if err != nil {

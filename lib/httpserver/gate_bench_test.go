@@ -20,7 +20,7 @@ import (
 // request at a time with a fresh key each, and reports Redis's own time for them
 // (redis-us/req, from INFO commandstats: the functions' execution, without the round trip)
 // beside the wall time. The client's time is not the figure to watch; Redis's is, since
-// at 200,000 events/s Redis spends a fifth of a core on these scripts (bench/README.md).
+// at 200,000 events/s Redis spends a fifth of a core on these scripts (bench/HISTORY.md).
 func BenchmarkGateAndComplete(b *testing.B) {
 	ctx := context.Background()
 	rdb := svctest.Redis(b)

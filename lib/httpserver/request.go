@@ -30,10 +30,11 @@ type Request struct {
 	params   []param
 	srv      *Server
 	pending  func() (idempotency.Stored, bool)
-	idem     *idemState // the Idempotency-Key request's state (nil without one)
-	charged  bool       // the gate spent one request of the key's windows
-	body     *[]byte    // the pooled buffer holding the body read by readBody (nil if none)
-	bodyHeld int        // bytes of the body budget charged for it
+	idem     *idemState  // the Idempotency-Key request's state (nil without one)
+	charged  bool        // the gate spent one request of the key's windows
+	body     *[]byte     // the pooled buffer holding the body read by readBody (nil if none)
+	bodyHeld int         // bytes of the body budget charged for it
+	budget   *bodyBudget // the budget charged (nil if none)
 }
 
 // SetPending tells the server that a failed (5xx) answer is ambiguous: the work may

@@ -34,6 +34,8 @@ type Route struct {
 	// first run answers its client within it (see package idempotency).
 	TakeoverAfter time.Duration
 	// MaxBody overrides Config.MaxBodyBytes downwards for this route (0: the default).
+	// A body announced over it is refused (413) before any of it is read. A GET route
+	// (and so HEAD) takes no body at all: any announced body is refused the same way.
 	MaxBody int
 	// Summary is a one-line description (OpenAPI and developer pages).
 	Summary string
@@ -44,6 +46,12 @@ type compiled struct {
 	Route
 	segs  []string // "" marks a parameter segment
 	names []string
+}
+
+// takesBody reports whether the route reads a request body: a GET route (which also
+// serves HEAD) takes none.
+func (c *compiled) takesBody() bool {
+	return c.Method != fasthttp.MethodGet && c.Method != fasthttp.MethodHead
 }
 
 // router matches paths to routes: static paths by map, parameterised ones by segments.
@@ -86,8 +94,8 @@ func stripVersion(path string) string {
 	return path
 }
 
-// match returns the route for method and path, its parameters, and the methods the
-// path serves (for 405) when only the method is wrong. A trailing slash is ignored, for
+// match returns the route for method and path, its parameters (into params, unless
+// nil), and the methods the path serves (for 405) when only the method is wrong. A trailing slash is ignored, for
 // static paths as for parameterised ones ("/developers/md/" is "/developers/md").
 func (rt *router) match(method, path string, params *[]param) (*compiled, []string) {
 	if cands, ok := rt.static[path]; ok {
@@ -106,7 +114,7 @@ func (rt *router) match(method, path string, params *[]param) (*compiled, []stri
 		}
 	}
 	c, allow := pick(cands, method)
-	if c != nil {
+	if c != nil && params != nil {
 		j := 0
 		for i, s := range c.segs {
 			if s == "" {

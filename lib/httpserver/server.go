@@ -39,15 +39,24 @@ type Server struct {
 	// windows with nothing spent.
 	noKey    limits.Decision
 	now      func() time.Time
-	bodies   *bodyBudget
-	bodyBufs sync.Pool // *[]byte of at most maxPooledBody: reused body buffers
+	bodies   *bodyBudget // bodies read once a key was checked
+	public   *bodyBudget // bodies read before any key (public routes)
+	bodyBufs sync.Pool   // *[]byte of at most maxPooledBody: reused body buffers
 }
 
 // NewServer returns a Server for routes.
 func NewServer(cfg Config, deps Deps, routes []Route) *Server {
-	return &Server{Config: cfg, Deps: deps, rt: newRouter(routes),
+	s := &Server{Config: cfg, Deps: deps, rt: newRouter(routes),
 		noKey: limits.Full(limits.Windows(apikey.DefaultBurst, apikey.DefaultDaily)), now: time.Now,
-		bodies: &bodyBudget{limit: int64(cfg.MaxInflightBodyBytes)}}
+		bodies: &bodyBudget{limit: int64(cfg.MaxInflightBodyBytes), what: "request bodies"},
+		public: &bodyBudget{limit: int64(cfg.MaxInflightPublicBodyBytes), what: "request bodies without a key"}}
+	for _, c := range s.rt.all {
+		if c.Public && s.bodyLimit(c) > cfg.MaxInflightPublicBodyBytes {
+			s.log().Warn("a public route's body ceiling is over SVC_MAX_INFLIGHT_PUBLIC_BODY_BYTES: its largest bodies get 503",
+				"route", c.Method+" "+c.Path, "ceiling", s.bodyLimit(c), "budget", cfg.MaxInflightPublicBodyBytes)
+		}
+	}
+	return s
 }
 
 // Routes returns the routes served (OpenAPI and documentation use it).
@@ -62,8 +71,9 @@ func (s *Server) Routes() []Route {
 // HTTPServer returns a fasthttp server with the configured limits and timeouts.
 // Request bodies are streamed (body.go): fasthttp reads the headers and at most one body
 // byte (MaxRequestBodySize 1 is the size of that pre-read, not a cap), and Handle reads
-// the body only once the route and the key allow it. A body announced over MaxBodyBytes
-// is answered 413 payload_too_large without reading any of it.
+// the body only once the route and the key allow it. A body announced over its route's
+// ceiling (MaxBodyBytes, a route's MaxBody, none for a GET route) is answered 413
+// payload_too_large without reading any of it.
 func (s *Server) HTTPServer() *fasthttp.Server {
 	return &fasthttp.Server{
 		Handler:                       s.Handle,
@@ -151,10 +161,20 @@ func isTimeout(err error) bool {
 }
 
 // Handle is the fasthttp handler.
-func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
+func (s *Server) Handle(ctx *fasthttp.RequestCtx) { s.handle(ctx) }
+
+// Dispatch serves ctx, a request a handler builds and runs in-process (the MCP
+// endpoint's tool calls), exactly as Handle serves a client's: authenticated, versioned,
+// scoped, and counted on its own, taking one unit of its key's windows through the gate
+// (given back only if it is answered 4xx). It returns that request's rate-limit
+// decision, the windows as they stand after it (nil when no key was known).
+func (s *Server) Dispatch(ctx *fasthttp.RequestCtx) *limits.Decision { return s.handle(ctx).Limits }
+
+// handle serves ctx and returns its request, finished.
+func (s *Server) handle(ctx *fasthttp.RequestCtx) (r *Request) {
 	start := time.Now()
 	ctx.Response.Header.DisableNormalizing() // send RateLimit-Policy, not Ratelimit-Policy
-	r := &Request{Ctx: ctx, ID: ids.RequestID(), srv: s}
+	r = &Request{Ctx: ctx, ID: ids.RequestID(), srv: s}
 	routeName := "unmatched"
 	defer func() {
 		if v := recover(); v != nil {
@@ -173,7 +193,7 @@ func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 	if c != nil {
 		routeName = c.Method + " " + c.Path
 	}
-	if announcedOversize(ctx) {
+	if announcedBody(ctx) > s.Config.MaxBodyBytes {
 		ctx.SetConnectionClose()
 		s.writeProblem(ctx, r.ID, nil, problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", s.Config.MaxBodyBytes))
 		return
@@ -190,15 +210,20 @@ func (s *Server) Handle(ctx *fasthttp.RequestCtx) {
 	}
 	r.route = c
 	s.serve(r)
+	return r
 }
 
 // serve runs the conventions in order, then the handler. The body is read after the
 // checks that need only the headers (a public route's handler authenticates itself, so
-// its body is read first).
+// its body is read first, from the budget of bodies without a key).
 func (s *Server) serve(r *Request) {
 	c := r.route
 	if c.Public {
-		if p := s.readBody(r, s.Config.MaxBodyBytes); p != nil {
+		p := s.bodyRefused(r)
+		if p == nil {
+			p = s.readBody(r, s.bodyLimit(c), s.public)
+		}
+		if p != nil {
 			s.writeProblem(r.Ctx, r.ID, nil, p)
 			return
 		}
@@ -221,16 +246,11 @@ func (s *Server) serve(r *Request) {
 		s.refuse(r, k, p)
 		return
 	}
-	limit := s.Config.MaxBodyBytes
-	if c.MaxBody > 0 {
-		limit = min(limit, c.MaxBody)
-	}
-	if r.Ctx.Request.Header.ContentLength() > limit {
-		r.Ctx.SetConnectionClose()
-		s.refuse(r, k, problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", limit))
+	if p := s.bodyRefused(r); p != nil {
+		s.refuse(r, k, p)
 		return
 	}
-	if p := s.readBody(r, limit); p != nil {
+	if p := s.readBody(r, s.bodyLimit(c), s.bodies); p != nil {
 		s.refuse(r, k, p)
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
@@ -30,11 +31,15 @@ const (
 	Erasure  Prefix = "era_"
 )
 
-// ErrMalformed is returned for input that is neither prefix+UUID nor a raw UUID.
+// ErrMalformed is returned for input that is neither prefix+UUID nor a raw UUID. Every
+// error of Parse is ErrMalformed (errors.Is), so a caller that answers a malformed id
+// answers every id Parse refuses the same way.
 var ErrMalformed = errors.New("not a valid id")
 
-// ErrWrongKind is returned for a prefixed id of another resource kind.
-var ErrWrongKind = errors.New("id of another kind")
+// ErrWrongKind is returned for a prefixed id of another resource kind (pln_… where a
+// pixel id is expected). It is an ErrMalformed (errors.Is): an id of another kind is
+// not an id of this kind; callers test ErrWrongKind only to say why.
+var ErrWrongKind = fmt.Errorf("%w: an id of another kind", ErrMalformed)
 
 // Parse accepts "<prefix><uuid>" or a raw UUID (any case, with or without dashes as
 // uuid.Parse allows) and returns the UUID.

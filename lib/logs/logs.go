@@ -8,9 +8,12 @@
 //	franz-go clients                            Kgo (kgo.WithLogger), lib=franz-go
 //	the embedded kfake broker                   Kfake (kfake.WithLogger), lib=kfake
 //	http.Server.ErrorLog, any Printf logger     StdLog, Printf
-//	clickhouse-go's Logger                      Quiet (debug level only), lib=clickhouse-go
+//	clickhouse-go's Logger                      ClickHouse (debug level only, SQL literals
+//	                                            redacted), lib=clickhouse-go
 //
-// Nothing secret is passed to a logger (keys are logged by id, emails never).
+// Nothing secret is passed to a logger (keys are logged by id, emails and their digests
+// never); a library's lines that could carry one (clickhouse-go's SQL text) are redacted
+// here (redact.go).
 package logs
 
 import (
@@ -129,6 +132,14 @@ func (k kfakeLogger) Logf(level kfake.LogLevel, format string, args ...any) {
 	if k.l.Enabled(context.Background(), lvl) {
 		k.l.Log(context.Background(), lvl, fmt.Sprintf(format, args...))
 	}
+}
+
+// ClickHouse returns clickhouse-go's logger over l: Quiet, and every string its lines
+// carry (above all the SQL text of "executing query" and "sending query", whose bound
+// parameters are literals) has its SQL string literals redacted (RedactSQL). svc's
+// statements carry identity digests as literals (privacy/sql.go), and no log line may.
+func ClickHouse(l *slog.Logger) *slog.Logger {
+	return Quiet(slog.New(redacting{l.Handler()}), "clickhouse-go")
 }
 
 // Quiet returns l for a library that reports its failures to svc as errors and logs

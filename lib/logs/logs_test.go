@@ -99,3 +99,48 @@ func TestInstallRoutesStdLogAndRedis(t *testing.T) {
 		t.Fatalf("go-redis line: %v", got[1])
 	}
 }
+
+// clickhouse-go's lines lose every SQL string literal (in the message, in strings, in
+// errors and other values, in attributes added by With) and any bare 32-byte hex value
+// or address; the statement's shape stays.
+func TestClickHouseRedactsLiterals(t *testing.T) {
+	digest := "e814ff3dc480a94c7ce9334062ec4733c75a002f4bcec0197f62ffea64059e2f"
+	esc := `'\xe8\x14\xff\x3d\xc4\x80\xa9\x4c\x7c\xe9\x33\x40\x62\xec\x47\x33\xc7\x5a\x00\x2f\x4b\xce\xc0\x19\x7f\x62\xff\xea\x64\x05\x9e\x2f'`
+	stmt := "ALTER TABLE db.events UPDATE has_email = 0 WHERE email_sha256 IN (" + esc + ", unhex('" + digest +
+		"'), 'ada@example.com', 'it''s \\' still', 'cut"
+	var buf bytes.Buffer
+	l := ClickHouse(NewTo(&buf, slog.LevelDebug)).With("conn_sql", "SELECT 'ada@example.com'")
+	l.Debug("executing statement", "sql", stmt, "n", 3)
+	l.Error("query processing failed", "error", errors.New("code: 27, Cannot parse input near "+digest+" from ada@example.com"),
+		slog.Group("g", "query", "x = 'ada@example.com'"), "args", []any{"ada@example.com"})
+	got := lines(t, &buf)
+	if len(got) != 2 {
+		t.Fatalf("%d lines: %v", len(got), got)
+	}
+	want := "ALTER TABLE db.events UPDATE has_email = 0 WHERE email_sha256 IN ('<redacted>', unhex('<redacted>'), '<redacted>', '<redacted>', '<redacted>'"
+	if got[0]["sql"] != want || got[0]["n"] != 3.0 || got[0]["conn_sql"] != "SELECT '<redacted>'" {
+		t.Errorf("statement line: %v\nwant sql %s", got[0], want)
+	}
+	raw := buf.String()
+	for _, s := range []string{digest, `\\xe8\\x14`, "ada@", "still"} {
+		if bytes.Contains([]byte(raw), []byte(s)) {
+			t.Errorf("%q survives: %s", s, raw)
+		}
+	}
+	if got[1]["error"] != "code: 27, Cannot parse input near <hex> from <email>" {
+		t.Errorf("error: %v", got[1]["error"])
+	}
+}
+
+// A dependency's error keeps its address and words and loses its credentials.
+func TestRedactCredentials(t *testing.T) {
+	for in, want := range map[string]string{
+		"dial redis://default:pa55@10.1.2.3:6379: refused":        "dial redis://<redacted>@10.1.2.3:6379: refused",
+		"clickhouse://u@h:9000/db?password=pa55&dial_timeout=1s":  "clickhouse://<redacted>@h:9000/db?password=<redacted>&dial_timeout=1s",
+		"code: 516, Authentication failed: password is incorrect": "code: 516, Authentication failed: password is incorrect",
+	} {
+		if got := RedactCredentials(in); got != want {
+			t.Errorf("RedactCredentials(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

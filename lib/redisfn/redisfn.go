@@ -5,7 +5,7 @@
 // functions, the rate limiter, the records' operations) is made anew as a Lua closure,
 // and the Lua collector then reclaims it. A library's text runs once, when it is loaded;
 // a call runs only the function it names. For the gate that is 26 µs of Redis's time
-// against 34 (BenchmarkGateAndComplete in api/, and bench/README.md).
+// against 34 (BenchmarkGateAndComplete in api/, and bench/HISTORY.md).
 //
 // Contract:
 //   - A Library's code defines local Lua functions; New registers those it names,

@@ -31,7 +31,21 @@ func (s *Server) StallBodies(t testing.TB, path, secret string, n, announced int
 	if secret != "" {
 		head += "Authorization: Bearer " + secret + "\r\n"
 	}
-	msg := []byte(head + "\r\n{")
+	return s.open(t, head+"\r\n{", n, true)
+}
+
+// Flood opens n connections to s that each send msg (typically a request's head and part
+// of its body) and then nothing. It returns the connections, open until the test ends.
+// A write the server cut short (it answered and closed first) is not a failure.
+func (s *Server) Flood(t testing.TB, msg string, n int) []net.Conn {
+	t.Helper()
+	return s.open(t, msg, n, false)
+}
+
+// open opens n connections that each write msg, in waves (the listen backlog is finite);
+// with strict, a failed write fails the test.
+func (s *Server) open(t testing.TB, msg string, n int, strict bool) []net.Conn {
+	t.Helper()
 	addr := strings.TrimPrefix(s.URL, "http://")
 	conns := make([]net.Conn, n)
 	errs := make(chan error, n)
@@ -46,12 +60,12 @@ func (s *Server) StallBodies(t testing.TB, path, secret string, n, announced int
 				return
 			}
 			conns[i] = c
-			if _, err := c.Write(msg); err != nil {
+			if _, err := c.Write([]byte(msg)); err != nil && strict {
 				errs <- err
 			}
 		}(i)
 		if i%64 == 63 {
-			wg.Wait() // in waves: the listen backlog is finite
+			wg.Wait()
 		}
 	}
 	wg.Wait()
