@@ -7,16 +7,17 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"svc/schema"
 )
 
 // The trimmer deletes only what every group reading a topic has committed: the lowest
 // commit per partition, nothing of a partition one reader has not committed, nothing of
+// Two topics the embedded broker creates at start, as a process creates schema.Topics.
+const topicEvents, topicDead = "events.test", "dead.test"
+
 // a topic no group reads.
 func TestTrimDeletesOnlyWhatEveryGroupCommitted(t *testing.T) {
 	e, err := StartEmbedded(Config{EmbeddedAddr: "127.0.0.1:0", Partitions: 2,
-		Retain: time.Millisecond, TrimInterval: 50 * time.Millisecond})
+		Retain: time.Millisecond, TrimInterval: 50 * time.Millisecond}, topicEvents, topicDead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,7 +33,7 @@ func TestTrimDeletesOnlyWhatEveryGroupCommitted(t *testing.T) {
 		topic string
 		part  int32
 		n     int
-	}{{schema.TopicEvents, 0, 100}, {schema.TopicEvents, 1, 100}, {schema.TopicDeadEvent, 0, 10}} {
+	}{{topicEvents, 0, 100}, {topicEvents, 1, 100}, {topicDead, 0, 10}} {
 		for i := 0; i < tp.n; i++ {
 			if err := cl.ProduceSync(ctx, &kgo.Record{Topic: tp.topic, Partition: tp.part, Value: []byte("x")}).FirstErr(); err != nil {
 				t.Fatal(err)
@@ -43,7 +44,7 @@ func TestTrimDeletesOnlyWhatEveryGroupCommitted(t *testing.T) {
 	commit := func(group string, offs map[int32]int64) {
 		var os kadm.Offsets
 		for p, at := range offs {
-			os.AddOffset(schema.TopicEvents, p, at, -1)
+			os.AddOffset(topicEvents, p, at, -1)
 		}
 		if err := adm.CommitAllOffsets(ctx, group, os); err != nil {
 			t.Fatalf("commit %s: %v", group, err)
@@ -52,21 +53,21 @@ func TestTrimDeletesOnlyWhatEveryGroupCommitted(t *testing.T) {
 	commit("reader-a", map[int32]int64{0: 60})        // has not committed partition 1
 	commit("reader-b", map[int32]int64{0: 80, 1: 50}) // further on partition 0
 
-	want := map[string]map[int32]int64{schema.TopicEvents: {0: 60, 1: 0}, schema.TopicDeadEvent: {0: 0}}
+	want := map[string]map[int32]int64{topicEvents: {0: 60, 1: 0}, topicDead: {0: 0}}
 	var got kadm.ListedOffsets
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		got, err = adm.ListStartOffsets(ctx, schema.TopicEvents, schema.TopicDeadEvent)
+		got, err = adm.ListStartOffsets(ctx, topicEvents, topicDead)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if start(got, schema.TopicEvents, 0) == 60 || time.Now().After(deadline) {
+		if start(got, topicEvents, 0) == 60 || time.Now().After(deadline) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(300 * time.Millisecond) // several more ticks: nothing further may go
-	if got, err = adm.ListStartOffsets(ctx, schema.TopicEvents, schema.TopicDeadEvent); err != nil {
+	if got, err = adm.ListStartOffsets(ctx, topicEvents, topicDead); err != nil {
 		t.Fatal(err)
 	}
 	for topic, parts := range want {
@@ -91,7 +92,7 @@ func TestTrimWaitsForRetain(t *testing.T) {
 	tr := &trimmer{retain: time.Minute}
 	t0 := time.Now()
 	var floor kadm.Offsets
-	floor.AddOffset(schema.TopicEvents, 0, 10, -1)
+	floor.AddOffset(topicEvents, 0, 10, -1)
 	tr.snaps = []floorSnapshot{{at: t0, floor: floor}}
 	if due := tr.due(t0.Add(59 * time.Second)); due != nil {
 		t.Fatalf("applied %v before retain passed", due)
@@ -105,7 +106,7 @@ func TestTrimWaitsForRetain(t *testing.T) {
 }
 
 func start2(o kadm.Offsets) int64 {
-	x, ok := o.Lookup(schema.TopicEvents, 0)
+	x, ok := o.Lookup(topicEvents, 0)
 	if !ok {
 		return -1
 	}
