@@ -77,14 +77,20 @@ func DropInboundBefore(ctx context.Context, conn driver.Conn, c schema.Config, b
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	alter := "ALTER TABLE " + c.Database + ".webhook_inbound"
-	if c.Cluster != "" {
-		alter += schema.LocalSuffix + " ON CLUSTER " + c.Cluster
-	}
 	for i, m := range months {
-		if err := conn.Exec(ctx, alter+" DROP PARTITION "+strconv.FormatUint(uint64(m), 10)); err != nil {
+		if err := conn.Exec(ctx, dropMonthSQL(c, m)); err != nil {
 			return months[:i], err
 		}
 	}
 	return months, nil
+}
+
+// dropMonthSQL drops month (YYYYMM) of webhook_inbound: of the per-shard tables ON
+// CLUSTER when the schema is clustered (a Distributed table has no partitions).
+func dropMonthSQL(c schema.Config, month uint32) string {
+	alter := "ALTER TABLE " + c.Database + ".webhook_inbound"
+	if c.Cluster != "" {
+		alter += schema.LocalSuffix + " ON CLUSTER " + c.Cluster
+	}
+	return alter + " DROP PARTITION " + strconv.FormatUint(uint64(month), 10)
 }
