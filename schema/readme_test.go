@@ -31,7 +31,7 @@ func TestREADMEQueries(t *testing.T) {
 		       'events.v1', 0, number, 0
 		FROM system.numbers LIMIT 3`
 	inbound := `INSERT INTO webhook_inbound (workspace_id, message_id, received_at, message_type, outcome, reason, status)
-		VALUES (toUUID('11111111-1111-1111-1111-111111111111'), 'msg-1', now(), 'actuals.reported', 'failed', 'invalid signature', 401)`
+		SELECT toUUID('11111111-1111-1111-1111-111111111111'), 'msg-1', now(), 'actuals.reported', 'failed', 'invalid signature', 401`
 	for _, q := range []string{seed, inbound} {
 		if err := conn.Exec(ctx, q); err != nil {
 			t.Fatal(err)
