@@ -47,6 +47,12 @@ func TestInboundContentReplayUnderNewID(t *testing.T) {
 	if r := ie.send(t, reported(cmp, day, 150, "15"), "rep-2", ie.clock.Now(), sec); r.JSON(t)["outcome"] != Processed {
 		t.Fatalf("correction: %d %s", r.Status, r.Body)
 	}
+	// The content's guard outlives every instant at which a copy passes the signature
+	// check: up to 2 × tolerance after the first arrival (t0 - tolerance).
+	ttl, err := ie.rdb.TTL(ctx, ie.in.Store.contentKey(ie.ws, signature.Digest(t0.Unix(), []byte(first)))).Result()
+	if err != nil || ttl < 2*ie.cfg.Tolerance {
+		t.Fatalf("content guard TTL %s (%v), want at least %s", ttl, err, 2*ie.cfg.Tolerance)
+	}
 	// An attacker resends the first message, byte for byte with its header, as new ids,
 	// up to the end of the tolerance.
 	for i, id := range []string{"rep-3", "rep-4"} {
