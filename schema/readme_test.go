@@ -30,8 +30,12 @@ func TestREADMEQueries(t *testing.T) {
 		       toDecimal64(12.5, 4), 1, 'EUR', 1, 1, toFixedString(unhex('ab'), 32), 'req_1', now(), now(),
 		       'events.v1', 0, number, 0
 		FROM system.numbers LIMIT 3`
-	if err := conn.Exec(ctx, seed); err != nil {
-		t.Fatal(err)
+	inbound := `INSERT INTO webhook_inbound (workspace_id, message_id, received_at, message_type, outcome, reason, status)
+		SELECT toUUID('11111111-1111-1111-1111-111111111111'), 'msg-1', now(), 'actuals.reported', 'failed', 'invalid signature', 401`
+	for _, q := range []string{seed, inbound} {
+		if err := conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
 	}
 	for _, m := range blocks {
 		rows, err := conn.Query(ctx, m[1])

@@ -43,15 +43,25 @@ type InboundRow struct {
 
 // InsertInbound records one inbound message.
 func (l *Logs) InsertInbound(ctx context.Context, r InboundRow) error {
+	return l.InsertInbounds(ctx, []InboundRow{r})
+}
+
+// InsertInbounds records inbound messages in one INSERT.
+func (l *Logs) InsertInbounds(ctx context.Context, rows []InboundRow) error {
+	if len(rows) == 0 {
+		return nil
+	}
 	b, err := l.conn.PrepareBatch(ctx, `INSERT INTO webhook_inbound (workspace_id, message_id, received_at,
 		message_type, outcome, reason, status, rows_written, body_bytes, body_sha256, request_id)`)
 	if err != nil {
 		return err
 	}
 	defer b.Abort()
-	if err := b.Append(r.WorkspaceID, r.MessageID, r.ReceivedAt.UTC(), r.Type, r.Outcome, r.Reason,
-		uint16(r.Status), uint32(r.Rows), uint32(r.BodyBytes), r.BodySHA256, r.RequestID); err != nil {
-		return err
+	for _, r := range rows {
+		if err := b.Append(r.WorkspaceID, r.MessageID, r.ReceivedAt.UTC(), r.Type, r.Outcome, r.Reason,
+			uint16(r.Status), uint32(r.Rows), uint32(r.BodyBytes), r.BodySHA256, r.RequestID); err != nil {
+			return err
+		}
 	}
 	return b.Send()
 }

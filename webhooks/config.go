@@ -23,6 +23,17 @@ type Config struct {
 	// ReplayWindow is how long a processed inbound message id is remembered: a repeat
 	// within it is ignored (SVC_WEBHOOKS_REPLAY_WINDOW, default 720h = 30 days).
 	ReplayWindow time.Duration
+	// InboundFailureBurst is how many refused messages (and replays) one client
+	// address may send at once; past them it gets 429 until its bucket refills
+	// (SVC_WEBHOOKS_INBOUND_FAILURE_BURST, default 20).
+	InboundFailureBurst int
+	// InboundFailuresPerMinute is the rate the bucket refills at
+	// (SVC_WEBHOOKS_INBOUND_FAILURES_PER_MINUTE, default 6).
+	InboundFailuresPerMinute int
+	// InboundRetention is how long inbound log rows are kept at least; whole months
+	// are dropped (SVC_WEBHOOKS_INBOUND_RETENTION, default 720h = 30 days; 0 keeps
+	// everything).
+	InboundRetention time.Duration
 	// SecretOverlap is how long the previous inbound secret stays valid after
 	// `svc admin webhook inbound-secret` issues a new one (SVC_WEBHOOKS_SECRET_OVERLAP,
 	// default 24h).
@@ -87,23 +98,26 @@ func DefaultConfig() Config { return ConfigFromEnv(settings.Defaults()) }
 // ConfigFromEnv reads the SVC_WEBHOOKS_* variables named on each field.
 func ConfigFromEnv(r *settings.Reader) Config {
 	c := Config{
-		InboundMaxBody:    r.Int("SVC_WEBHOOKS_INBOUND_MAX_BODY"),
-		Tolerance:         r.Duration("SVC_WEBHOOKS_TOLERANCE"),
-		ReplayWindow:      r.Duration("SVC_WEBHOOKS_REPLAY_WINDOW"),
-		SecretOverlap:     r.Duration("SVC_WEBHOOKS_SECRET_OVERLAP"),
-		Jitter:            float64(r.Int("SVC_WEBHOOKS_JITTER_PERMILLE")) / 1000,
-		Timeout:           r.Duration("SVC_WEBHOOKS_TIMEOUT"),
-		Lease:             r.Duration("SVC_WEBHOOKS_LEASE"),
-		MaxRetryAfter:     r.Duration("SVC_WEBHOOKS_MAX_RETRY_AFTER"),
-		DisableAfter:      r.Duration("SVC_WEBHOOKS_DISABLE_AFTER"),
-		Poll:              r.Duration("SVC_WEBHOOKS_POLL"),
-		Concurrency:       r.Int("SVC_WEBHOOKS_CONCURRENCY"),
-		ScanInterval:      r.Duration("SVC_WEBHOOKS_SCAN_INTERVAL"),
-		DayGrace:          r.Duration("SVC_WEBHOOKS_DAY_GRACE"),
-		KeyExpiringWithin: r.Duration("SVC_WEBHOOKS_KEY_EXPIRING_WITHIN"),
-		Prefix:            r.String("SVC_WEBHOOKS_REDIS_PREFIX"),
-		Worker:            cmp.Or(r.String("SVC_WEBHOOKS_WORKER"), defaultWorker()),
-		ClickHouse:        chpool.ConfigFromEnv(r),
+		InboundMaxBody:           r.Int("SVC_WEBHOOKS_INBOUND_MAX_BODY"),
+		Tolerance:                r.Duration("SVC_WEBHOOKS_TOLERANCE"),
+		ReplayWindow:             r.Duration("SVC_WEBHOOKS_REPLAY_WINDOW"),
+		SecretOverlap:            r.Duration("SVC_WEBHOOKS_SECRET_OVERLAP"),
+		InboundFailureBurst:      r.Int("SVC_WEBHOOKS_INBOUND_FAILURE_BURST"),
+		InboundFailuresPerMinute: r.Int("SVC_WEBHOOKS_INBOUND_FAILURES_PER_MINUTE"),
+		InboundRetention:         r.Duration("SVC_WEBHOOKS_INBOUND_RETENTION"),
+		Jitter:                   float64(r.Int("SVC_WEBHOOKS_JITTER_PERMILLE")) / 1000,
+		Timeout:                  r.Duration("SVC_WEBHOOKS_TIMEOUT"),
+		Lease:                    r.Duration("SVC_WEBHOOKS_LEASE"),
+		MaxRetryAfter:            r.Duration("SVC_WEBHOOKS_MAX_RETRY_AFTER"),
+		DisableAfter:             r.Duration("SVC_WEBHOOKS_DISABLE_AFTER"),
+		Poll:                     r.Duration("SVC_WEBHOOKS_POLL"),
+		Concurrency:              r.Int("SVC_WEBHOOKS_CONCURRENCY"),
+		ScanInterval:             r.Duration("SVC_WEBHOOKS_SCAN_INTERVAL"),
+		DayGrace:                 r.Duration("SVC_WEBHOOKS_DAY_GRACE"),
+		KeyExpiringWithin:        r.Duration("SVC_WEBHOOKS_KEY_EXPIRING_WITHIN"),
+		Prefix:                   r.String("SVC_WEBHOOKS_REDIS_PREFIX"),
+		Worker:                   cmp.Or(r.String("SVC_WEBHOOKS_WORKER"), defaultWorker()),
+		ClickHouse:               chpool.ConfigFromEnv(r),
 	}
 	for _, s := range r.List("SVC_WEBHOOKS_SCHEDULE") {
 		v, err := time.ParseDuration(s)
@@ -146,6 +160,15 @@ func (c Config) Validate() error {
 	}
 	if c.Tolerance < time.Second {
 		errs = append(errs, fmt.Errorf("SVC_WEBHOOKS_TOLERANCE %s: want at least 1s", c.Tolerance))
+	}
+	if c.InboundFailureBurst < 1 || c.InboundFailureBurst > 10000 {
+		errs = append(errs, fmt.Errorf("SVC_WEBHOOKS_INBOUND_FAILURE_BURST %d: want 1..10000", c.InboundFailureBurst))
+	}
+	if c.InboundFailuresPerMinute < 1 || c.InboundFailuresPerMinute > 60000 {
+		errs = append(errs, fmt.Errorf("SVC_WEBHOOKS_INBOUND_FAILURES_PER_MINUTE %d: want 1..60000", c.InboundFailuresPerMinute))
+	}
+	if c.InboundRetention < 0 {
+		errs = append(errs, errors.New("SVC_WEBHOOKS_INBOUND_RETENTION must not be negative"))
 	}
 	if len(c.Schedule) == 0 || len(c.Schedule) > 50 {
 		errs = append(errs, errors.New("SVC_WEBHOOKS_SCHEDULE: want 1 to 50 durations"))

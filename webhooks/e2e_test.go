@@ -73,10 +73,12 @@ func TestBinaryBothDirections(t *testing.T) {
 			t.Fatalf("message %d: %d %v", i+1, resp.StatusCode, m)
 		}
 	}
-	logRows := run("admin", "webhook", "inbound-log", "--workspace", ws)["data"].([]any)
-	if len(logRows) != 2 {
-		t.Fatalf("inbound-log: %v", logRows)
-	}
+	// The replay's row is queued and written within a second (inboundlog.go).
+	var logRows []any
+	svctest.WaitFor(t, 10*time.Second, "both messages in inbound-log", func() bool {
+		logRows = run("admin", "webhook", "inbound-log", "--workspace", ws)["data"].([]any)
+		return len(logRows) == 2
+	})
 
 	svctest.WaitFor(t, 20*time.Second, "key.expiring delivered after one failure", func() bool { return len(rcv.Hits()) >= 2 })
 	hits := rcv.Hits()

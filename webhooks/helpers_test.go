@@ -64,8 +64,9 @@ type testEnv struct {
 func newEnv(t *testing.T) *testEnv {
 	t.Helper()
 	rdb := apitest.Redis(t)
-	_, conn := chtest.NewDB(t)
+	chc, conn := chtest.NewDB(t)
 	cfg := DefaultConfig()
+	cfg.ClickHouse = chc
 	cfg.Prefix = "test:wh:" + uuid.NewString()[:8] + ":"
 	cfg.Timeout = 2 * time.Second
 	cfg.Lease = 5 * time.Second

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 	"unicode"
@@ -23,13 +24,18 @@ import (
 
 // Inbound is the receiver of signed partner messages: POST /webhooks/inbound/{workspace}.
 //
-// In order: the body size (413 before anything is parsed), the workspace (404), the
-// signature (401 invalid_signature or timestamp_out_of_range), the message id (422),
-// the replay guard (a message id already processed or ignored is ignored again: 200,
-// nothing changes), the JSON (422), then the type: actuals.reported and
-// campaign.actuals upsert campaign actuals; any other type is ignored. Every message
-// is recorded in webhook_inbound with its outcome. When Redis or ClickHouse is down the
-// answer is 503 and nothing is marked done, so the partner's retry is processed.
+// In order: the client address's failure bucket (429 before anything else when it is
+// empty: throttle.go), the body size (413 before anything is parsed), the workspace
+// (404), the signature (401 invalid_signature or timestamp_out_of_range), the message
+// id (422), the replay guard (a message whose id, or whose signed content "<t>.<body>"
+// under any id, was already processed or ignored is ignored again: 200, nothing
+// changes), the JSON (422), then the type: actuals.reported and campaign.actuals
+// upsert campaign actuals; any other type is ignored. Every failure and every replay
+// is charged to the client address's bucket. Every message of an existing workspace is
+// recorded in webhook_inbound with its outcome: a processed one (or one ignored for its
+// type) before the answer, a failed or replayed one through a bounded queue written
+// once a second (inboundlog.go). When Redis or ClickHouse is down the answer is 503
+// and nothing is marked done, so the partner's retry is processed.
 type Inbound struct {
 	Config  Config
 	Store   *Store
@@ -40,6 +46,8 @@ type Inbound struct {
 	Log     *slog.Logger
 	// Now is the clock for the signature tolerance (tests replace it).
 	Now func() time.Time
+
+	queue rowQueue // log rows of failed and replayed messages, until the next flush
 }
 
 // Route returns the receiver's route. It is Public: the signature authenticates it.
@@ -61,36 +69,88 @@ type InboundResult struct {
 // maxMessageID bounds SVC-Webhook-Id.
 const maxMessageID = 200
 
-// processingHold is how long a message id stays reserved while it is processed.
+// processingHold is how long a message id (or content) stays reserved while it is
+// processed.
 const processingHold = time.Minute
 
+// contentMargin is added to twice the tolerance to make the content guard's window:
+// content signed at t is accepted from t - tolerance to t + tolerance by each
+// process's clock, so its guard must outlive the first arrival by 2 × tolerance, plus
+// the clocks' disagreement.
+const contentMargin = time.Minute
+
+// call is one request to the receiver: its client's failure bucket, its log row as far
+// as known (known: the workspace exists, so the message gets a row), and what of the
+// replay guard it holds.
+type call struct {
+	in      *Inbound
+	r       *httpserver.Request
+	ctx     context.Context
+	addr    string
+	rec     InboundRow
+	known   bool
+	digest  [32]byte
+	holdsID bool
+	holdsSC bool // the signed content
+}
+
 func (in *Inbound) handle(r *httpserver.Request) error {
+	c := &call{in: in, r: r, ctx: r.Context(), addr: failureAddr(r.ClientIP())}
+	if th, err := in.Store.PeekFailures(c.ctx, c.addr, in.Config.InboundFailureBurst, in.failureInterval()); err != nil {
+		in.Log.Warn("inbound: failure bucket unreadable; not throttling", "request_id", r.ID, "err", err.Error())
+	} else if th.Limited {
+		return c.throttled(th)
+	}
 	body := r.Body()
+	c.rec = InboundRow{ReceivedAt: in.Now().UTC(), BodyBytes: len(body), RequestID: r.ID,
+		MessageID: cleanID(string(r.Ctx.Request.Header.Peek(signature.MessageIDHeader)))}
 	// Refused before parsing anything, the body included. (The server applies MaxBody
 	// too; this keeps the guarantee if the route is served elsewhere.)
 	if len(body) > in.Config.InboundMaxBody {
+		c.rec.WorkspaceID, c.known = in.knownWorkspace(r)
 		p := problem.New(problem.PayloadTooLarge, "The body is %d bytes; the inbound limit is %d bytes.", len(body), in.Config.InboundMaxBody)
-		in.recordEarly(r, Failed, "payload too large", p.Status)
-		return p
+		return c.fail(reasonTooLarge, "payload too large", p)
 	}
-	ctx := r.Context()
-	ws, err := ids.Parse(ids.Org, r.Param("workspace"))
+	if err := c.workspace(); err != nil {
+		return err
+	}
+	c.rec.BodySHA256 = sha256Hex(body)
+	sig, err := c.verify(body)
 	if err != nil {
-		return problem.New(problem.NotFound, "No workspace %q: want org_<uuid> or a UUID.", r.Param("workspace"))
+		return err
 	}
-	if _, err := in.Keys.Workspace(ctx, ws); errors.Is(err, workspace.ErrNotFound) {
-		return problem.New(problem.NotFound, "No workspace %s.", ids.Format(ids.Org, ws))
-	} else if err != nil {
-		in.Log.Error("inbound: workspace lookup failed", "request_id", r.ID, "err", err.Error())
-		return problem.Unavailable("the workspace store", 1)
+	if err := c.messageID(); err != nil {
+		return err
 	}
-	rec := InboundRow{WorkspaceID: ws, ReceivedAt: in.Now().UTC(), BodyBytes: len(body),
-		BodySHA256: sha256Hex(body), RequestID: r.ID, MessageID: cleanID(string(r.Ctx.Request.Header.Peek(signature.MessageIDHeader)))}
+	if done, err := c.reserve(sig.T, body); done {
+		return err
+	}
+	// From here the message id and content are reserved: every path ends or releases them.
+	return c.process(body)
+}
 
-	secrets, err := in.Store.InboundSecrets(ctx, ws)
+// workspace checks the path's workspace: 404 if there is none (no row: nothing to
+// file it under).
+func (c *call) workspace() error {
+	ws, err := ids.Parse(ids.Org, c.r.Param("workspace"))
 	if err != nil {
-		in.Log.Error("inbound: secret lookup failed", "request_id", r.ID, "err", err.Error())
-		return problem.Unavailable("the secret store", 1)
+		return c.fail(reasonNoWorkspace, "", problem.New(problem.NotFound, "No workspace %q: want org_<uuid> or a UUID.", c.r.Param("workspace")))
+	}
+	if _, err := c.in.Keys.Workspace(c.ctx, ws); errors.Is(err, workspace.ErrNotFound) {
+		return c.fail(reasonNoWorkspace, "", problem.New(problem.NotFound, "No workspace %s.", ids.Format(ids.Org, ws)))
+	} else if err != nil {
+		return c.unavailable("workspace lookup", err, "the workspace store", 1)
+	}
+	c.rec.WorkspaceID, c.known = ws, true
+	return nil
+}
+
+// verify checks the signature against the workspace's valid secrets.
+func (c *call) verify(body []byte) (signature.Parsed, error) {
+	in, ws := c.in, c.rec.WorkspaceID
+	secrets, err := in.Store.InboundSecrets(c.ctx, ws)
+	if err != nil {
+		return signature.Parsed{}, c.unavailable("secret lookup", err, "the secret store", 1)
 	}
 	keysB := make([][]byte, len(secrets))
 	for i, s := range secrets {
@@ -98,130 +158,149 @@ func (in *Inbound) handle(r *httpserver.Request) error {
 	}
 	if len(keysB) == 0 {
 		p := problem.New(problem.InvalidSignature, "Workspace %s has no inbound signing secret; issue one with svc admin webhook inbound-secret.", ids.Format(ids.Org, ws))
-		return in.fail(ctx, r, rec, "no inbound secret", p)
+		return signature.Parsed{}, c.fail(reasonNoSecret, "no inbound secret", p)
 	}
-	switch err := signature.Verify(string(r.Ctx.Request.Header.Peek(signature.Header)), body, keysB, in.Now(), in.Config.Tolerance); {
+	sig, err := signature.Parse(string(c.r.Ctx.Request.Header.Peek(signature.Header)))
+	if err == nil {
+		err = signature.VerifyParsed(sig, body, keysB, in.Now(), in.Config.Tolerance)
+	}
+	switch {
 	case errors.Is(err, signature.ErrStale):
 		p := problem.New(problem.TimestampOutOfRange, "The signature timestamp is more than %d seconds from the server's clock (%s).",
 			int(in.Config.Tolerance/time.Second), in.Now().UTC().Format(time.RFC3339))
-		return in.fail(ctx, r, rec, "timestamp out of range", p)
+		return sig, c.fail(reasonStale, "timestamp out of range", p)
 	case err != nil:
-		return in.fail(ctx, r, rec, "invalid signature: "+err.Error(), problem.New(problem.InvalidSignature, "%s.", capitalize(err.Error())))
+		return sig, c.fail(reasonSignature, "invalid signature: "+err.Error(), problem.New(problem.InvalidSignature, "%s.", capitalize(err.Error())))
 	}
+	return sig, nil
+}
 
-	raw := string(r.Ctx.Request.Header.Peek(signature.MessageIDHeader))
-	if raw == "" || rec.MessageID != raw {
-		rule, detail := "required", "The SVC-Webhook-Id header is required: a unique id per message, the same on every retry."
-		if raw != "" {
-			rule, detail = "format", "SVC-Webhook-Id must be 1 to 200 printable ASCII characters."
-		}
-		p := problem.Invalid(detail, problem.FieldError{Field: signature.MessageIDHeader, Rule: rule, Value: rec.MessageID})
-		return in.fail(ctx, r, rec, "message id: "+rule, p)
+// messageID checks SVC-Webhook-Id: 1..200 printable ASCII.
+func (c *call) messageID() error {
+	raw := string(c.r.Ctx.Request.Header.Peek(signature.MessageIDHeader))
+	if raw != "" && c.rec.MessageID == raw {
+		return nil
 	}
+	rule, detail := "required", "The SVC-Webhook-Id header is required: a unique id per message, the same on every retry."
+	if raw != "" {
+		rule, detail = "format", "SVC-Webhook-Id must be 1 to 200 printable ASCII characters."
+	}
+	p := problem.Invalid(detail, problem.FieldError{Field: signature.MessageIDHeader, Rule: rule, Value: c.rec.MessageID})
+	return c.fail(reasonMessageID, "message id: "+rule, p)
+}
 
-	state, err := in.Store.BeginMessage(ctx, ws, rec.MessageID, processingHold)
+// reserve takes the replay guard: the message id, then the signed content's digest
+// (the id is not signed: a captured message resent under a new id is the same
+// content). A message whose id or content was already processed or ignored is a
+// replay, answered 200 ignored; one whose id or content is being processed gets 409.
+// Either way nothing stays reserved (a borrowed id is not burnt) and done is true.
+func (c *call) reserve(t int64, body []byte) (done bool, err error) {
+	in, ws := c.in, c.rec.WorkspaceID
+	state, err := in.Store.BeginMessage(c.ctx, ws, c.rec.MessageID, processingHold)
 	if err != nil {
-		in.Log.Error("inbound: replay guard failed", "request_id", r.ID, "err", err.Error())
-		return problem.Unavailable("the message store", 1)
+		return true, c.unavailable("replay guard", err, "the message store", 1)
 	}
-	switch state {
-	case msgProcessing:
-		p := problem.New(problem.IdempotencyKeyInUse, "Message %s is being processed; retry in a second.", rec.MessageID)
-		p.RetryAfter = 1
-		return in.fail(ctx, r, rec, "a message with this id is being processed", p)
-	case msgProcessed, msgIgnored:
-		rec.Outcome, rec.Reason, rec.Status = Ignored, "replay: message id already "+state, 200
-		if err := in.record(ctx, rec); err != nil {
-			in.Log.Error("inbound: log insert failed", "request_id", r.ID, "err", err.Error())
-			return problem.Unavailable("the message log", 5)
-		}
-		return r.JSON(200, InboundResult{Outcome: Ignored, MessageID: rec.MessageID, Reason: rec.Reason})
+	if state != "" {
+		return true, c.seen(state, "message id", fmt.Sprintf("Message %s", c.rec.MessageID))
 	}
-	// From here the message id is reserved: every path either ends it or releases it.
+	c.holdsID = true
+	c.digest = signature.Digest(t, body)
+	state, err = in.Store.BeginContent(c.ctx, ws, c.digest, processingHold)
+	if err != nil {
+		c.release()
+		return true, c.unavailable("replay guard", err, "the message store", 1)
+	}
+	if state != "" {
+		c.release()
+		return true, c.seen(state, "signed content", "The same signed content (under another message id)")
+	}
+	c.holdsSC = true
+	return false, nil
+}
 
+// seen answers a message whose id or content the guard holds in state.
+func (c *call) seen(state, what, subject string) error {
+	if state == msgProcessing {
+		p := problem.New(problem.IdempotencyKeyInUse, "%s is being processed; retry in a second.", subject)
+		p.RetryAfter = 1
+		return c.fail(reasonInFlight, "a message with this "+what+" is being processed", p)
+	}
+	return c.replay("replay: " + what + " already " + state)
+}
+
+// process parses the reserved message and applies it.
+func (c *call) process(body []byte) error {
 	msg, perr := ParseMessage(body)
-	rec.Type = msg.Type
+	c.rec.Type = msg.Type
 	if perr != nil {
-		in.release(r, ws, rec.MessageID)
-		return in.fail(ctx, r, rec, "malformed: "+perr.Detail, perr)
+		c.release()
+		return c.fail(reasonMalformed, "malformed: "+perr.Detail, perr)
 	}
 	if !msg.Known() {
-		rec.Outcome, rec.Reason, rec.Status = Ignored, "unknown type", 200
-		if err := in.record(ctx, rec); err != nil {
-			in.release(r, ws, rec.MessageID)
-			in.Log.Error("inbound: log insert failed", "request_id", r.ID, "err", err.Error())
-			return problem.Unavailable("the message log", 5)
-		}
-		in.end(r, ws, rec.MessageID, msgIgnored)
-		return r.JSON(200, InboundResult{Outcome: Ignored, MessageID: rec.MessageID, Type: msg.Type, Reason: rec.Reason})
+		return c.done(Ignored, "unknown type", 0)
 	}
-	if err := in.Actuals.UpsertActuals(ctx, ws, msg.Rows); errors.Is(err, catalog.ErrInvalid) {
-		in.release(r, ws, rec.MessageID)
+	if err := c.in.Actuals.UpsertActuals(c.ctx, c.rec.WorkspaceID, msg.Rows); errors.Is(err, catalog.ErrInvalid) {
+		c.release()
 		p := problem.Invalid("The message's data failed validation.", problem.FieldError{Field: "data", Rule: "valid", Value: truncate(err.Error())})
-		return in.fail(ctx, r, rec, "malformed: "+err.Error(), p)
+		return c.fail(reasonMalformed, "malformed: "+err.Error(), p)
 	} else if err != nil {
-		in.release(r, ws, rec.MessageID)
-		in.Log.Error("inbound: actuals upsert failed", "request_id", r.ID, "err", err.Error())
-		rec.Outcome, rec.Reason, rec.Status = Failed, "store unavailable", 503
-		_ = in.record(ctx, rec)
-		return problem.Unavailable("the actuals store", 5)
+		c.release()
+		c.rec.Outcome, c.rec.Reason, c.rec.Status = Failed, "store unavailable", 503
+		c.in.enqueue(c.rec)
+		return c.unavailable("actuals upsert", err, "the actuals store", 5)
 	}
-	rec.Outcome, rec.Rows, rec.Status = Processed, len(msg.Rows), 200
-	if err := in.record(ctx, rec); err != nil {
+	return c.done(Processed, "", len(msg.Rows))
+}
+
+// done records the message's outcome (before answering: the guard is ended only once
+// its row is written), ends the guard and answers 200.
+func (c *call) done(outcome, reason string, rows int) error {
+	c.rec.Outcome, c.rec.Reason, c.rec.Status, c.rec.Rows = outcome, reason, 200, rows
+	if err := c.in.Logs.InsertInbound(c.ctx, c.rec); err != nil {
 		// The upsert is repeatable: release, answer 503, and the retry records it.
-		in.release(r, ws, rec.MessageID)
-		in.Log.Error("inbound: log insert failed", "request_id", r.ID, "err", err.Error())
-		return problem.Unavailable("the message log", 5)
+		c.release()
+		return c.unavailable("log insert", err, "the message log", 5)
 	}
-	in.end(r, ws, rec.MessageID, msgProcessed)
-	return r.JSON(200, InboundResult{Outcome: Processed, MessageID: rec.MessageID, Type: msg.Type, Rows: len(msg.Rows)})
+	c.end(outcome)
+	c.in.count(outcome, "")
+	return c.r.JSON(200, InboundResult{Outcome: outcome, MessageID: c.rec.MessageID, Type: c.rec.Type, Rows: rows, Reason: reason})
 }
 
-// fail records a failed message (best effort: the answer is the 4xx either way) and
-// returns p.
-func (in *Inbound) fail(ctx context.Context, r *httpserver.Request, rec InboundRow, reason string, p *problem.Problem) error {
-	rec.Outcome, rec.Reason, rec.Status = Failed, reason, p.Status
-	if err := in.record(ctx, rec); err != nil {
-		in.Log.Warn("inbound: log insert failed", "request_id", r.ID, "err", err.Error())
+func (c *call) release() {
+	in, ws := c.in, c.rec.WorkspaceID
+	var errs []error
+	if c.holdsID {
+		errs = append(errs, in.Store.ReleaseMessage(c.ctx, ws, c.rec.MessageID))
 	}
-	return p
+	if c.holdsSC {
+		errs = append(errs, in.Store.ReleaseContent(c.ctx, ws, c.digest))
+	}
+	c.holdsID, c.holdsSC = false, false
+	if err := errors.Join(errs...); err != nil {
+		in.Log.Warn("inbound: release failed; the reservation lapses by itself", "request_id", c.r.ID, "err", err.Error())
+	}
 }
 
-// recordEarly records a message refused before its workspace was checked, if the
-// workspace exists.
-func (in *Inbound) recordEarly(r *httpserver.Request, outcome, reason string, status int) {
+func (c *call) end(state string) {
+	in, ws := c.in, c.rec.WorkspaceID
+	err := errors.Join(in.Store.EndMessage(c.ctx, ws, c.rec.MessageID, state, in.Config.ReplayWindow),
+		in.Store.EndContent(c.ctx, ws, c.digest, state, 2*in.Config.Tolerance+contentMargin))
+	if err != nil {
+		in.Log.Warn("inbound: replay guard not recorded", "request_id", c.r.ID, "err", err.Error())
+	}
+}
+
+// knownWorkspace returns the path's workspace if it exists (for the row of a message
+// refused before the workspace is checked).
+func (in *Inbound) knownWorkspace(r *httpserver.Request) (uuid.UUID, bool) {
 	ws, err := ids.Parse(ids.Org, r.Param("workspace"))
 	if err != nil {
-		return
+		return uuid.Nil, false
 	}
 	if _, err := in.Keys.Workspace(r.Context(), ws); err != nil {
-		return
+		return uuid.Nil, false
 	}
-	rec := InboundRow{WorkspaceID: ws, ReceivedAt: in.Now().UTC(), BodyBytes: len(r.Body()), RequestID: r.ID,
-		MessageID: cleanID(string(r.Ctx.Request.Header.Peek(signature.MessageIDHeader))), Outcome: outcome,
-		Reason: reason, Status: status}
-	if err := in.record(r.Context(), rec); err != nil {
-		in.Log.Warn("inbound: log insert failed", "request_id", r.ID, "err", err.Error())
-	}
-}
-
-func (in *Inbound) record(ctx context.Context, rec InboundRow) error {
-	if in.Metrics != nil {
-		in.Metrics.Inbound.WithLabelValues(rec.Outcome).Inc()
-	}
-	return in.Logs.InsertInbound(ctx, rec)
-}
-
-func (in *Inbound) release(r *httpserver.Request, ws uuid.UUID, id string) {
-	if err := in.Store.ReleaseMessage(r.Context(), ws, id); err != nil {
-		in.Log.Warn("inbound: release failed; the id lapses by itself", "request_id", r.ID, "err", err.Error())
-	}
-}
-
-func (in *Inbound) end(r *httpserver.Request, ws uuid.UUID, id, state string) {
-	if err := in.Store.EndMessage(r.Context(), ws, id, state, in.Config.ReplayWindow); err != nil {
-		in.Log.Warn("inbound: replay guard not recorded", "request_id", r.ID, "err", err.Error())
-	}
+	return ws, true
 }
 
 func sha256Hex(b []byte) string {

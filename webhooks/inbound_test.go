@@ -42,13 +42,26 @@ func (f *flakyWriter) UpsertActuals(ctx context.Context, ws uuid.UUID, rows []Ac
 
 // newInbound serves the receiver (and extra routes) on a test server.
 func newInbound(t *testing.T, extra ...httpserver.Route) *inboundEnv {
+	return newInboundWith(t, nil, extra...)
+}
+
+// newInboundWith is newInbound with the server's configuration adjusted by cfg.
+func newInboundWith(t *testing.T, cfg func(*httpserver.Config), extra ...httpserver.Route) *inboundEnv {
 	e := newEnv(t)
 	in := &Inbound{Config: e.cfg, Store: e.store(), Logs: e.logs, Actuals: &flakyWriter{next: NewActualsStore(e.conn)},
 		Metrics: NewMetrics(nil), Log: e.log, Now: e.clock.Now}
-	srv := apitest.Start(t, append([]httpserver.Route{in.Route()}, extra...), nil)
+	srv := apitest.Start(t, append([]httpserver.Route{in.Route()}, extra...), cfg)
 	in.Keys = srv.Keys
 	ws := srv.Workspace(t, false)
 	return &inboundEnv{testEnv: e, srv: srv, in: in, ws: ws.ID, path: "/v1/webhooks/inbound/" + ids.Format(ids.Org, ws.ID)}
+}
+
+// flush writes the refusal rows the receiver holds (the role does it every second).
+func (ie *inboundEnv) flush(t *testing.T) {
+	t.Helper()
+	if err := ie.in.FlushLog(context.Background()); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (ie *inboundEnv) secret(t *testing.T) string {
@@ -122,6 +135,7 @@ func TestInboundSignatures(t *testing.T) {
 		signature.Header, signature.Value(now.Unix(), []byte(body), []byte(next)), signature.MessageIDHeader, "x"), 401, "invalid_signature")
 
 	// Every refusal is recorded as failed, with a reason that names no secret.
+	ie.flush(t)
 	rows, err := ie.logs.Inbound(context.Background(), ie.ws, Failed, 100)
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +160,7 @@ func TestInboundOversizeRefusedBeforeParsing(t *testing.T) {
 	// Exactly 256 KiB, signed, is read (and, not being JSON, refused as malformed).
 	exact := strings.Repeat("x", 256*1024)
 	apitest.Problem(t, ie.send(t, exact, "big-2", ie.clock.Now(), sec), 422, "invalid_request")
+	ie.flush(t)
 	rows, err := ie.logs.Inbound(context.Background(), ie.ws, "", 10)
 	if err != nil {
 		t.Fatal(err)
@@ -257,6 +272,7 @@ func TestInboundOutcomesAndReplay(t *testing.T) {
 	}
 
 	// Every outcome is recorded.
+	ie.flush(t)
 	rows, err := ie.logs.Inbound(ctx, ie.ws, "", 100)
 	if err != nil {
 		t.Fatal(err)

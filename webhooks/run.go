@@ -6,6 +6,7 @@ package webhooks
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -61,21 +62,27 @@ func Assemble(cfg Config, rdb redis.UniversalClient, ks *workspace.Store, conn d
 // Routes returns the receiver's route.
 func (r *Role) Routes() []httpserver.Route { return []httpserver.Route{r.Inbound.Route()} }
 
-// Role returns the process role: a ClickHouse readiness check, and the worker and
-// triggers as its work.
+// Role returns the process role: a ClickHouse readiness check, and the worker, the
+// triggers and the inbound log's flushes as its work.
 func (r *Role) Role() process.Role {
 	return process.Role{
 		Name:   "webhooks",
 		Checks: []process.Check{{Name: "clickhouse", Fn: func(ctx context.Context) error { return r.conn.Ping(ctx) }}},
 		Run: func(ctx context.Context) error {
-			errc := make(chan error, 1)
+			errc := make(chan error, 2)
 			go func() { errc <- r.Triggers.Run(ctx) }()
+			go func() { errc <- r.Inbound.RunLog(ctx) }()
 			err := r.Worker.Run(ctx)
-			if terr := <-errc; err == nil {
-				err = terr
+			for range 2 {
+				if terr := <-errc; err == nil {
+					err = terr
+				}
 			}
 			return err
 		},
-		Close: func(context.Context) error { return r.conn.Close() },
+		Close: func(ctx context.Context) error {
+			// After the HTTP front drained: the last requests' queued log rows.
+			return errors.Join(r.Inbound.FlushLog(ctx), r.conn.Close())
+		},
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"sort"
@@ -20,7 +21,9 @@ import (
 // restarts, in Redis (all keys under Config.Prefix):
 //
 //	in:secrets:<ws>          HASH  secret id → {secret, created_at, expires_at}
-//	in:msg:<ws>:<message id> STRING processing | processed | ignored (replay guard)
+//	in:msg:<ws>:<message id> STRING processing | processed | ignored (replay guard, by id)
+//	in:sig:<ws>:<digest>     STRING the same, by signed content (hex SHA-256 of "<t>.<body>")
+//	in:fail:<address>        STRING refused attempts of a client address (throttle.go)
 //	ep:<id>                  HASH  json (the endpoint), failing_since, disabled_at, disabled_reason
 //	ws:<ws>:eps              SET   endpoint ids of a workspace
 //	workspaces               SET   workspaces with at least one endpoint
@@ -141,8 +144,16 @@ func (s *Store) InboundSecrets(ctx context.Context, ws uuid.UUID) ([]InboundSecr
 
 // ---- inbound replay guard ----
 
+// The guard has two keys per message, both reserved before its effect and ended (or
+// released) after it: its id, and the digest of its signed content
+// (signature.Digest: "<t>.<body>"; the id is not signed, so a captured message resent
+// under a new id is the same content).
 func (s *Store) msgKey(ws uuid.UUID, id string) string {
 	return s.p + "in:msg:" + ws.String() + ":" + id
+}
+
+func (s *Store) contentKey(ws uuid.UUID, digest [32]byte) string {
+	return s.p + "in:sig:" + ws.String() + ":" + hex.EncodeToString(digest[:])
 }
 
 // Message states of the replay guard.
@@ -156,18 +167,7 @@ const (
 // state already recorded (processing, processed, ignored). The reservation lapses after
 // hold if the holder dies.
 func (s *Store) BeginMessage(ctx context.Context, ws uuid.UUID, id string, hold time.Duration) (string, error) {
-	ok, err := s.rdb.SetNX(ctx, s.msgKey(ws, id), msgProcessing, hold).Result()
-	if err != nil {
-		return "", err
-	}
-	if ok {
-		return "", nil
-	}
-	st, err := s.rdb.Get(ctx, s.msgKey(ws, id)).Result()
-	if errors.Is(err, redis.Nil) {
-		return s.BeginMessage(ctx, ws, id, hold) // lapsed in between
-	}
-	return st, err
+	return s.begin(ctx, s.msgKey(ws, id), hold)
 }
 
 // EndMessage records the final state of a reserved message for window.
@@ -178,6 +178,37 @@ func (s *Store) EndMessage(ctx context.Context, ws uuid.UUID, id, state string, 
 // ReleaseMessage forgets a reservation, so that a retry of the message is processed.
 func (s *Store) ReleaseMessage(ctx context.Context, ws uuid.UUID, id string) error {
 	return s.rdb.Del(ctx, s.msgKey(ws, id)).Err()
+}
+
+// BeginContent is BeginMessage for the signed content's digest.
+func (s *Store) BeginContent(ctx context.Context, ws uuid.UUID, digest [32]byte, hold time.Duration) (string, error) {
+	return s.begin(ctx, s.contentKey(ws, digest), hold)
+}
+
+// EndContent records the final state of reserved content for window, which must cover
+// the signature's tolerance both ways: after it the content's timestamp is stale.
+func (s *Store) EndContent(ctx context.Context, ws uuid.UUID, digest [32]byte, state string, window time.Duration) error {
+	return s.rdb.Set(ctx, s.contentKey(ws, digest), state, window).Err()
+}
+
+// ReleaseContent forgets a reservation of content.
+func (s *Store) ReleaseContent(ctx context.Context, ws uuid.UUID, digest [32]byte) error {
+	return s.rdb.Del(ctx, s.contentKey(ws, digest)).Err()
+}
+
+func (s *Store) begin(ctx context.Context, key string, hold time.Duration) (string, error) {
+	ok, err := s.rdb.SetNX(ctx, key, msgProcessing, hold).Result()
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		return "", nil
+	}
+	st, err := s.rdb.Get(ctx, key).Result()
+	if errors.Is(err, redis.Nil) {
+		return s.begin(ctx, key, hold) // lapsed in between
+	}
+	return st, err
 }
 
 // ---- endpoints ----
@@ -263,4 +294,15 @@ func (st *Store) EventMeta(ctx context.Context, openLogs func(context.Context) (
 		return uuid.Nil, "", fmt.Errorf("event %s: no workspace", ids.Format(ids.Event, id))
 	}
 	return ws, env.Type, nil
+}
+
+// takeTurn takes name's turn for every (true), or reports that a process took it within
+// that time (false).
+func (s *Store) takeTurn(ctx context.Context, name string, every time.Duration) (bool, error) {
+	return s.rdb.SetNX(ctx, s.p+"scan:"+name+":claim", "1", every).Result()
+}
+
+// giveTurnBack gives name's turn back, so that the next scan tries again.
+func (s *Store) giveTurnBack(ctx context.Context, name string) {
+	_ = s.rdb.Del(ctx, s.p+"scan:"+name+":claim").Err()
 }

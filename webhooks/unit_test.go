@@ -3,10 +3,12 @@ package webhooks
 import (
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
+	"svc/lib/chpool"
 	"svc/lib/settings"
 )
 
@@ -98,5 +100,41 @@ func TestConfigFromEnv(t *testing.T) {
 	vars["SVC_WEBHOOKS_LEASE"] = "10s"
 	if err := ConfigFromEnv(r).Validate(); err == nil {
 		t.Fatal("a bad schedule and a lease shorter than the timeout were accepted")
+	}
+}
+
+// TestInboundRetentionStatements: the first month kept, and the statement for each
+// schema variant.
+func TestInboundRetentionStatements(t *testing.T) {
+	for now, want := range map[string]string{
+		"2026-11-27T10:00:00Z": "2026-10-01", // 30 days before: 2026-10-28
+		"2026-03-01T00:00:00Z": "2026-01-01", // 30 days before: 2026-01-30
+		"2026-03-31T23:59:59Z": "2026-03-01",
+	} {
+		at, _ := time.Parse(time.RFC3339, now)
+		if got := FirstKeptMonth(at, 30*24*time.Hour).Format("2006-01-02"); got != want {
+			t.Errorf("FirstKeptMonth(%s) = %s, want %s", now, got, want)
+		}
+	}
+	if got := dropMonthSQL(chpool.Config{Database: "svc"}, 202609); got != "ALTER TABLE svc.webhook_inbound DROP PARTITION 202609" {
+		t.Errorf("single node: %s", got)
+	}
+	if got := dropMonthSQL(chpool.Config{Database: "svc", Cluster: "c1"}, 202609); got != "ALTER TABLE svc.webhook_inbound_local ON CLUSTER c1 DROP PARTITION 202609" {
+		t.Errorf("clustered: %s", got)
+	}
+}
+
+// TestFailureAddr: an IPv4 address counts alone, an IPv6 client by its /64, a mapped
+// IPv4 as IPv4.
+func TestFailureAddr(t *testing.T) {
+	for in, want := range map[string]string{
+		"203.0.113.7":             "203.0.113.7",
+		"::ffff:203.0.113.7":      "203.0.113.7",
+		"2001:db8:1:2:3:4:5:6":    "2001:db8:1:2::/64",
+		"2001:db8:1:2:ffff::9999": "2001:db8:1:2::/64",
+	} {
+		if got := failureAddr(netip.MustParseAddr(in)); got != want {
+			t.Errorf("failureAddr(%s) = %s, want %s", in, got, want)
+		}
 	}
 }

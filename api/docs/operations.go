@@ -151,11 +151,13 @@ var Operations = map[string]Op{
 	// Webhooks.
 	"POST /webhooks/inbound/{workspace}": {Tag: "Webhooks", Description: "Receive a signed partner message that writes delivered performance into campaign actuals. " +
 		"Authenticated by its signature, not a key: SVC-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, \"<t>.<body>\")>, " +
-		"at most 300 s from the server's clock; SVC-Webhook-Id names the message (a repeat is answered from the record). Body at most 256 KB.",
+		"at most 300 s from the server's clock. SVC-Webhook-Id names the message and is not signed: a message whose id, or whose signed content " +
+		"(t and body) under any id, was already handled is answered 200 ignored and changes nothing. Body at most 256 KB. " +
+		"Failed and repeated messages count against the sending address: past 20 at once (then 6 a minute) it gets 429 rate_limited.",
 		Params: []Param{
 			{Name: "workspace", In: "path", Required: true, Desc: "The receiving workspace: org_<uuid> or the raw UUID.", Schema: Schema{"type": "string"}, Example: exWorkspace},
 			{Name: "SVC-Signature", In: "header", Required: true, Desc: "t=<unix>,v1=<hex> (several v1 while a secret rotates).", Schema: Schema{"type": "string"}},
-			{Name: "SVC-Webhook-Id", In: "header", Required: true, Desc: "The message id; deduplicates redeliveries.", Schema: Schema{"type": "string", "maxLength": 200}},
+			{Name: "SVC-Webhook-Id", In: "header", Required: true, Desc: "The message id, the same on every retry; deduplicates redeliveries. Not signed.", Schema: Schema{"type": "string", "maxLength": 200}},
 		},
 		Body: "InboundMessage", BodyExamples: []NamedExample{
 			{"actuals.reported", "One campaign, one or more days.", map[string]any{"type": "actuals.reported", "data": map[string]any{
@@ -167,7 +169,7 @@ var Operations = map[string]Op{
 		},
 		Response: ref("InboundResult"), Example: map[string]any{"outcome": "processed", "message_id": "msg_20260914_0001", "type": "campaign.actuals", "rows_written": 1},
 		Codes: []problem.Code{problem.InvalidSignature, problem.TimestampOutOfRange, problem.NotFound, problem.InvalidRequest,
-			problem.PayloadTooLarge, problem.IdempotencyKeyInUse, problem.ServiceUnavailable}},
+			problem.PayloadTooLarge, problem.IdempotencyKeyInUse, problem.RateLimited, problem.ServiceUnavailable}},
 
 	// Read API: the key itself, limits, versions.
 	"GET /me": {Tag: "Account", Description: "The calling key: its id, workspace, environment, scopes and expiry. Use it to check a key. Needs only a valid key.",

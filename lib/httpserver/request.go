@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"context"
+	"net/netip"
 	"strconv"
 
 	json "github.com/goccy/go-json"
@@ -73,6 +74,10 @@ func (r *Request) Query(name string) string {
 // Body returns the request body. The slice belongs to fasthttp and is valid only
 // during the handler.
 func (r *Request) Body() []byte { return r.Ctx.PostBody() }
+
+// ClientIP is the client's address as the allow-lists see it: the peer, or behind a
+// trusted proxy (SVC_TRUSTED_PROXIES) the address it forwarded (auth.go).
+func (r *Request) ClientIP() netip.Addr { return r.srv.clientIP(r.Ctx) }
 
 // Server returns the server handling the request (config, stores).
 func (r *Request) Server() *Server { return r.srv }

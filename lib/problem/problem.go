@@ -82,7 +82,7 @@ var Table = map[Code]Entry{
 		"The Idempotency-Key was already used on this key with a different body or path.", false},
 	RateLimited: {429, "Rate limited", true,
 		"Send nothing until Retry-After seconds have passed, then slow down.",
-		"The key's per-minute burst limit is exhausted, or the caller's address already holds the most open connections the server allows.", false},
+		"The key's per-minute burst limit is exhausted, the caller's address already holds the most open connections the server allows, or it sent too many failed or repeated inbound webhook messages.", false},
 	QuotaExceeded: {429, "Daily quota exceeded", true,
 		"Wait Retry-After seconds, or ask an administrator to raise the key's daily quota.",
 		"The key's daily allowance is exhausted.", false},

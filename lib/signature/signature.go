@@ -119,6 +119,11 @@ func Verify(header string, body []byte, secrets [][]byte, now time.Time, toleran
 	if err != nil {
 		return err
 	}
+	return VerifyParsed(p, body, secrets, now, tolerance)
+}
+
+// VerifyParsed is Verify of a header already parsed.
+func VerifyParsed(p Parsed, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) error {
 	skew := now.Unix() - p.T
 	if skew < 0 {
 		skew = -skew
@@ -145,4 +150,17 @@ func Verify(header string, body []byte, secrets [][]byte, now time.Time, toleran
 		return ErrMismatch
 	}
 	return nil
+}
+
+// Digest returns SHA-256("<t>.<body>"): the exact bytes a signature covers, without
+// any secret. Two messages with the same digest are the same signed content, whatever
+// their SVC-Webhook-Id (which is not signed); a receiver's replay guard keys on it.
+func Digest(t int64, body []byte) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write(strconv.AppendInt(nil, t, 10))
+	h.Write([]byte{'.'})
+	h.Write(body)
+	var d [sha256.Size]byte
+	h.Sum(d[:0])
+	return d
 }

@@ -1,6 +1,7 @@
 package signature
 
 import (
+	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
@@ -24,6 +25,15 @@ func TestSignVector(t *testing.T) {
 	want := "t=1700000000,v1=" + vecOld + ",v1=" + vecNew
 	if got := Value(vecT, []byte(vecBody), []byte("whsec_test"), []byte("whsec_next")); got != want {
 		t.Fatalf("Value = %s", got)
+	}
+}
+
+// TestDigestVector: Digest is SHA-256 of exactly what a signature covers
+// (printf '1700000000.{"type":"ping"}' | sha256sum).
+func TestDigestVector(t *testing.T) {
+	d := Digest(vecT, []byte(vecBody))
+	if got := hex.EncodeToString(d[:]); got != "7dacb025b88499b239a85ca47ccae8f85a79110b94d785e7698c0d0a32b0c4b6" {
+		t.Fatalf("Digest = %s", got)
 	}
 }
 
