@@ -38,7 +38,7 @@ func TestReadyzNamesChecksOnly(t *testing.T) {
 		}},
 		{Name: "clickhouse", Fn: func(context.Context) error { return nil }},
 	}
-	var logged syncBuffer
+	var logged svctest.SyncBuffer
 	url := serveFront(t, logs.NewTo(&logged, slog.LevelInfo), checks)
 
 	for range 3 {

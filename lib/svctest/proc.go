@@ -18,23 +18,23 @@ type Proc struct {
 	Name string // for messages: the command line
 	Addr string // its SVC_HTTP_ADDR, when the test set one (WaitReady)
 	Cmd  *exec.Cmd
-	log  syncBuffer
+	log  SyncBuffer
 }
 
-// syncBuffer is a bytes.Buffer that the process's output copiers and the test may use
-// at the same time.
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer that concurrent writers (a process's output copiers, a
+// server's goroutines) and a test reading it may use at the same time.
+type SyncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *SyncBuffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
