@@ -108,3 +108,46 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// benchRecordBatch is a record as the edge writes it under load: 50 events, two thirds
+// with a value, most consented with an email hash.
+func benchRecordBatch() *Batch {
+	b := &Batch{Workspace: UUID{1}, Pixel: UUID{2}, Key: UUID{3}, ReceivedAt: 1767225600000, RequestID: "req_0123456789abcdef01234567"}
+	for i := range 50 {
+		e := Event{ID: UUID{0x40, byte(i)}, Name: []string{"purchase", "page_view", "add_to_cart"}[i%3],
+			OccurredAt: 1767225600000 - int64(i)*1000, Consent: i%5 != 0}
+		if i%3 != 2 {
+			e.HasValue, e.Value, e.Currency = true, int64(i)*12345, [3]byte{'E', 'U', 'R'}
+		}
+		if e.Consent {
+			e.HasEmail, e.EmailSHA = true, [32]byte{byte(i), 0xab}
+		}
+		b.Events = append(b.Events, e)
+	}
+	return b
+}
+
+// BenchmarkAppendBatch is the edge's encoding of one 50-event record (reported per event).
+func BenchmarkAppendBatch(b *testing.B) {
+	batch := benchRecordBatch()
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendBatch(buf[:0], batch)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/50, "ns/event")
+}
+
+// BenchmarkDecodeBatch is the consumer's decoding of one 50-event record (reported per
+// event), into a reused Batch as the consumer does.
+func BenchmarkDecodeBatch(b *testing.B) {
+	rec := AppendBatch(nil, benchRecordBatch())
+	var back Batch
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := DecodeBatch(rec, &back); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/50, "ns/event")
+}
