@@ -255,9 +255,6 @@ func declaredEvent(over map[string]string) string {
 	return obj("")
 }
 
-// kindName is a Kind as the rules type_<kind> name it.
-var kindName = map[schema.Kind]string{schema.String: "string", schema.Number: "number", schema.Bool: "boolean", schema.Object: "object"}
-
 // TestParserFollowsTheDeclaration checks each member's reader against schema.EventFields:
 // the declared examples are accepted and fill every declared field of schema.Event; a
 // value of another type is rejected with rule type_<kind>; null counts as absent for
@@ -326,7 +323,7 @@ func TestParserFollowsTheDeclaration(t *testing.T) {
 		if isSecret(f) {
 			secret, secretWrong = strings.Trim(f.Example, `"`), strings.Trim(wrong, `"`)
 		}
-		wantWrong := outcome{f.JSON, "type_" + kindName[f.Kind]}
+		wantWrong := outcome{f.JSON, "type_" + f.Kind.String()}
 		check(f.JSON+" of another type", map[string]string{f.JSON: wrong}, wantWrong, secretWrong)
 
 		missing := outcome{}

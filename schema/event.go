@@ -50,6 +50,12 @@ const (
 	Object
 )
 
+// String is the kind's JSON Schema type: string, number, boolean, object ("" for
+// NoMember).
+func (k Kind) String() string {
+	return [...]string{NoMember: "", String: "string", Number: "number", Bool: "boolean", Object: "object"}[k]
+}
+
 // Wire is how the record (record.go) carries a field.
 type Wire uint8
 

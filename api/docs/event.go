@@ -6,9 +6,6 @@ import (
 	"svc/schema"
 )
 
-// kindTypes is the JSON Schema type of each kind of member.
-var kindTypes = map[schema.Kind]string{schema.String: "string", schema.Number: "number", schema.Bool: "boolean", schema.Object: "object"}
-
 // eventSchema is the schema of one event of POST /events, generated from
 // schema.EventFields: each member's type, length bounds, format, pattern and
 // description, nested in the objects that group members, and the required ones.
@@ -22,7 +19,7 @@ func eventSchema() Schema {
 		if i := strings.LastIndexByte(f.JSON, '.'); i >= 0 {
 			parent, name = f.JSON[:i], f.JSON[i+1:]
 		}
-		s := Schema{"type": kindTypes[f.Kind], "description": f.Doc}
+		s := Schema{"type": f.Kind.String(), "description": f.Doc}
 		if f.Kind == schema.Object {
 			s = object(f.Doc, nil, Schema{})
 			objects[f.JSON] = s

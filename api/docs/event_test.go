@@ -47,7 +47,6 @@ func TestOpenAPIEventIsTheDeclaration(t *testing.T) {
 		}
 	}
 	walk("", ev)
-	kinds := map[schema.Kind]string{schema.String: "string", schema.Number: "number", schema.Bool: "boolean", schema.Object: "object"}
 	for _, f := range schema.EventFields {
 		if f.JSON == "" {
 			continue
@@ -65,7 +64,7 @@ func TestOpenAPIEventIsTheDeclaration(t *testing.T) {
 		if f.Pattern != "" {
 			pattern = f.Pattern
 		}
-		want := describe(kinds[f.Kind], minLen, maxLen, format, pattern, f.Required, f.Doc)
+		want := describe(f.Kind.String(), minLen, maxLen, format, pattern, f.Required, f.Doc)
 		got, ok := documented[f.JSON]
 		switch {
 		case !ok:
