@@ -2,6 +2,8 @@ package docs_test
 
 import (
 	"fmt"
+	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -94,4 +96,48 @@ func describe(typ, minLen, maxLen, format, pattern any, required bool, desc any)
 		parts = append(parts, "required")
 	}
 	return strings.Join(parts, " ") + fmt.Sprintf(" description=%q", desc)
+}
+
+// TestEventsPageListsTheDeclaredMembers: the developer page's table of an event
+// (pages/events.md, "An event") has one row per top-level member of schema.EventFields,
+// with its type and whether it is required, and no other row.
+func TestEventsPageListsTheDeclaredMembers(t *testing.T) {
+	md, err := os.ReadFile("pages/events.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sec := regexp.MustCompile("(?s)## An event\n\n(\\|.*?)\n\n").FindSubmatch(md)
+	if sec == nil {
+		t.Fatal("pages/events.md has no table under ## An event")
+	}
+	rows := map[string]string{}
+	for _, row := range strings.Split(string(sec[1]), "\n")[2:] {
+		cells := strings.Split(row, "|")
+		if len(cells) < 5 {
+			continue
+		}
+		rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.TrimSpace(cells[2]) + " " + strings.TrimSpace(cells[3])
+	}
+	for _, f := range schema.EventFields {
+		if f.JSON == "" || strings.Contains(f.JSON, ".") {
+			continue
+		}
+		required := "no"
+		switch {
+		case f.Required:
+			required = "yes"
+		case f.RequiredWith != "":
+			required = "with `" + f.RequiredWith + "`"
+		}
+		want := f.Kind.String() + " " + required
+		if got, ok := rows[f.JSON]; !ok {
+			t.Errorf("pages/events.md does not list the member %s (%s)", f.JSON, want)
+		} else if got != want {
+			t.Errorf("pages/events.md lists %s as %q, declared %q", f.JSON, got, want)
+		}
+		delete(rows, f.JSON)
+	}
+	for name := range rows {
+		t.Errorf("pages/events.md lists %s, which schema.EventFields does not declare", name)
+	}
 }
