@@ -309,7 +309,12 @@ func TestParserFollowsTheDeclaration(t *testing.T) {
 	}
 	ev := reflect.ValueOf(b.Events[0])
 	for _, f := range schema.EventFields {
-		if f.From == schema.FromEvent && f.Go != "" && ev.FieldByName(f.Go).IsZero() {
+		if f.From != schema.FromEvent || f.Go == "" {
+			continue
+		}
+		if fv := ev.FieldByName(f.Go); !fv.IsValid() {
+			t.Errorf("%s: schema.Event has no field %s", f.Column, f.Go)
+		} else if fv.IsZero() {
 			t.Errorf("%s: the example of %s leaves schema.Event.%s empty", f.Column, f.JSON, f.Go)
 		}
 	}

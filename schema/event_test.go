@@ -110,7 +110,7 @@ func TestEventAndBatchAreTheDeclaration(t *testing.T) {
 				t.Errorf("%s.%s is not in schema.EventFields", sec.typ.Name(), name)
 			}
 		}
-		for v := uint8(1); v <= recordV1; v++ {
+		for v := uint8(1); v <= recordVersion; v++ {
 			byPos := recordFields(sec.from, v)
 			for pos := 1; pos <= len(byPos); pos++ {
 				at := byPos[pos]
@@ -183,11 +183,11 @@ func TestRecordCodecIsTheDeclaration(t *testing.T) {
 	}
 	for i := range batches {
 		b := &batches[i]
-		want := declaredRecord(b, recordV1)
+		want := declaredRecord(b, recordVersion)
 		if got := AppendBatch(nil, b); !bytes.Equal(got, want) {
 			t.Fatalf("batch %d: AppendBatch is not the declared record:\n got %x\nwant %x", i, got, want)
 		}
-		for v := uint8(1); v <= recordV1; v++ {
+		for v := uint8(1); v <= recordVersion; v++ {
 			old := *b
 			old.Events = append([]Event(nil), b.Events...)
 			for _, f := range EventFields {
