@@ -188,19 +188,7 @@ func TestRecordCodecIsTheDeclaration(t *testing.T) {
 			t.Fatalf("batch %d: AppendBatch is not the declared record:\n got %x\nwant %x", i, got, want)
 		}
 		for v := uint8(1); v <= recordVersion; v++ {
-			old := *b
-			old.Events = append([]Event(nil), b.Events...)
-			for _, f := range EventFields {
-				switch {
-				case max(f.Since, 1) <= v || f.Go == "":
-				case f.From == FromBatch:
-					reflect.ValueOf(&old).Elem().FieldByName(f.Go).SetZero()
-				case f.From == FromEvent:
-					for j := range old.Events {
-						reflect.ValueOf(&old.Events[j]).Elem().FieldByName(f.Go).SetZero()
-					}
-				}
-			}
+			old := asOfVersion(*b, v)
 			var back Batch
 			if err := DecodeBatch(declaredRecord(b, v), &back); err != nil {
 				t.Fatalf("batch %d, version %d: %v", i, v, err)
@@ -210,6 +198,24 @@ func TestRecordCodecIsTheDeclaration(t *testing.T) {
 			}
 		}
 	}
+}
+
+// asOfVersion is b as a record of version v carries it: the fields of later versions
+// zero.
+func asOfVersion(b Batch, v uint8) Batch {
+	b.Events = append([]Event(nil), b.Events...)
+	for _, f := range EventFields {
+		switch {
+		case max(f.Since, 1) <= v || f.Go == "":
+		case f.From == FromBatch:
+			reflect.ValueOf(&b).Elem().FieldByName(f.Go).SetZero()
+		case f.From == FromEvent:
+			for j := range b.Events {
+				reflect.ValueOf(&b.Events[j]).Elem().FieldByName(f.Go).SetZero()
+			}
+		}
+	}
+	return b
 }
 
 // TestREADMEDescribesEveryEventColumn: the events table of README.md (for analysts) names
