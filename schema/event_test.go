@@ -185,7 +185,12 @@ func TestRecordCodecIsTheDeclaration(t *testing.T) {
 		b := &batches[i]
 		want := declaredRecord(b, recordVersion)
 		if got := AppendBatch(nil, b); !bytes.Equal(got, want) {
-			t.Fatalf("batch %d: AppendBatch is not the declared record:\n got %x\nwant %x", i, got, want)
+			at := 0
+			for at < min(len(got), len(want)) && got[at] == want[at] {
+				at++
+			}
+			t.Fatalf("batch %d: AppendBatch is not the declared record (%d bytes, declared %d; first difference at byte %d):\n got %x\nwant %x",
+				i, len(got), len(want), at, got, want)
 		}
 		for v := uint8(1); v <= recordVersion; v++ {
 			old := asOfVersion(*b, v)
