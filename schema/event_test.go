@@ -3,6 +3,7 @@ package schema
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"reflect"
@@ -199,10 +200,34 @@ func TestRecordCodecIsTheDeclaration(t *testing.T) {
 				t.Fatalf("batch %d, version %d: %v", i, v, err)
 			}
 			if !reflect.DeepEqual(back, old) {
-				t.Fatalf("batch %d, version %d: decoded\n%+v\nwant\n%+v", i, v, back, old)
+				t.Fatalf("batch %d, version %d: DecodeBatch does not read back the declared record: %s", i, v, firstDifference(back, old))
 			}
 		}
 	}
+}
+
+// firstDifference names the first field where got and want differ.
+func firstDifference(got, want Batch) string {
+	diff := func(where string, g, w reflect.Value) string {
+		for i := range g.NumField() {
+			if name := g.Type().Field(i).Name; name != "Events" && !reflect.DeepEqual(g.Field(i).Interface(), w.Field(i).Interface()) {
+				return fmt.Sprintf("%s%s is %v, want %v", where, name, g.Field(i), w.Field(i))
+			}
+		}
+		return ""
+	}
+	if d := diff("", reflect.ValueOf(got), reflect.ValueOf(want)); d != "" {
+		return d
+	}
+	if len(got.Events) != len(want.Events) {
+		return fmt.Sprintf("%d events, want %d", len(got.Events), len(want.Events))
+	}
+	for j := range got.Events {
+		if d := diff(fmt.Sprintf("Events[%d].", j), reflect.ValueOf(got.Events[j]), reflect.ValueOf(want.Events[j])); d != "" {
+			return d
+		}
+	}
+	return "equal"
 }
 
 // asOfVersion is b as a record of version v carries it: the fields of later versions
