@@ -40,27 +40,35 @@ func TestEventMembersGenerated(t *testing.T) {
 	}
 }
 
-// lineDiff lists the lines only one of a and b has (- a, + b).
+// lineDiff lists the lines to remove from a (-) and add (+) to get b, with b's line
+// numbers (a longest-common-subsequence diff).
 func lineDiff(a, b []byte) string {
-	count := func(x []byte) map[string]int {
-		m := map[string]int{}
-		for _, l := range strings.Split(string(x), "\n") {
-			m[l]++
-		}
-		return m
+	x, y := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+	lcs := make([][]int, len(x)+1) // lcs[i][j]: of x[i:] and y[j:]
+	for i := range lcs {
+		lcs[i] = make([]int, len(y)+1)
 	}
-	ca, cb := count(a), count(b)
+	for i := len(x) - 1; i >= 0; i-- {
+		for j := len(y) - 1; j >= 0; j-- {
+			if x[i] == y[j] {
+				lcs[i][j] = lcs[i+1][j+1] + 1
+			} else {
+				lcs[i][j] = max(lcs[i+1][j], lcs[i][j+1])
+			}
+		}
+	}
 	var out strings.Builder
-	for _, l := range strings.Split(string(a), "\n") {
-		if cb[l] < ca[l] {
-			fmt.Fprintf(&out, "- %s\n", l)
-			ca[l]--
-		}
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if ca[l] < cb[l] {
-			fmt.Fprintf(&out, "+ %s\n", l)
-			cb[l]--
+	i, j := 0, 0
+	for i < len(x) || j < len(y) {
+		switch {
+		case i < len(x) && j < len(y) && x[i] == y[j]:
+			i, j = i+1, j+1
+		case j < len(y) && (i == len(x) || lcs[i][j+1] >= lcs[i+1][j]):
+			fmt.Fprintf(&out, "%4d + %s\n", j+1, y[j])
+			j++
+		default:
+			fmt.Fprintf(&out, "%4d - %s\n", j+1, x[i])
+			i++
 		}
 	}
 	return out.String()
