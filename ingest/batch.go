@@ -17,7 +17,7 @@ import (
 
 // Bounds on event fields (documented on the developer pages).
 const (
-	MaxEventIDLen = 64
+	MaxEventIDLen = schema.MaxEventIDLen
 	MaxEmailLen   = schema.MaxEmailLen
 	// MaxEventAge is how far in the past occurred_at may be: a late event lands on its
 	// own day, up to this age (schema.MaxEventAge: the rollup's final status relies on it).
@@ -60,6 +60,8 @@ type Parser struct {
 	sc scanner
 	// Now is the clock for occurred_at bounds (time.Now when nil).
 	Now func() time.Time
+	// now is Now's reading for the batch being parsed.
+	now time.Time
 }
 
 // Parse reads body into b. It returns false when the body is not a JSON object of the
@@ -68,9 +70,9 @@ func (p *Parser) Parse(body []byte, b *Batch) bool {
 	b.reset()
 	p.sc = scanner{b: body, scratch: p.sc.scratch[:0]}
 	s := &p.sc
-	now := time.Now()
+	p.now = time.Now()
 	if p.Now != nil {
-		now = p.Now()
+		p.now = p.Now()
 	}
 	if s.kind() != kObject {
 		b.Envelope = append(b.Envelope, problem.FieldError{Field: "body", Rule: "json_object",
@@ -92,7 +94,7 @@ func (p *Parser) Parse(body []byte, b *Batch) bool {
 				}
 			case "events":
 				sawEvents = true
-				p.events(b, now)
+				p.events(b)
 			default:
 				s.skip(0)
 			}
@@ -127,7 +129,7 @@ func hasField(errs []problem.FieldError, field string) bool {
 	return false
 }
 
-func (p *Parser) events(b *Batch, now time.Time) {
+func (p *Parser) events(b *Batch) {
 	s := &p.sc
 	if s.kind() != kArray {
 		from := s.i
@@ -147,7 +149,7 @@ func (p *Parser) events(b *Batch, now time.Time) {
 			s.skip(0)
 			b.Total++
 		} else {
-			p.event(b, b.Total, now)
+			p.event(b, b.Total)
 			b.Total++
 		}
 		if !s.next(']') {
@@ -160,10 +162,12 @@ func (p *Parser) events(b *Batch, now time.Time) {
 	}
 }
 
-// eventState tracks which fields one event has shown.
+// eventState tracks one event: which members it has shown with a valid value (seen, the
+// bits of members_gen.go), whether it was rejected, and its client event_id.
 type eventState struct {
-	name, occurred, consent, measurement, currency bool
-	rejected                                       bool
+	seen     uint32
+	rejected bool
+	clientID []byte
 }
 
 func (p *Parser) reject(b *Batch, st *eventState, idx int, field, rule string, value any) {
@@ -174,7 +178,15 @@ func (p *Parser) reject(b *Batch, st *eventState, idx int, field, rule string, v
 	b.Rejections = append(b.Rejections, Rejection{Index: idx, Field: field, Rule: rule, Value: value})
 }
 
-func (p *Parser) event(b *Batch, idx int, now time.Time) {
+// members_gen.go (the member dispatch and required members) is generated from
+// schema.EventFields:
+//
+//go:generate go test -run ^TestEventMembersGenerated$ . -update
+
+// event reads one element of events[]: its members (eventMembers, generated from
+// schema.EventFields with the rules for required members, missing), then the rules
+// between members.
+func (p *Parser) event(b *Batch, idx int) {
 	s := &p.sc
 	if s.kind() != kObject {
 		from := s.i
@@ -184,66 +196,11 @@ func (p *Parser) event(b *Batch, idx int, now time.Time) {
 	}
 	var e schema.Event
 	var st eventState
-	var clientID []byte
-	if s.objectStart() {
-		for {
-			name := s.member()
-			from := s.i
-			switch string(name) {
-			case "event_name":
-				st.name = true
-				p.eventName(b, &st, idx, &e)
-			case "occurred_at":
-				st.occurred = true
-				p.occurredAt(b, &st, idx, &e, now)
-			case "value":
-				p.value(b, &st, idx, &e)
-			case "currency":
-				p.currency(b, &st, idx, &e)
-			case "consent":
-				st.consent = true
-				p.consent(b, &st, idx, &e)
-			case "identity":
-				p.identity(b, &st, idx, &e)
-			case "event_id":
-				if s.kind() == kNull {
-					s.skip(0)
-					break
-				}
-				if s.kind() != kString {
-					s.skip(0)
-					p.reject(b, &st, idx, "event_id", "type_string", s.raw(from))
-					break
-				}
-				id := s.str()
-				if len(id) == 0 || len(id) > MaxEventIDLen || !printable(id) {
-					p.reject(b, &st, idx, "event_id", "max_length", string(id))
-					break
-				}
-				clientID = id
-			default:
-				s.skip(0)
-			}
-			if !s.next('}') {
-				break
-			}
-		}
-	}
+	p.eventMembers(b, &st, idx, &e)
 	if s.err != nil {
 		return
 	}
-	switch {
-	case !st.name:
-		p.reject(b, &st, idx, "event_name", "required", nil)
-	case !st.occurred:
-		p.reject(b, &st, idx, "occurred_at", "required", nil)
-	case !st.consent:
-		p.reject(b, &st, idx, "consent", "required", nil)
-	case !st.measurement:
-		p.reject(b, &st, idx, "consent.measurement", "required", nil)
-	case e.HasValue && !st.currency:
-		p.reject(b, &st, idx, "currency", "required_with_value", nil)
-	}
+	p.missing(b, &st, idx)
 	if st.rejected {
 		return
 	}
@@ -251,11 +208,11 @@ func (p *Parser) event(b *Batch, idx int, now time.Time) {
 		// Consent withheld: no contact detail is kept, not even hashed.
 		e.HasEmail, e.EmailSHA = false, [32]byte{}
 	}
-	if clientID != nil {
-		e.ID = clientEventID(clientID)
+	if st.clientID != nil {
+		e.ID = clientEventID(st.clientID)
 	}
 	b.Events = append(b.Events, e)
-	b.clientID = append(b.clientID, clientID != nil)
+	b.clientID = append(b.clientID, st.clientID != nil)
 }
 
 // clientEventID maps a client's event_id to a UUID: the first 16 bytes of its SHA-256,
@@ -302,10 +259,35 @@ func unsafeString(b []byte) string {
 	return unsafe.String(&b[0], len(b))
 }
 
-func (p *Parser) eventName(b *Batch, st *eventState, idx int, e *schema.Event) {
+// The readers of the members, one per JSON path of schema.EventFields (members_gen.go
+// calls them): each reads the member's value at the scanner (from is where the value
+// starts), checks its type and rules, rejecting the event with the first broken rule,
+// and stores it in e. They report whether a valid value was read.
+
+func (p *Parser) readEventID(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
+	s := &p.sc
+	if s.kind() == kNull {
+		s.skip(0)
+		return false
+	}
+	if s.kind() != kString {
+		s.skip(0)
+		p.reject(b, st, idx, "event_id", "type_string", s.raw(from))
+		return false
+	}
+	id := s.str()
+	if len(id) == 0 || len(id) > MaxEventIDLen || !printable(id) {
+		p.reject(b, st, idx, "event_id", "max_length", string(id))
+		return false
+	}
+	st.clientID = id
+	return true
+}
+
+func (p *Parser) readEventName(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
 	s := &p.sc
 	if !p.required(b, st, idx, "event_name", kString) {
-		return
+		return false
 	}
 	v := s.str()
 	switch {
@@ -317,28 +299,33 @@ func (p *Parser) eventName(b *Batch, st *eventState, idx int, e *schema.Event) {
 		p.reject(b, st, idx, "event_name", "printable", string(v))
 	case s.escaped:
 		e.Name = string(v)
+		return true
 	default:
 		e.Name = unsafeString(v)
+		return true
 	}
+	return false
 }
 
-func (p *Parser) occurredAt(b *Batch, st *eventState, idx int, e *schema.Event, now time.Time) {
+func (p *Parser) readOccurredAt(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
 	s := &p.sc
 	if !p.required(b, st, idx, "occurred_at", kString) {
-		return
+		return false
 	}
 	v := s.str()
 	sec, nsec, ok := parseUTC(v)
 	switch {
 	case !ok:
 		p.reject(b, st, idx, "occurred_at", "iso8601_utc", string(v))
-	case before(sec, nsec, now.Add(-MaxEventAge)):
+	case before(sec, nsec, p.now.Add(-MaxEventAge)):
 		p.reject(b, st, idx, "occurred_at", "too_old", string(v))
-	case after(sec, nsec, now.Add(MaxClockSkew)):
+	case after(sec, nsec, p.now.Add(MaxClockSkew)):
 		p.reject(b, st, idx, "occurred_at", "in_future", string(v))
 	default:
 		e.OccurredAt = sec*1000 + int64(nsec)/1e6
+		return true
 	}
+	return false
 }
 
 // before and after compare the instant sec.nsec (Unix) with t, exactly.

@@ -42,18 +42,18 @@ func (p *Parser) required(b *Batch, st *eventState, idx int, field string, want 
 	return false
 }
 
-func (p *Parser) value(b *Batch, st *eventState, idx int, e *schema.Event) {
+func (p *Parser) readValue(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
 	s := &p.sc
-	from := s.i
 	if !p.optional(b, st, idx, "value", kNumber, true) {
-		return
+		return false
 	}
 	v, rule := parseDecimal(s.number())
 	if rule != "" {
 		p.reject(b, st, idx, "value", rule, s.raw(from))
-		return
+		return false
 	}
 	e.HasValue, e.Value = true, v
+	return true
 }
 
 // parseDecimal turns a JSON number into an integer count of 1/10^4, exactly. It refuses
@@ -117,80 +117,46 @@ func parseDecimal(t []byte) (int64, string) {
 	return n, ""
 }
 
-func (p *Parser) currency(b *Batch, st *eventState, idx int, e *schema.Event) {
+func (p *Parser) readCurrency(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
 	s := &p.sc
 	if !p.optional(b, st, idx, "currency", kString, true) {
-		return
+		return false
 	}
 	v := s.str()
 	if len(v) != 3 || !upper(v[0]) || !upper(v[1]) || !upper(v[2]) {
 		p.reject(b, st, idx, "currency", "iso4217", string(v))
-		return
+		return false
 	}
-	st.currency = true
 	copy(e.Currency[:], v)
+	return true
 }
 
 func upper(c byte) bool { return c >= 'A' && c <= 'Z' }
 
-func (p *Parser) consent(b *Batch, st *eventState, idx int, e *schema.Event) {
+func (p *Parser) readConsentMeasurement(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
 	s := &p.sc
-	if !p.required(b, st, idx, "consent", kObject) {
-		return
+	if s.kind() != kBool {
+		s.skip(0)
+		p.reject(b, st, idx, "consent.measurement", "type_boolean", s.raw(from))
+		return false
 	}
-	if !s.objectStart() {
-		return
-	}
-	for {
-		name := s.member()
-		if string(name) == "measurement" {
-			from := s.i
-			if s.kind() == kBool {
-				st.measurement = true
-				e.Consent = s.boolean()
-			} else {
-				s.skip(0)
-				p.reject(b, st, idx, "consent.measurement", "type_boolean", s.raw(from))
-			}
-		} else {
-			s.skip(0)
-		}
-		if !s.next('}') {
-			return
-		}
-	}
+	e.Consent = s.boolean()
+	return true
 }
 
-func (p *Parser) identity(b *Batch, st *eventState, idx int, e *schema.Event) {
-	s := &p.sc
-	if !p.optional(b, st, idx, "identity", kObject, false) || !s.objectStart() {
-		return
-	}
-	for {
-		name := s.member()
-		if string(name) == "email" {
-			p.email(b, st, idx, e)
-		} else {
-			s.skip(0)
-		}
-		if !s.next('}') {
-			return
-		}
-	}
-}
-
-// email validates a normalised address and keeps only its SHA-256. Rejections never echo
-// the address: errors[].value says what is wrong with it instead.
-func (p *Parser) email(b *Batch, st *eventState, idx int, e *schema.Event) {
+// readIdentityEmail validates a normalised address and keeps only its SHA-256.
+// Rejections never echo the address: errors[].value says what is wrong with it instead.
+func (p *Parser) readIdentityEmail(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
 	s := &p.sc
 	if !p.optional(b, st, idx, "identity.email", kString, false) {
-		return
+		return false
 	}
 	digest, rule := schema.EmailDigest(s.str())
 	if rule != "" {
 		p.reject(b, st, idx, "identity.email", rule, "(withheld: contact details are never echoed)")
-		return
+		return false
 	}
 	e.HasEmail = true
 	e.EmailSHA = digest
+	return true
 }

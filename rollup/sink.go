@@ -54,14 +54,16 @@ type sinkColumns struct {
 	offset                                           proto.ColInt64
 }
 
-// namedColumn is one column of the INSERT: its name, its ClickHouse type
-// (schema/migrations/0001_events.sql), and the buffer holding its rows.
+// namedColumn is one column of the INSERT: its name, its ClickHouse type (as
+// schema.EventFields declares them: TestSinkColumnsAreTheDeclaration), and the buffer
+// holding its rows.
 type namedColumn struct {
 	name, chType string
 	col          proto.Column
 }
 
-// columns lists c's columns in the order of the INSERT's column list.
+// columns lists c's columns in the order of the INSERT's column list: schema.EventFields'
+// columns, in its order.
 func (c *sinkColumns) columns() []namedColumn {
 	const dt = "DateTime('UTC')"
 	return []namedColumn{

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -353,4 +354,48 @@ func TestSinkRefusesAnotherColumnType(t *testing.T) {
 	if err := conn.QueryRow(ctx, "SELECT count() FROM events_wide").Scan(&n); err != nil || n != 0 {
 		t.Fatalf("%d rows stored (%v), want none", n, err)
 	}
+}
+
+// TestSinkColumnsAreTheDeclaration: the sink's INSERT names exactly the columns of
+// schema.EventFields, in their order, with their types, each kept in the ch-go column
+// type of its ClickHouse type (compactColumn has a rule for each).
+func TestSinkColumnsAreTheDeclaration(t *testing.T) {
+	buffers := map[string]string{
+		"UUID": "*proto.ColUUID", "UInt8": "*proto.ColUInt8", "Int32": "*proto.ColInt32", "Int64": "*proto.ColInt64",
+		"String": "*proto.ColStr", "DateTime('UTC')": "*proto.ColDateTime", "Date": "*proto.ColDate",
+		"Decimal(18, 4)": "*proto.ColDecimal64", "FixedString(32)": "*proto.ColFixedStr",
+	}
+	var declared []string
+	for _, f := range schema.EventFields {
+		if f.Column != "" {
+			declared = append(declared, f.Column+" "+f.CHType)
+		}
+	}
+	var sink []string
+	for _, nc := range (&sinkColumns{}).columns() {
+		sink = append(sink, nc.name+" "+nc.chType)
+		if want, ok := buffers[nc.chType]; !ok {
+			t.Errorf("column %s: no buffer type known for %s (add it here and to compactColumn)", nc.name, nc.chType)
+		} else if got := fmt.Sprintf("%T", nc.col); got != want {
+			t.Errorf("column %s %s is buffered in a %s, want %s", nc.name, nc.chType, got, want)
+		}
+		if err := compactColumn(nc.col, nil); err != nil {
+			t.Errorf("column %s: %v", nc.name, err)
+		}
+	}
+	if strings.Join(sink, ", ") == strings.Join(declared, ", ") {
+		return
+	}
+	in := func(list []string, c string) bool { return slices.Contains(list, c) }
+	for _, c := range declared {
+		if !in(sink, c) {
+			t.Errorf("declared column %s: the sink does not write it (sinkColumns, columns(), Add)", c)
+		}
+	}
+	for _, c := range sink {
+		if !in(declared, c) {
+			t.Errorf("the sink writes %s, which schema.EventFields does not declare", c)
+		}
+	}
+	t.Errorf("the sink's columns are not schema.EventFields', in order:\n sink     %s\n declared %s", strings.Join(sink, ", "), strings.Join(declared, ", "))
 }

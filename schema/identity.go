@@ -2,9 +2,6 @@ package schema
 
 import "crypto/sha256"
 
-// MaxEmailLen is the longest address an event or an erasure may carry (RFC 5321's 254).
-const MaxEmailLen = 254
-
 // EmailDigest checks an address the way POST /events does (trimmed, lower-cased, of
 // plausible shape: see emailRule) and returns its SHA-256, the only form in which the
 // service keeps it. rule is "" when the address is acceptable, else the rule it breaks

@@ -87,6 +87,10 @@ const (
 	recordMagic0 = 'S'
 	recordMagic1 = 'E'
 	recordV1     = 1
+	// recordVersion is the version AppendBatch writes, the newest DecodeBatch reads
+	// (it reads every version from recordV1 on; EventFields' Since says which fields each
+	// carries).
+	recordVersion = recordV1
 )
 
 // UUID is a raw 16-byte UUID.
@@ -124,7 +128,7 @@ func AppendBatch(dst []byte, b *Batch) []byte {
 	if b.Sandbox {
 		flags |= flagSandbox
 	}
-	dst = append(dst, recordMagic0, recordMagic1, recordV1, flags)
+	dst = append(dst, recordMagic0, recordMagic1, recordVersion, flags)
 	dst = append(dst, b.Workspace[:]...)
 	dst = append(dst, b.Pixel[:]...)
 	dst = append(dst, b.Key[:]...)
@@ -231,7 +235,7 @@ func DecodeBatch(value []byte, b *Batch) error {
 	if head[0] != recordMagic0 || head[1] != recordMagic1 {
 		return fmt.Errorf("%w: bad magic", ErrRecord)
 	}
-	if head[2] != recordV1 {
+	if head[2] < recordV1 || head[2] > recordVersion {
 		return fmt.Errorf("%w: unsupported version %d", ErrRecord, head[2])
 	}
 	b.Sandbox = head[3]&flagSandbox != 0

@@ -29,23 +29,36 @@ type Consent struct {
 	Measurement bool `json:"measurement"`
 }
 
-// MarshalJSON writes the event as POST /events expects it.
+// MarshalJSON writes the event as POST /events expects it (wireEvent).
 func (e Event) MarshalJSON() ([]byte, error) {
-	m := map[string]any{
-		"event_name":  e.EventName,
-		"occurred_at": e.OccurredAt.UTC().Format(time.RFC3339Nano),
-		"consent":     e.Consent,
-	}
+	w := wireEvent{EventName: e.EventName, OccurredAt: e.OccurredAt.UTC().Format(time.RFC3339Nano), Consent: e.Consent,
+		EventID: e.EventID}
 	if e.Currency != "" {
-		m["value"], m["currency"] = e.Value, e.Currency
+		w.Value, w.Currency = &e.Value, e.Currency
 	}
 	if e.Email != "" {
-		m["identity"] = map[string]string{"email": NormaliseEmail(e.Email)}
+		w.Identity = &wireIdentity{Email: NormaliseEmail(e.Email)}
 	}
-	if e.EventID != "" {
-		m["event_id"] = e.EventID
-	}
-	return json.Marshal(m)
+	return json.Marshal(w)
+}
+
+// wireEvent is an event of POST /events as sent: its json tags are the members the
+// service declares (schema.EventFields; the client's tests compare them). Fields are
+// in the order of their JSON names: the bytes sent stay those of a map's encoding (keys
+// sorted), as earlier releases sent.
+type wireEvent struct {
+	Consent    Consent       `json:"consent"`
+	Currency   string        `json:"currency,omitempty"`
+	EventID    string        `json:"event_id,omitempty"`
+	EventName  string        `json:"event_name"`
+	Identity   *wireIdentity `json:"identity,omitempty"`
+	OccurredAt string        `json:"occurred_at"`
+	Value      *float64      `json:"value,omitempty"`
+}
+
+// wireIdentity is an event's identity object.
+type wireIdentity struct {
+	Email string `json:"email"`
 }
 
 // NormaliseEmail trims and lower-cases an address: the form the service hashes.

@@ -111,19 +111,7 @@ func components() map[string]Schema {
 			"next_cursor": Schema{"type": []string{"string", "null"}, "description": "Pass as cursor for the next page; null on the last page."},
 			"next_offset": Schema{"type": "integer", "description": "Deprecated offset paging only: where the next page starts."},
 		}),
-		"Event": object("One server-side event.", []string{"event_name", "occurred_at", "consent"}, Schema{
-			"event_name":  Schema{"type": "string", "minLength": 1, "maxLength": 128, "description": "Name of the event, e.g. purchase."},
-			"occurred_at": Schema{"type": "string", "format": "date-time", "pattern": "Z$", "description": "When it happened: RFC 3339 UTC with Z; at most 7 days old, 5 minutes ahead."},
-			"value":       Schema{"type": "number", "description": "Monetary value; at most 4 decimals; needs currency."},
-			"currency":    currencySchema,
-			"consent": object("Consent captured for the person.", []string{"measurement"}, Schema{
-				"measurement": boolean("false: identity is discarded at the edge; the event counts, flagged unconsented."),
-			}),
-			"identity": object("Contact details, hashed with SHA-256 by the service before storage.", nil, Schema{
-				"email": Schema{"type": "string", "maxLength": 254, "description": "Trimmed and lower-cased by the sender; an address that is not is rejected (rule normalised)."},
-			}),
-			"event_id": Schema{"type": "string", "minLength": 1, "maxLength": 64, "description": "Optional: the same event_id always maps to the same stored event."},
-		}),
+		"Event": eventSchema(), // from schema.EventFields (event.go)
 		"Batch": object("Body of POST /events.", []string{"pixel_id", "events"}, Schema{
 			"pixel_id": Schema{"type": "string", "description": "pxl_<id> or the raw UUID; a pixel of the key's workspace."},
 			"events":   Schema{"type": "array", "minItems": 1, "maxItems": 50, "items": ref("Event")},

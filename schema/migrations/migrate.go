@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 
 	"svc/lib/chpool"
@@ -28,7 +30,7 @@ import (
 // variant (default rand()). {db} stands for the database name.
 //
 // Every statement must be idempotent: CREATE ... IF NOT EXISTS, DROP ... IF EXISTS, or
-// a statement whose repeat fails with an "already exists" code (57, 82, 15), which the
+// a statement whose repeat fails with an "already exists" error (alreadyExists), which the
 // runner treats as success. ClickHouse has no locks, so this is what makes concurrent
 // runners safe: each runs every statement not yet recorded, and both succeed.
 //
@@ -195,10 +197,25 @@ func SQLScript(db, cluster string) (string, error) {
 	return b.String(), nil
 }
 
-// alreadyExists are server codes that a repeated idempotent DDL statement may return
-// when another runner created the object a moment earlier: TABLE_ALREADY_EXISTS,
-// DATABASE_ALREADY_EXISTS, DUPLICATE_COLUMN.
-var alreadyExists = map[int32]bool{57: true, 82: true, 15: true}
+// alreadyExists reports whether err is what a repeated idempotent DDL statement may
+// return when another runner (or an earlier run that did not get to record the
+// migration) created the object a moment earlier: TABLE_ALREADY_EXISTS (57),
+// DATABASE_ALREADY_EXISTS (82), DUPLICATE_COLUMN (15); and ClickHouse 18.16's answer to
+// ADD COLUMN of a column that exists, ILLEGAL_COLUMN (44) "column with this name already
+// exists" (18.16 has no ADD COLUMN IF NOT EXISTS).
+func alreadyExists(err error) bool {
+	var ex *clickhouse.Exception
+	if !errors.As(err, &ex) {
+		return false
+	}
+	switch ex.Code {
+	case 57, 82, 15:
+		return true
+	case 44:
+		return strings.Contains(ex.Message, "column with this name already exists")
+	}
+	return false
+}
 
 // Migrate creates c.Database if missing and applies every embedded migration not yet
 // recorded in schema_migrations, in order. It is safe to run twice and from several
@@ -279,7 +296,7 @@ func execDDL(ctx context.Context, conn driver.Conn, stmt string) error {
 			}
 		}
 		err = conn.Exec(ctx, stmt)
-		if err == nil || alreadyExists[chpool.ErrorCode(err)] {
+		if err == nil || alreadyExists(err) {
 			return nil
 		}
 	}

@@ -85,3 +85,22 @@ func waitMutations(t *testing.T, conn driver.Conn, db string) {
 	}
 	t.Fatal("mutation did not finish")
 }
+
+// TestRepeatedAddColumnCountsAsDone: a migration that adds a column to a table is safe to
+// run again (by a concurrent runner, or after a run that did not record it): the server's
+// answer to adding a column that exists (code 44 on 18.16, 15 on later releases) counts
+// as done, and other failures of the statement do not.
+func TestRepeatedAddColumnCountsAsDone(t *testing.T) {
+	_, conn := chtest.NewDB(t)
+	ctx := context.Background()
+	if err := conn.Exec(ctx, "ALTER TABLE events ADD COLUMN drift_probe String"); err != nil {
+		t.Fatal(err)
+	}
+	err := conn.Exec(ctx, "ALTER TABLE events ADD COLUMN drift_probe String")
+	if err == nil || !migrations.AlreadyExists(err) {
+		t.Fatalf("adding the column again: %v (code %d), want an already-exists answer", err, chpool.ErrorCode(err))
+	}
+	if err := conn.Exec(ctx, "ALTER TABLE events ADD COLUMN drift_probe_2 NoSuchType"); err == nil || migrations.AlreadyExists(err) {
+		t.Fatalf("adding a column of an unknown type: %v, counted as already done", err)
+	}
+}
