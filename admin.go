@@ -1,8 +1,10 @@
-// Package admin implements `svc admin`, standing in for the application's key screens:
-// workspaces, pixels and API keys. Every command prints one JSON object on stdout, or
-// exits non-zero with a message on stderr. Secrets are printed only on creation and
-// rotation, never logged.
 package main
+
+// `svc admin`, the operator's side of the application's key screens: workspaces, pixels
+// and API keys (admin.go), time zones, retention, the catalog's imports and the showroom
+// seed, webhook endpoints and deliveries (admin_*.go). Every command prints one JSON object
+// on stdout, or exits non-zero with a message on stderr. Secrets are printed only on
+// creation and rotation, never logged.
 
 import (
 	"context"
