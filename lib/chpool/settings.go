@@ -34,9 +34,9 @@ import (
 //     table into another runs on the server it was sent to and places its rows by the
 //     target's sharding key, as on 18.16 (from 25.7 on the default, 2, has every shard
 //     insert its own rows into its own table).
-//   - distributed_foreground_insert = 1, called insert_distributed_sync before 23.x
-//     (the old name is kept as an alias): an INSERT into a Distributed table returns
-//     once every shard has its rows.
+//   - distributed_foreground_insert = 1, or by its older name insert_distributed_sync
+//     (the only one 18.16 knows; 26.x keeps it as an alias): an INSERT into a
+//     Distributed table returns once every shard has its rows.
 //   - max_insert_block_size = 16M rows (every version): one batch INSERT stays one
 //     block, and so one part per partition.
 

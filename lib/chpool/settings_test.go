@@ -35,7 +35,7 @@ func TestQuerySettingsPerServer(t *testing.T) {
 		{"18.16: no asynchronous inserts, no parallel INSERT SELECT",
 			[]string{"insert_deduplicate", "insert_distributed_sync"},
 			"insert_deduplicate=0 insert_distributed_sync=1 max_insert_block_size=16777216"},
-		{"21.11 to 23.x: asynchronous inserts, the old name of the synchronous Distributed insert",
+		{"asynchronous inserts without 26.2's deduplicate_insert, the old name of the synchronous Distributed insert",
 			[]string{"async_insert", "insert_deduplicate", "deduplicate_blocks_in_dependent_materialized_views",
 				"parallel_distributed_insert_select", "insert_distributed_sync"},
 			"async_insert=0 deduplicate_blocks_in_dependent_materialized_views=0 insert_deduplicate=0 " +
