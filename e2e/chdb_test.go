@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"log/slog"
@@ -22,6 +23,7 @@ import (
 	"svc/schema/erasure"
 	"svc/schema/migrations"
 	"svc/schema/rollups"
+	"svc/schema/workspace"
 )
 
 // TestCurrentClickHouseAnswersAsTheLocalServer runs the statements the service builds
@@ -36,7 +38,8 @@ import (
 //     the 15-minute table, with paging, and the consumer's read-back (rollup.MaxOffsets,
 //     chpool.RunningQueries) answer the same;
 //   - an erasure by the privacy worker (its UPDATE, the rebuild's DELETE and INSERT …
-//     SELECT, every query it sent) leaves the same events and rollups.
+//     SELECT, every query it sent) leaves the same events and rollups, and raw-event
+//     retention (its DELETE) the same events.
 //
 // The server-side hazards of a current server (asynchronous inserts, replicated
 // deduplication) are not something chDB shows: lib/chpool's tests and
@@ -101,8 +104,7 @@ func TestCurrentClickHouseAnswersAsTheLocalServer(t *testing.T) {
 	same("tables", "SELECT name, engine FROM system.tables WHERE database = ? ORDER BY name", db)
 	same("columns", "SELECT table, name, type FROM system.columns WHERE database = ? ORDER BY table, name", db)
 
-	ws, px1, px2 := uuid.MustParse("5f2c0d1e-0000-4000-8000-000000000001"), uuid.MustParse("5f2c0d1e-0000-4000-8000-0000000000a1"),
-		uuid.MustParse("5f2c0d1e-0000-4000-8000-0000000000a2")
+	ws, px1, px2 := uuid.New(), uuid.New(), uuid.New()
 	ins := eventsInsert(db, ws, px1, px2)
 	if err := conn.Exec(ctx, ins); err != nil {
 		t.Fatal(err)
@@ -181,7 +183,9 @@ func TestCurrentClickHouseAnswersAsTheLocalServer(t *testing.T) {
 	if err := erasure.Write(ctx, conn, time.Now(), e); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = rdb.Del(context.Background(), "svc:privacy:{ids}").Err() })
+	t.Cleanup(func() {
+		_ = rdb.HDel(context.Background(), "svc:privacy:{ids}", ws.String()+":"+hex.EncodeToString(e.Email[:])).Err()
+	})
 	if err := w.RunOnce(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +199,19 @@ func TestCurrentClickHouseAnswersAsTheLocalServer(t *testing.T) {
 	same("events after the erasure", "SELECT "+eventColumns+" FROM "+db+".events ORDER BY kafka_partition, kafka_offset")
 	sameRollups("after the erasure")
 	reads("after the erasure")
+
+	// Raw-event retention: 8 days on 2026-03-12 removes the days before 2026-03-04.
+	ret := workspace.NewRetention(rdb)
+	if err := ret.Set(ctx, ws, 8); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ret.Set(context.Background(), ws, 0) })
+	w.Now = func() time.Time { return time.Date(2026, 3, 12, 12, 0, 0, 0, time.UTC) }
+	if n, err := w.ApplyRetention(ctx); err != nil || n == 0 {
+		t.Fatalf("retention removed %d rows: %v", n, err)
+	}
+	replay("raw-event retention", tap, false)
+	same("events after retention", "SELECT "+eventColumns+" FROM "+db+".events ORDER BY kafka_partition, kafka_offset")
 }
 
 // useSettings applies to chDB the settings a pool sends to a 26.x server, chosen from
