@@ -14,7 +14,7 @@ FUZZTIME ?= 40000x
 # Package list for go test; override to run one package.
 PKGS     ?= ./...
 
-.PHONY: all build run stop test test-scale bench lint services services-down fuzz clean
+.PHONY: all build run stop test test-scale bench lint services services-down fuzz clean chdb
 
 all: build
 
@@ -46,7 +46,7 @@ stop:
 # or `make bench` restores 19.
 test test-scale: export SVC_CLICKHOUSE_NICE ?= 0
 
-test: build services
+test: build services chdb
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m -p 2 $(PKGS)
 	$(MAKE) --no-print-directory fuzz
@@ -58,6 +58,27 @@ test: build services
 # See deploy/local/test-scale.sh.
 test-scale: build services
 	GO=$(GO) deploy/local/test-scale.sh
+
+# chdb: ClickHouse 26.x in-process (chDB, from npm) for the test that runs the service's
+# statements on it and on the local 18.16 server (e2e/chdb_test.go, schema/chtest/README.md):
+# node and npm from Debian's packages when missing, then the packages pinned in
+# schema/chtest/chdb/ under $(SVC_DATA_DIR)/chdb. `npm install` with the lock file, not
+# `npm ci`: the registry reachable here serves no macOS or arm64 build of chDB's optional
+# platform packages, so the lock cannot list them and `npm ci` refuses it; the lock must
+# come out unchanged, so every version is the pinned one.
+CHDB_DIR := $(SVC_DATA_DIR)/chdb
+chdb: $(CHDB_DIR)/node_modules/.svc-installed
+
+$(CHDB_DIR)/node_modules/.svc-installed: schema/chtest/chdb/package.json schema/chtest/chdb/package-lock.json
+	@command -v npm >/dev/null 2>&1 || { echo "chdb: installing node and npm from Debian's packages"; \
+	  s=; [ "$$(id -u)" -ne 0 ] && s=sudo; $$s apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$s apt-get install -y -qq nodejs npm >/dev/null; }
+	mkdir -p $(CHDB_DIR)
+	cp schema/chtest/chdb/package.json schema/chtest/chdb/package-lock.json $(CHDB_DIR)/
+	cd $(CHDB_DIR) && npm install --no-audit --no-fund --ignore-scripts --loglevel=error
+	cmp -s schema/chtest/chdb/package-lock.json $(CHDB_DIR)/package-lock.json || \
+	  { echo "chdb: npm changed the lock file: the pinned versions were not installed"; exit 1; }
+	touch $@
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseBatch$$' -fuzztime $(FUZZTIME) ./ingest/

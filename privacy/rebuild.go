@@ -6,7 +6,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 
 	"svc/schema/erasure"
@@ -96,10 +95,12 @@ func (w *Worker) deleteSlices(ctx context.Context, ss []slice) error {
 }
 
 func (w *Worker) insertSlices(ctx context.Context, ss []slice) error {
-	ictx := clickhouse.Context(ctx, clickhouse.WithSettings(clickhouse.Settings{"insert_distributed_sync": 1}))
+	// The pool's settings (lib/chpool) make the INSERT synchronous (through the
+	// Distributed table too), never deduplicated (a resumed rebuild inserts the block it
+	// inserted before, after deleting it) and placed by the target's sharding key.
 	for _, t := range w.Tables {
 		q := t.RebuildSQL(w.tgt.db, slicesCond(ss, "event_date"))
-		if err := w.Conn.Exec(ictx, q); err != nil {
+		if err := w.Conn.Exec(ctx, q); err != nil {
 			return fmt.Errorf("privacy: rebuild %s: %w", t.Name, err)
 		}
 	}

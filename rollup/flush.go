@@ -68,7 +68,7 @@ func (c *consumer) flushRows(ctx context.Context) error {
 	}
 	parts := c.sink.Partitions()
 	c.lastID = newQueryID()
-	ictx, cancel := context.WithTimeout(clickhouse.Context(ctx, clickhouse.WithQueryID(c.lastID), clickhouse.WithSettings(insertSettings)), c.cfg.InsertTimeout)
+	ictx, cancel := context.WithTimeout(clickhouse.Context(ctx, clickhouse.WithQueryID(c.lastID)), c.cfg.InsertTimeout)
 	defer cancel()
 	if err := c.beginInsert(ctx, c.lastID); err != nil {
 		return err
@@ -95,10 +95,6 @@ func (c *consumer) flushRows(ctx context.Context) error {
 	}
 	return nil
 }
-
-// insertSettings apply to every INSERT. insert_distributed_sync makes an INSERT into a
-// Distributed table (clustered schema) return only once every shard has its rows.
-var insertSettings = clickhouse.Settings{"insert_distributed_sync": 1}
 
 func newQueryID() string {
 	var b [16]byte

@@ -14,6 +14,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/shopspring/decimal"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/chpool"
@@ -21,7 +22,6 @@ import (
 	"svc/lib/svctest"
 	"svc/schema"
 	"svc/schema/chtest"
-	"svc/schema/rollups"
 )
 
 // env is one test's world: an embedded broker, a private migrated database, and the
@@ -207,17 +207,19 @@ func (e *world) wantRows() []string {
 	defer e.mu.Unlock()
 	var out []string
 	for k, v := range e.want {
-		out = append(out, fmt.Sprintf("%s|%d|%d|%s|%d", k, v.events, v.consented, rollups.FormatValue(v.value), len(v.people)))
+		out = append(out, fmt.Sprintf("%s|%d|%d|%s|%d", k, v.events, v.consented, decimal.New(v.value, -4), len(v.people)))
 	}
 	sort.Strings(out)
 	return out
 }
 
-// gotRows reads pixel_rollups_daily_v for the test's workspace in wantRows' format.
+// gotRows reads pixel_rollups_daily_v for the test's workspace in wantRows' format. The
+// value is compared as a number: toString of a Decimal(38, 4) 12.5 is 12.5000 on 18.16
+// and 12.5 on 26.x.
 func (e *world) gotRows() ([]string, error) {
 	rows, err := e.conn.Query(context.Background(), `
 		SELECT replaceAll(toString(workspace_id), '-', ''), sandbox, replaceAll(toString(pixel_id), '-', ''), toString(event_date), event_name, currency,
-		       events, consented_events, toString(value), unique_people
+		       events, consented_events, value, unique_people
 		FROM pixel_rollups_daily_v WHERE workspace_id = toUUID(?)`, uuidString(e.ws))
 	if err != nil {
 		return nil, err
@@ -225,13 +227,14 @@ func (e *world) gotRows() ([]string, error) {
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
-		var ws, px, day, name, cur, val string
+		var ws, px, day, name, cur string
+		var val decimal.Decimal
 		var sb uint8
 		var n, c, p uint64
 		if err := rows.Scan(&ws, &sb, &px, &day, &name, &cur, &n, &c, &val, &p); err != nil {
 			return nil, err
 		}
-		out = append(out, fmt.Sprintf("%s|%v|%s|%s|%s|%s|%d|%d|%s|%d", strings.ToLower(ws), sb == 1, strings.ToLower(px), day, name, cur, n, c, val, p))
+		out = append(out, fmt.Sprintf("%s|%v|%s|%s|%s|%s|%d|%d|%s|%d", strings.ToLower(ws), sb == 1, strings.ToLower(px), day, name, cur, n, c, val.String(), p))
 	}
 	sort.Strings(out)
 	return out, rows.Err()

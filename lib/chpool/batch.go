@@ -3,6 +3,7 @@ package chpool
 import (
 	"context"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -23,7 +24,10 @@ import (
 // The guard gives each batch a context of its own (batchContext) that ends when the
 // caller's does, but only until Send, Abort or Close has returned; after that it never
 // ends, so a late watchdog has nothing to act on.
-type pool struct{ driver.Conn }
+type pool struct {
+	driver.Conn
+	settings clickhouse.Settings // sent with every query (settings.go)
+}
 
 func (p pool) PrepareBatch(ctx context.Context, query string, opts ...driver.PrepareBatchOption) (driver.Batch, error) {
 	if err := ctx.Err(); err != nil {

@@ -97,10 +97,17 @@ func (c Config) Addrs() []string {
 }
 
 // Open connects to c.Database over the native protocol and pings it. The caller owns
-// the returned pool and must Close it. Every query on the pool carries
-// max_insert_block_size = 16M rows so that one batch insert stays one block (one part
-// per partition) on the server. Its PrepareBatch is guarded against a clickhouse-go race
-// that could close a pooled connection after Send (batch.go).
+// the returned pool and must Close it. Every query on the pool carries the settings of
+// QuerySettings that the server knows (settings.go): among them, every INSERT is
+// synchronous, never deduplicated, and one block (one part per partition) on the
+// server. Its PrepareBatch is guarded against a clickhouse-go race that could close a
+// pooled connection after Send (batch.go).
+//
+// The server that answers first is asked which settings it knows; a connection made
+// later may reach another server of Addr. The servers of one pool therefore run one
+// version (or the first listed knows no setting that a later one does not): a server
+// that lacks a setting refuses the query, loudly, and one that knows more would apply
+// its own default.
 func Open(ctx context.Context, c Config) (driver.Conn, error) {
 	return OpenDatabase(ctx, c, c.Database)
 }
@@ -114,6 +121,31 @@ func OpenDatabase(ctx context.Context, c Config, database string) (driver.Conn, 
 	if c.MaxOpenConns <= 0 {
 		c.MaxOpenConns = 8
 	}
+	pctx, cancel := context.WithTimeout(ctx, c.DialTimeout)
+	defer cancel()
+	probe, err := dial(pctx, c, database, 1, clickhouse.Settings{"max_insert_block_size": maxInsertBlockSize})
+	if err != nil {
+		return nil, err
+	}
+	known, err := knownSettings(pctx, probe)
+	probe.Close()
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse %s/%s: %w", c.Addr, database, err)
+	}
+	settings, err := QuerySettings(known)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse %s/%s: %w", c.Addr, database, err)
+	}
+	conn, err := dial(pctx, c, database, c.MaxOpenConns, settings)
+	if err != nil {
+		return nil, err
+	}
+	return pool{Conn: conn, settings: settings}, nil
+}
+
+// dial opens clickhouse-go's pool of at most conns connections with settings on every
+// query, and pings it.
+func dial(ctx context.Context, c Config, database string, conns int, settings clickhouse.Settings) (driver.Conn, error) {
 	conn, err := clickhouse.Open(&clickhouse.Options{
 		Protocol: clickhouse.Native,
 		Addr:     c.Addrs(),
@@ -123,12 +155,10 @@ func OpenDatabase(ctx context.Context, c Config, database string) (driver.Conn, 
 			Password: c.Password,
 		},
 		DialTimeout:     c.DialTimeout,
-		MaxOpenConns:    c.MaxOpenConns,
-		MaxIdleConns:    c.MaxOpenConns,
+		MaxOpenConns:    conns,
+		MaxIdleConns:    conns,
 		ConnMaxLifetime: time.Hour,
-		Settings: clickhouse.Settings{
-			"max_insert_block_size": 16 << 20,
-		},
+		Settings:        settings,
 		// Its failures come back to svc as errors, which svc logs; its own lines (one
 		// warning per connection to an 18.16 server, for one) only under debug, with
 		// every SQL string literal redacted: statements carry identity digests.
@@ -137,13 +167,11 @@ func OpenDatabase(ctx context.Context, c Config, database string) (driver.Conn, 
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse %s: %w", c.Addr, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, c.DialTimeout)
-	defer cancel()
-	if err := conn.Ping(pctx); err != nil {
+	if err := conn.Ping(ctx); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("clickhouse %s/%s: %w", c.Addr, database, err)
 	}
-	return pool{conn}, nil
+	return conn, nil
 }
 
 // ErrorCode returns the ClickHouse server error code carried by err, or 0.
