@@ -14,7 +14,7 @@ FUZZTIME ?= 40000x
 # Package list for go test; override to run one package.
 PKGS     ?= ./...
 
-.PHONY: all build run stop test test-scale bench lint services services-down fuzz clean
+.PHONY: all build run stop test test-scale bench lint services services-down fuzz clean app-assets
 
 all: build
 
@@ -23,6 +23,14 @@ build:
 
 services:
 	deploy/local/services.sh up
+
+# app-assets: the application's front-end libraries from the npm registry, at the
+# versions app/npm/package-lock.json pins, copied into app/static (embedded in the
+# binary). The copies are committed, so `go build` needs neither npm nor this target; run
+# it after changing app/npm/package.json (then commit the lock file and the copies).
+app-assets:
+	cd app/npm && npm ci --ignore-scripts --no-audit --no-fund
+	cp app/npm/node_modules/uplot/dist/uPlot.iife.min.js app/npm/node_modules/uplot/dist/uPlot.min.css app/static/
 
 services-down:
 	deploy/local/services.sh down
