@@ -59,13 +59,13 @@ func (rg *rig) browser(t *testing.T) *browser {
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
-type page struct {
+type answer struct {
 	Status int
 	Header http.Header
 	Body   string
 }
 
-func (b *browser) do(method, path string, form url.Values) page {
+func (b *browser) do(method, path string, form url.Values) answer {
 	b.t.Helper()
 	var body io.Reader
 	if form != nil {
@@ -87,13 +87,13 @@ func (b *browser) do(method, path string, form url.Values) page {
 	}
 	defer resp.Body.Close()
 	out, _ := io.ReadAll(resp.Body)
-	return page{resp.StatusCode, resp.Header, string(out)}
+	return answer{resp.StatusCode, resp.Header, string(out)}
 }
 
-func (b *browser) get(path string) page { return b.do("GET", path, nil) }
+func (b *browser) get(path string) answer { return b.do("GET", path, nil) }
 
 // post posts form to path with the CSRF token of the page at from (a GET first).
-func (b *browser) post(from, path string, form url.Values) page {
+func (b *browser) post(from, path string, form url.Values) answer {
 	b.t.Helper()
 	p := b.get(from)
 	form.Set("csrf", csrfOf(b.t, p.Body))

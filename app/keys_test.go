@@ -14,7 +14,7 @@ import (
 
 var secretRE = regexp.MustCompile(`id="secret" type="text" readonly value="([^"]+)"`)
 
-func secretOf(t *testing.T, p page) string {
+func secretOf(t *testing.T, p answer) string {
 	t.Helper()
 	m := secretRE.FindStringSubmatch(p.Body)
 	if p.Status != 201 || m == nil {

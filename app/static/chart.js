@@ -14,7 +14,7 @@
   }
   series.push({ label: "Value" + (d.currency ? " (" + d.currency + ")" : ""), stroke: "#2f7d32", width: 2, dash: [6, 4], scale: "v" });
   data.push(d.value);
-  function width() { return Math.max(280, Math.min(el.parentElement.clientWidth, 900)); }
+  function width() { return Math.max(260, Math.min(el.clientWidth, 1100)); }
   var opts = {
     width: width(), height: 280, tzDate: function (ts) { return uPlot.tzDate(new Date(ts * 1e3), "Etc/UTC"); },
     series: series,
