@@ -19,11 +19,11 @@ type Config struct {
 	// SessionTTL is how long a session lasts from its sign-in (SVC_APP_SESSION_TTL,
 	// default 12h; 5m..720h).
 	SessionTTL time.Duration
-	// SignInAttempts is how many sign-in and sign-in-link attempts one email may make
-	// per ThrottleWindow (SVC_APP_SIGNIN_ATTEMPTS, default 10; 1..1000).
+	// SignInAttempts is how many failed sign-in attempts one email may make per
+	// ThrottleWindow (SVC_APP_SIGNIN_ATTEMPTS, default 10; 1..1000).
 	SignInAttempts int
-	// AddressAttempts is the same bound per client address (SVC_APP_ADDRESS_ATTEMPTS,
-	// default 50; 1..100000).
+	// AddressAttempts is the same bound per client address, unknown or used sign-in
+	// links counted too (SVC_APP_ADDRESS_ATTEMPTS, default 50; 1..100000).
 	AddressAttempts int
 	// ThrottleWindow is the window of both bounds (SVC_APP_THROTTLE_WINDOW, default 15m;
 	// 1s..24h).

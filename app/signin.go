@@ -17,23 +17,31 @@ func (a *App) signInPage(c *call) error {
 	return c.render(200, "signin", "Sign in", "", signInData{Next: safeNext(c.Query("next"))})
 }
 
-// throttled counts an attempt of the client's address and, when given, of email, and
-// answers 429 when either is over its bound.
+// throttled answers 429 when the client's address, or email when given, reached its
+// bound of failed attempts (Throttle); true when it did (or the counters failed).
 func (c *call) throttled(email string) (bool, error) {
 	a, ctx := c.app, c.Context()
-	ok, err := a.Throttle.Allow(ctx, "addr", c.ClientIP().String(), a.Config.AddressAttempts)
-	if err == nil && ok && email != "" {
-		ok, err = a.Throttle.Allow(ctx, "email", email, a.Config.SignInAttempts)
+	stop, err := a.Throttle.Blocked(ctx, "addr", c.ClientIP().String(), a.Config.AddressAttempts)
+	if err == nil && !stop && email != "" {
+		stop, err = a.Throttle.Blocked(ctx, "email", email, a.Config.SignInAttempts)
 	}
 	if err != nil {
 		return true, err
 	}
-	if !ok {
+	if stop {
 		c.Ctx.Response.Header.Set("Retry-After", itoa(int(a.Config.ThrottleWindow.Seconds())))
-		c.message(429, "Too many attempts", "Too many sign-in attempts for this address or email. Wait a few minutes and try again.")
-		return true, nil
+		c.message(429, "Too many attempts", "Too many failed sign-in attempts for this address or email. Wait a few minutes and try again.")
 	}
-	return false, nil
+	return stop, nil
+}
+
+// failed counts a failed attempt of the client's address and, when given, of email.
+func (c *call) failed(email string) error {
+	err := c.app.Throttle.Fail(c.Context(), "addr", c.ClientIP().String())
+	if err == nil && email != "" {
+		err = c.app.Throttle.Fail(c.Context(), "email", email)
+	}
+	return err
 }
 
 // signIn checks email and password (throttled per address and per email) and starts a
@@ -49,6 +57,9 @@ func (a *App) signIn(c *call) error {
 		return err
 	}
 	refuse := func() error {
+		if err := c.failed(email); err != nil {
+			return err
+		}
 		_ = a.Audit.Record(ctx, Entry{Who: email, Address: c.ClientIP().String(), Action: "user sign-in refused", Target: email})
 		return c.render(401, "signin", "Sign in", "", signInData{Email: c.form.Get("email"), Next: next, Error: "Wrong email or password."})
 	}
@@ -145,6 +156,9 @@ func (a *App) invite(c *call) (*Invite, *inviteData, error) {
 	token := c.Param("token")
 	inv, err := a.Users.PeekInvite(c.Context(), token)
 	if errors.Is(err, ErrInviteGone) {
+		if err := c.failed(""); err != nil {
+			return nil, nil, err
+		}
 		c.message(410, "Sign-in link not valid", "This sign-in link was used already or has expired (links work once, for 24 hours). Ask a workspace administrator for a new one.")
 		return nil, nil, nil
 	}
@@ -192,6 +206,9 @@ func (a *App) acceptInvite(c *call) error {
 			return err
 		}
 		if !ok {
+			if err := c.failed(inv.Email); err != nil {
+				return err
+			}
 			return again("Wrong password.")
 		}
 	} else {
