@@ -43,11 +43,21 @@ func auditKey(ws uuid.UUID) string {
 	return "svc:app:audit:" + ws.String()
 }
 
-// Record appends e (its Time is the stream's) and drops entries past Retention.
+// opsCap bounds the operator's log, which refused sign-ins from anyone also reach: past
+// it the oldest entries go, whatever their age.
+const opsCap = 100000
+
+// Record appends e (its Time is the stream's) and drops entries past Retention (in the
+// operator's log, past opsCap entries).
 func (a *Audit) Record(ctx context.Context, e Entry) error {
-	minID := strconv.FormatInt(a.Now().Add(-a.Retention).UnixMilli(), 10)
-	return a.rdb.XAdd(ctx, &redis.XAddArgs{Stream: auditKey(e.Workspace), MinID: minID, Approx: true,
-		Values: []string{"who", e.Who, "address", e.Address, "action", e.Action, "target", e.Target, "detail", e.Detail}}).Err()
+	args := &redis.XAddArgs{Stream: auditKey(e.Workspace), Approx: true,
+		Values: []string{"who", e.Who, "address", e.Address, "action", e.Action, "target", e.Target, "detail", e.Detail}}
+	if e.Workspace == uuid.Nil {
+		args.MaxLen = opsCap
+	} else {
+		args.MinID = strconv.FormatInt(a.Now().Add(-a.Retention).UnixMilli(), 10)
+	}
+	return a.rdb.XAdd(ctx, args).Err()
 }
 
 // List returns the newest n entries of workspace ws, newest first.
