@@ -25,12 +25,13 @@ services:
 	deploy/local/services.sh up
 
 # app-assets: the application's front-end libraries from the npm registry, at the
-# versions app/npm/package-lock.json pins, copied into app/static (embedded in the
-# binary). The copies are committed, so `go build` needs neither npm nor this target; run
+# versions app/npm/package-lock.json pins: uPlot copied into app/static (embedded in the
+# binary), axe-core into app/testdata (the browser test's accessibility check). The copies are committed, so `go build` needs neither npm nor this target; run
 # it after changing app/npm/package.json (then commit the lock file and the copies).
 app-assets:
 	cd app/npm && npm ci --ignore-scripts --no-audit --no-fund
 	cp app/npm/node_modules/uplot/dist/uPlot.iife.min.js app/npm/node_modules/uplot/dist/uPlot.min.css app/static/
+	cp app/npm/node_modules/axe-core/axe.min.js app/testdata/
 
 services-down:
 	deploy/local/services.sh down

@@ -157,6 +157,31 @@ func (tb *tab) visit(path, sel string) {
 	}
 	tb.do(chromedp.Navigate(path), chromedp.WaitVisible(chromedp.CSS(sel)))
 	tb.noCSPViolation()
+	tb.accessible()
+}
+
+// axeSource is axe-core (app/npm, make app-assets), run on every screen the test visits.
+var axeSource = func() string {
+	b, err := os.ReadFile(filepath.Join("testdata", "axe.min.js"))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}()
+
+// accessible runs axe-core on the page: no serious or critical violation of WCAG 2.x A/AA.
+func (tb *tab) accessible() {
+	tb.t.Helper()
+	if ok := run(tb, chromedp.Evaluate[bool](axeSource+";typeof axe === 'object'")); !ok {
+		tb.t.Fatal("axe-core did not load")
+	}
+	bad := run(tb, chromedp.Evaluate[[]string](`axe.run(document, {runOnly: {type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "best-practice"]}})
+		.then(function (r) { return r.violations.filter(function (v) { return v.impact === "serious" || v.impact === "critical"; })
+		.map(function (v) { return v.impact + " " + v.id + ": " + v.help + " at " + v.nodes.map(function (n) { return n.target.join(" "); }).join(", "); }); })`,
+		chromedp.EvalAwaitPromise))
+	if len(bad) > 0 {
+		tb.t.Errorf("axe-core at %s:\n%s", tb.location(), strings.Join(bad, "\n"))
+	}
 }
 
 func (tb *tab) noCSPViolation() {
@@ -202,11 +227,10 @@ func curl(t *testing.T, line string) (int, string) {
 // password, create a key, run its curl line, see the pixel's rollups and chart move,
 // rotate and revoke the key (its curl line then gets 401 key_revoked); and the attacks: a
 // form without its CSRF token, another workspace's ids, a pixel named like a script, a
-// used sign-in link, a signed-out session. No page breaks its CSP; a screenshot of every
-// screen is saved.
+// used sign-in link, a signed-out session. No page breaks its CSP or has a serious
+// accessibility violation (axe-core); a screenshot of every screen is saved.
 func TestApplicationInABrowser(t *testing.T) {
-	chrome := chromium(t)
-	_ = chrome
+	chromium(t) // skip (or fail under CI) before starting anything
 	d := startDev(t)
 	ws := d.admin(t, "id", "workspace", "create", "--name", "Acme Shop")
 	pixel := d.admin(t, "id", "pixel", "create", "--workspace", ws, "--name", "Checkout")
@@ -234,6 +258,7 @@ func TestApplicationInABrowser(t *testing.T) {
 	tb.do(chromedp.Click(chromedp.CSS(`input[name=scope][value="pixels:read"]`)), chromedp.Click(chromedp.ID("create-key-submit")),
 		chromedp.WaitVisible(chromedp.ID("secret")))
 	tb.noCSPViolation()
+	tb.accessible()
 	secret := run(tb, chromedp.Value(chromedp.ID("secret")))
 	line := tb.text("#curl")
 	if !strings.HasPrefix(secret, "svc_live_") || !strings.Contains(line, "Bearer "+secret) || !strings.Contains(line, pixel) {
@@ -307,6 +332,7 @@ func TestApplicationInABrowser(t *testing.T) {
 	tb.visit("/app/api-keys/"+keyID, "#rotate")
 	tb.shot("key")
 	tb.do(chromedp.SetValue(chromedp.ID("overlap"), "1h"), chromedp.Click(chromedp.ID("rotate-submit")), chromedp.WaitVisible(chromedp.ID("secret")))
+	tb.accessible()
 	rotated := tb.text("#curl")
 	if strings.Contains(rotated, secret) {
 		t.Fatal("the rotation showed the old secret")
@@ -321,6 +347,7 @@ func TestApplicationInABrowser(t *testing.T) {
 	tb.visit("/app/api-keys/"+keyID, "#revoke")
 	tb.do(chromedp.Click(chromedp.ID("revoke-confirm")), chromedp.Click(chromedp.ID("revoke-submit")),
 		chromedp.WaitNotPresent(chromedp.ID("revoke")))
+	tb.accessible()
 	if st := tb.text("#key-state"); st != "revoked" {
 		t.Fatalf("state %q", st)
 	}
@@ -337,6 +364,7 @@ func TestApplicationInABrowser(t *testing.T) {
 	if h := tb.text("h1"); h != "Form refused" {
 		t.Fatalf("without the CSRF token: %q", h)
 	}
+	tb.accessible()
 	tb.shot("csrf-refused")
 	if keys := svctest.RunJSON(t, d.env, "admin", "key", "list", "--workspace", ws)["data"].([]any); len(keys) != 1 {
 		t.Fatalf("%d keys", len(keys))
@@ -364,6 +392,16 @@ func TestApplicationInABrowser(t *testing.T) {
 		}
 	}
 	tb.shot("audit")
+	// Members: an admin makes a sign-in link for someone else.
+	tb.visit("/app/members", "#invite")
+	tb.do(chromedp.SendKeys(chromedp.ID("email"), uniqueEmail("bob")), chromedp.Click(chromedp.ID("invite-submit")),
+		chromedp.WaitVisible(chromedp.ID("invite-link")))
+	tb.noCSPViolation()
+	tb.accessible()
+	if l := run(tb, chromedp.Value(chromedp.ID("invite-link"))); !strings.HasPrefix(l, d.url+"/app/invite/") {
+		t.Fatalf("the members screen's link: %q", l)
+	}
+	tb.shot("members")
 	// On a phone's screen.
 	tb.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)))
 	tb.visit("/app/api-keys", "#keys")
