@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -29,37 +30,62 @@ type App struct {
 	Sessions *Sessions
 	Audit    *Audit
 	Throttle *Throttle
-	Conn     driver.Conn // ClickHouse: the rollups the pixel page charts
 	Log      *slog.Logger
 	Now      func() time.Time
+
+	connMu sync.Mutex
+	conn   driver.Conn // ClickHouse: the rollups the pixel page charts (nil until reached)
 }
 
-// New connects to ClickHouse (the app owns that pool: its Role closes it) and returns
-// the application over the workspace store ks and Redis rdb. cfg must be valid and
-// have its PublicURL.
+// New returns the application over the workspace store ks and Redis rdb, and connects
+// to ClickHouse (the app owns that pool: its Role closes it). Only the pixel page's
+// rollups need ClickHouse: when it does not answer, the application starts without it
+// (every other screen works, a key can be revoked) and connects when a pixel page asks.
+// cfg must be valid and have its PublicURL.
 func New(ctx context.Context, cfg Config, ks *workspace.Store, rdb redis.UniversalClient, log *slog.Logger) (*App, error) {
-	conn, err := chpool.Open(ctx, cfg.ClickHouse)
-	if err != nil {
-		return nil, fmt.Errorf("app: %w", err)
+	a := Assemble(cfg, ks, rdb, nil, log)
+	if _, err := a.rollups(ctx); err != nil {
+		log.Warn("ClickHouse not reachable yet; the pixel pages' rollups wait for it", "err", err.Error())
 	}
-	return Assemble(cfg, ks, rdb, conn, log), nil
+	return a, nil
 }
 
-// Assemble wires the application over its stores and the ClickHouse conn (closed by
-// the role's Close).
+// rollups is the ClickHouse pool, opened on first use.
+func (a *App) rollups(ctx context.Context) (driver.Conn, error) {
+	a.connMu.Lock()
+	defer a.connMu.Unlock()
+	if a.conn == nil {
+		conn, err := chpool.Open(ctx, a.Config.ClickHouse)
+		if err != nil {
+			return nil, fmt.Errorf("app: %w", err)
+		}
+		a.conn = conn
+	}
+	return a.conn, nil
+}
+
+// Assemble wires the application over its stores and the ClickHouse conn (nil: opened
+// when first needed; closed by the role's Close).
 func Assemble(cfg Config, ks *workspace.Store, rdb redis.UniversalClient, conn driver.Conn, log *slog.Logger) *App {
 	return &App{Config: cfg, Keys: ks, Users: NewUsers(rdb), Sessions: NewSessions(rdb, cfg.SessionTTL),
 		Audit: NewAudit(rdb, cfg.AuditRetention), Throttle: &Throttle{rdb: rdb, Window: cfg.ThrottleWindow},
-		Conn: conn, Log: log, Now: time.Now}
+		conn: conn, Log: log, Now: time.Now}
 }
 
-// Role is the application as a process role: a ClickHouse readiness check, and a close
-// that closes its pool (after the HTTP front drained).
+// Role is the application as a process role: a close that closes its ClickHouse pool
+// (after the HTTP front drained). It has no readiness check of its own: it needs Redis,
+// which the front checks, and ClickHouse only for the rollups of a pixel page.
 func (a *App) Role() process.Role {
 	return process.Role{
-		Name:   "app",
-		Checks: []process.Check{{Name: "clickhouse", Fn: func(ctx context.Context) error { return a.Conn.Ping(ctx) }}},
-		Close:  func(context.Context) error { return a.Conn.Close() },
+		Name: "app",
+		Close: func(context.Context) error {
+			a.connMu.Lock()
+			defer a.connMu.Unlock()
+			if a.conn == nil {
+				return nil
+			}
+			return a.conn.Close()
+		},
 	}
 }
 

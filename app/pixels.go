@@ -109,7 +109,8 @@ func (a *App) renderPixel(c *call, status int, errText string) error {
 	d := pixelData{Pixel: pixelView{Pixel: *p, ID: ids.Format(ids.Pixel, p.ID), Zone: zone}, Days: 30, Event: c.Query("event"), Error: errText}
 	d.Rows, err = a.daily(c.Context(), c.ws, p.ID, zone.Name, d.Days)
 	if err != nil {
-		return err
+		a.Log.Warn("pixel page: rollups unavailable", "request_id", c.ID, "err", err.Error())
+		d.Error, status = "The rollups cannot be read right now; the table and chart are empty until ClickHouse answers again.", 503
 	}
 	d.Events, d.Chart = chartOf(d.Rows, d.Event, d.Days, zone.Name, a.Now())
 	return c.render(status, "pixel", p.Name, "pixels", d)
@@ -125,7 +126,11 @@ func (a *App) daily(ctx context.Context, ws workspace.Workspace, pixel uuid.UUID
 	to := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return rollups.QueryDaily(ctx, a.Conn, rollups.DailyQuery{Workspace: schema.UUID(ws.ID), Sandbox: ws.Showroom,
+	conn, err := a.rollups(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return rollups.QueryDaily(ctx, conn, rollups.DailyQuery{Workspace: schema.UUID(ws.ID), Sandbox: ws.Showroom,
 		Pixel: schema.UUID(pixel), TimeZone: zone, From: to.AddDate(0, 0, 1-days), To: to, Limit: 1000, Now: a.Now()})
 }
 

@@ -40,7 +40,7 @@ func TestPixelScreens(t *testing.T) {
 		t.Fatalf("a bad zone: %d", p.Status)
 	}
 	// A day of events in the pixel's zone shows in the table and the chart's data.
-	b, err := rg.app.Conn.PrepareBatch(ctx, `INSERT INTO events (workspace_id, pixel_id, sandbox, event_id, event_name,
+	b, err := rg.app.conn.PrepareBatch(ctx, `INSERT INTO events (workspace_id, pixel_id, sandbox, event_id, event_name,
 		occurred_at, event_date, value, has_value, currency, consent, has_email, email_sha256, inserted_at)`)
 	if err != nil {
 		t.Fatal(err)
@@ -76,5 +76,22 @@ func TestPixelScreens(t *testing.T) {
 		if p := adm.post("/app/pixels", "/app/pixels/"+id+"/time-zone", url.Values{"time_zone": {"UTC"}}); p.Status != 404 {
 			t.Fatalf("pixel %s zone: %d", id, p.Status)
 		}
+	}
+}
+
+// Without ClickHouse the application works but for the rollups: a pixel page says so
+// (503), keys still change.
+func TestWithoutClickHouse(t *testing.T) {
+	rg := newRig(t, false)
+	rg.app.conn = nil
+	rg.app.Config.ClickHouse.Addr, rg.app.Config.ClickHouse.DialTimeout = "127.0.0.1:1", 200*time.Millisecond
+	ws := rg.Workspace(t, false)
+	px := rg.Pixel(t, ws.ID)
+	adm := rg.member(t, ws, uniqueEmail("admin"), RoleAdmin)
+	if p := adm.get("/app/pixels/" + ids.Format(ids.Pixel, px.ID)); p.Status != 503 || !strings.Contains(p.Body, "cannot be read right now") {
+		t.Fatalf("pixel page: %d\n%s", p.Status, p.Body)
+	}
+	if p := adm.post("/app/api-keys", "/app/api-keys", url.Values{"scope": {"events:write"}, "burst": {"10"}, "daily": {"100"}}); p.Status != 201 {
+		t.Fatalf("create a key: %d", p.Status)
 	}
 }
