@@ -14,7 +14,7 @@ FUZZTIME ?= 40000x
 # Package list for go test; override to run one package.
 PKGS     ?= ./...
 
-.PHONY: all build run stop test test-scale bench lint services services-down fuzz clean chdb
+.PHONY: all build run stop test test-scale bench lint services services-down fuzz clean chdb app-assets
 
 all: build
 
@@ -23,6 +23,15 @@ build:
 
 services:
 	deploy/local/services.sh up
+
+# app-assets: the application's front-end libraries from the npm registry, at the
+# versions app/npm/package-lock.json pins: uPlot copied into app/static (embedded in the
+# binary), axe-core into app/testdata (the browser test's accessibility check). The copies are committed, so `go build` needs neither npm nor this target; run
+# it after changing app/npm/package.json (then commit the lock file and the copies).
+app-assets:
+	cd app/npm && npm ci --ignore-scripts --no-audit --no-fund
+	cp app/npm/node_modules/uplot/dist/uPlot.iife.min.js app/npm/node_modules/uplot/dist/uPlot.min.css app/static/
+	cp app/npm/node_modules/axe-core/axe.min.js app/testdata/
 
 services-down:
 	deploy/local/services.sh down

@@ -1,10 +1,11 @@
 package main
 
-// `svc admin`, the operator's side of the application's key screens: workspaces, pixels
-// and API keys (admin.go), time zones, retention, the catalog's imports and the showroom
-// seed, webhook endpoints and deliveries (admin_*.go). Every command prints one JSON object
-// on stdout, or exits non-zero with a message on stderr. Secrets are printed only on
-// creation and rotation, never logged.
+// `svc admin`, the operator's side of the application's screens: workspaces, pixels and
+// API keys (admin.go), the application's users and audit log (admin_users.go), time
+// zones, retention, the catalog's imports and the showroom seed, webhook endpoints and
+// deliveries (admin_*.go). Every command prints one JSON object on stdout, or exits
+// non-zero with a message on stderr. Secrets are printed only on creation and rotation,
+// never logged.
 
 import (
 	"context"
@@ -21,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"svc/app"
 	"svc/lib/apikey"
 	"svc/lib/httpserver"
 	"svc/lib/ids"
@@ -35,11 +37,15 @@ type Command struct {
 	Run   func(ctx context.Context, e *Env, args []string) (any, error)
 }
 
-// Env is what commands share: the key store and where output goes.
+// Env is what commands share: the key store, where output goes, who runs them, the
+// audit log and the base URL of sign-in links.
 type Env struct {
-	Keys  *workspace.Store
-	Redis redis.UniversalClient
-	Out   io.Writer
+	Keys      *workspace.Store
+	Redis     redis.UniversalClient
+	Out       io.Writer
+	Who       string     // the operator, as the audit log names them
+	Audit     *app.Audit // every change is written to it (runAdmin)
+	PublicURL string     // SVC_PUBLIC_URL
 }
 
 // Commands maps "noun verb" to a command.
@@ -48,7 +54,7 @@ type Commands map[string]Command
 // Builtin are this package's commands: the key screens (workspaces, pixels, keys, their
 // time zones, raw-event retention) and the catalog's loading (imports, the showroom
 // seed). The webhooks role's live in its package; main.go hands every set to Main.
-var Builtin = Merge(timeZoneCommands, retentionCommands, catalogCommands, Commands{
+var Builtin = Merge(timeZoneCommands, retentionCommands, catalogCommands, userCommands, Commands{
 	"workspace create": {"--name NAME [--showroom] [--time-zone ZONE]", workspaceCreate},
 	"pixel create":     {"--workspace ID [--name NAME] [--time-zone ZONE]", pixelCreate},
 	"key create":       {"--workspace ID --env live|sandbox --scopes a,b [--expires RFC3339] [--allow CIDR,...] [--version V] [--burst N] [--daily N]", keyCreate},
@@ -83,6 +89,7 @@ func runAdmin(ctx context.Context, args []string, sets ...Commands) error {
 	}
 	r := settings.New()
 	rc := process.RedisFromEnv(r)
+	ac := readAdminApp(r)
 	if err := r.Err(); err != nil {
 		return err
 	}
@@ -91,13 +98,20 @@ func runAdmin(ctx context.Context, args []string, sets ...Commands) error {
 		return err
 	}
 	defer rdb.Close()
-	e := &Env{Keys: workspace.NewStore(rdb), Redis: rdb, Out: os.Stdout}
+	e := &Env{Keys: workspace.NewStore(rdb), Redis: rdb, Out: os.Stdout, Who: operator(),
+		Audit: app.NewAudit(rdb, ac.Retention), PublicURL: ac.PublicURL}
 	out, err := cmd.Run(ctx, e, rest)
 	if err != nil {
 		return fmt.Errorf("%s: %w", name, err)
 	}
 	enc := json.NewEncoder(e.Out)
-	return enc.Encode(out)
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	if err := auditAdmin(ctx, e, name, rest, out); err != nil {
+		return auditFailed(name, err)
+	}
+	return nil
 }
 
 func (Commands Commands) split(args []string) (string, []string) {

@@ -5,9 +5,10 @@
 //	svc rollup     the Kafka consumer group writing events into ClickHouse
 //	svc api        the read API
 //	svc webhooks   inbound receiver and outbound delivery worker
+//	svc app        the application: web screens under /app
 //	svc broker     the embedded Kafka broker alone
 //	svc migrate    apply the ClickHouse schema
-//	svc admin ...  workspaces, pixels, keys, webhooks, imports, seed data
+//	svc admin ...  workspaces, pixels, keys, users, webhooks, imports, seed data
 //	svc config     the settings and their effective values
 //	svc bench ...  load generator and reports
 //
@@ -56,6 +57,7 @@ var commands = map[string]command{
 	"rollup":   {"the Kafka consumer group writing events into ClickHouse", roleCommand("rollup"), true},
 	"api":      {"the read API", roleCommand("api"), true},
 	"webhooks": {"inbound receiver and outbound delivery worker", roleCommand("webhooks"), true},
+	"app":      {"the application: web screens under /app (sign-in, API keys, pixels)", roleCommand("app"), true},
 	"broker":   {"the embedded Kafka broker alone (SVC_EMBEDDED_KAFKA_ADDR)", brokerMain, true},
 	"admin":    {"workspaces, pixels, keys, webhooks, imports, seeds (run without arguments for the list)", adminMain, false},
 	"migrate":  {"apply the ClickHouse schema (--print, --clustered --cluster NAME)", migrations.MigrateMain, false},

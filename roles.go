@@ -9,6 +9,7 @@ import (
 	"svc/api"
 	"svc/api/docs"
 	"svc/api/mcp"
+	"svc/app"
 	"svc/ingest"
 	"svc/lib/httpserver"
 	"svc/lib/kafkabroker"
@@ -34,9 +35,11 @@ type roleSet interface {
 // roleSets reads each role command's settings.
 var roleSets = map[string]func(r *settings.Reader) roleSet{
 	"dev": func(r *settings.Reader) roleSet {
-		return &devSet{processSettings: readProcess(r), Broker: kafkabroker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r),
+		s := &devSet{processSettings: readProcess(r), Broker: kafkabroker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r),
 			Webhooks: webhooks.ConfigFromEnv(r), Privacy: privacy.ConfigFromEnv(r), Read: api.ConfigFromEnv(r),
-			Rollup: rollup.ConfigFromEnv(r)}
+			Rollup: rollup.ConfigFromEnv(r), App: app.ConfigFromEnv(r)}
+		s.App.PublicURL = s.HTTP.PublicURL
+		return s
 	},
 	"ingest": func(r *settings.Reader) roleSet {
 		return &ingestSet{processSettings: readProcess(r), Broker: kafkabroker.ConfigFromEnv(r), Ingest: ingest.ConfigFromEnv(r)}
@@ -51,6 +54,11 @@ var roleSets = map[string]func(r *settings.Reader) roleSet{
 	},
 	"webhooks": func(r *settings.Reader) roleSet {
 		return &webhooksSet{processSettings: readProcess(r), Webhooks: webhooks.ConfigFromEnv(r), Privacy: privacy.ConfigFromEnv(r)}
+	},
+	"app": func(r *settings.Reader) roleSet {
+		s := &appSet{processSettings: readProcess(r), App: app.ConfigFromEnv(r)}
+		s.App.PublicURL = s.HTTP.PublicURL
+		return s
 	},
 }
 
@@ -216,6 +224,23 @@ func newPrivacy(ctx context.Context, c privacy.Config, p *process.Process, wh *w
 	return pw, nil
 }
 
+// appSet is `svc app`: the application's pages under /app.
+type appSet struct {
+	processSettings
+	App app.Config
+}
+
+func (s *appSet) validate() error { return errors.Join(s.validateBase(), s.App.Validate()) }
+
+func (s *appSet) build(ctx context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
+	a, err := app.New(ctx, s.App, ks, p.Redis, p.Log)
+	if err != nil {
+		return nil, err
+	}
+	front.Handle(a.Routes()...)
+	return []process.Role{a.Role()}, nil
+}
+
 // devSet is `svc dev`: every role in one process behind SVC_HTTP_ADDR, routing by path
 // as a production load balancer would, with an embedded broker unless SVC_KAFKA_BROKERS
 // is set. Each role logs under its own name; the HTTP front's lines say dev.
@@ -227,15 +252,16 @@ type devSet struct {
 	Privacy  privacy.Config
 	Read     api.Config
 	Rollup   rollup.Config
+	App      app.Config
 }
 
 func (s *devSet) validate() error {
 	return errors.Join(s.validateBase(), s.Broker.Validate(), s.Ingest.Validate(), s.Webhooks.Validate(),
-		s.Privacy.Validate(), s.Read.Validate(), s.Rollup.Validate())
+		s.Privacy.Validate(), s.Read.Validate(), s.Rollup.Validate(), s.App.Validate())
 }
 
 // build starts the broker first (it closes last), then the edge, webhooks, the read API
-// with docs and MCP, and the rollup consumer.
+// with docs and MCP, the application, and the rollup consumer.
 func (s *devSet) build(ctx context.Context, p *process.Process, front *httpserver.Front, ks *workspace.Store) ([]process.Role, error) {
 	s.Broker.Log, s.Rollup.Log = p.RoleLog("broker"), p.RoleLog("rollup")
 	seeds, brk, err := kafkabroker.Role(s.Broker, schema.Topics...)
@@ -263,7 +289,12 @@ func (s *devSet) build(ctx context.Context, p *process.Process, front *httpserve
 		return roles, err
 	}
 	roles = append(roles, rd.Role())
-	for _, routes := range [][]httpserver.Route{edge.Routes(), wh.Routes(), rd.Routes(), docs.Routes(), mcp.New().Routes()} {
+	ap, err := app.New(ctx, s.App, ks, p.Redis, p.RoleLog("app"))
+	if err != nil {
+		return roles, err
+	}
+	roles = append(roles, ap.Role())
+	for _, routes := range [][]httpserver.Route{edge.Routes(), wh.Routes(), rd.Routes(), docs.Routes(), mcp.New().Routes(), ap.Routes()} {
 		front.Handle(routes...)
 	}
 	c, err := rollup.New(s.Rollup, seeds, p.Registry, p.Redis)

@@ -185,7 +185,7 @@ func TestEveryRoleLogsJSONLines(t *testing.T) {
 	if err := in.stop(); err != nil {
 		t.Fatalf("svc dev: %v", err)
 	}
-	checkJSONLines(t, "svc dev", in.log.Bytes(), "dev", "ingest", "rollup", "api", "webhooks", "broker")
+	checkJSONLines(t, "svc dev", in.log.Bytes(), "dev", "ingest", "rollup", "api", "webhooks", "app", "broker")
 }
 
 // redisAddr is the host:port of a redis:// URL.

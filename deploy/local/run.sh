@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # run.sh: what `make run` does after building and starting Redis and ClickHouse: apply
 # the schema, seed the showroom workspace, start `svc dev` (every role and the embedded
-# Kafka broker) in the background, wait until it is ready, then print a working key and
-# a curl line. Running it again restarts svc dev with the current build.
+# Kafka broker) in the background, wait until it is ready, then print a working key, a
+# curl line, and the application's URL with a one-time sign-in link for the showroom's
+# administrator. Running it again restarts svc dev with the current build.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -46,6 +47,8 @@ key=$("$svc" admin key create --workspace "$ws" --env sandbox \
   --scopes events:write,pixels:read,plans:read,campaigns:read,studies:read,account:read,actuals:write)
 secret=$(echo "$key" | json secret)
 now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+admin_email=admin@showroom.example
+link=$("$svc" admin user invite --workspace "$ws" --email "$admin_email" --role admin | json sign_in_url)
 
 cat <<MSG
 
@@ -68,4 +71,10 @@ Try it:
 The discovery document (your key's limits and scopes, the base URL, the OpenAPI document):
 
   curl -s http://$addr/.well-known/svc -H 'Authorization: Bearer $secret'
+
+The application (API keys, pixels and their charts, the audit log) is at http://$addr/app.
+Sign in as $admin_email through this one-time link (valid 24 h; it asks you to
+choose a password, or for the one you chose at an earlier make run):
+
+  $link
 MSG

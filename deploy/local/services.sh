@@ -4,7 +4,8 @@
 # as plain processes with their data under $SVC_DATA_DIR (default .data). Running it
 # twice is harmless: a service that already answers is left alone. It also installs
 # HAProxy, which it does not start: api's allow-list test runs its own in front of a test
-# server (api/haproxy_test.go; under CI=true it fails without it).
+# server (api/haproxy_test.go; under CI=true it fails without it); and Chromium, which
+# the application's browser test drives (app/browser_test.go; the same rule).
 #
 #   deploy/local/services.sh up     install if missing, start, wait until both answer
 #   deploy/local/services.sh down   stop both (by pid file)
@@ -26,6 +27,7 @@ install_missing() {
   command -v clickhouse-client >/dev/null 2>&1 || pkgs+=(clickhouse-client)
   command -v curl >/dev/null 2>&1 || pkgs+=(curl)
   command -v haproxy >/dev/null 2>&1 || [ -x /usr/sbin/haproxy ] || pkgs+=(haproxy)
+  command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || pkgs+=(chromium)
   [ ${#pkgs[@]} -eq 0 ] && return 0
   log "installing ${pkgs[*]} from Debian's packages"
   local sudo=""; [ "$(id -u)" -ne 0 ] && sudo=sudo

@@ -101,6 +101,19 @@ func (r *Request) Raw(status int, contentType string, body []byte) {
 	r.Ctx.SetBody(body)
 }
 
+// HTML writes an HTML page with status (an application's pages: Route.Page).
+func (r *Request) HTML(status int, page []byte) {
+	r.Raw(status, "text/html; charset=utf-8", page)
+}
+
+// SeeOther redirects to location (a path of this server) with 303 See Other: the answer
+// to a form posted to a page route, and to a page that needs a sign-in first.
+func (r *Request) SeeOther(location string) {
+	r.Ctx.Response.Header.Set("Location", location)
+	r.Ctx.SetStatusCode(303)
+	r.Ctx.Response.ResetBody()
+}
+
 // List is the envelope of every list response.
 type List[T any] struct {
 	Data []T      `json:"data"`

@@ -24,6 +24,11 @@ type Route struct {
 	// Public routes need no key and spend no quota (health, documentation, signed
 	// webhooks that authenticate themselves).
 	Public bool
+	// Page routes are an application's HTML pages (the /app screens, which authenticate
+	// their own sessions): public, answered without rate-limit headers, and no API
+	// operation, so Server.Routes (OpenAPI, discovery) leaves them out. Their handlers
+	// answer every outcome themselves (Request.HTML, Request.SeeOther).
+	Page bool
 	// Idempotent routes honour the Idempotency-Key header.
 	Idempotent bool
 	// TakeoverAfter, when positive, lets an identical repeat take over a reservation of
@@ -65,6 +70,7 @@ func newRouter(routes []Route) *router {
 	rt := &router{static: map[string][]*compiled{}}
 	for _, r := range routes {
 		c := &compiled{Route: r}
+		c.Public = c.Public || c.Page
 		for _, s := range strings.Split(strings.Trim(r.Path, "/"), "/") {
 			if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
 				c.segs = append(c.segs, "")

@@ -59,11 +59,14 @@ func NewServer(cfg Config, deps Deps, routes []Route) *Server {
 	return s
 }
 
-// Routes returns the routes served (OpenAPI and documentation use it).
+// Routes returns the API's routes served (OpenAPI and documentation use it): every
+// route but an application's pages.
 func (s *Server) Routes() []Route {
-	out := make([]Route, len(s.rt.all))
-	for i, c := range s.rt.all {
-		out[i] = c.Route
+	out := make([]Route, 0, len(s.rt.all))
+	for _, c := range s.rt.all {
+		if !c.Page {
+			out = append(out, c.Route)
+		}
 	}
 	return out
 }
@@ -277,6 +280,10 @@ func (s *Server) finish(r *Request, err error) {
 		}
 		r.Ctx.Response.ResetBody()
 		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
+		return
+	}
+	if r.route.Page {
+		r.Ctx.Response.Header.Set("Request-Id", r.ID)
 		return
 	}
 	s.commonHeaders(r.Ctx, r.ID, r.Limits)

@@ -19,9 +19,9 @@ var Table = []Setting{
 
 	// The HTTP side of every role (api.Config).
 	{Name: "SVC_HTTP_ADDR", Group: GroupHTTP, Kind: String, Default: "127.0.0.1:8080",
-		ReadBy: with(roles, Bench), Meaning: "HTTP listen address of every role (`svc rollup`: `/healthz` and `/readyz` only)"},
+		ReadBy: with(roles, Admin, Bench), Meaning: "HTTP listen address of every role (`svc rollup`: `/healthz` and `/readyz` only)"},
 	{Name: "SVC_PUBLIC_URL", Group: GroupHTTP, Kind: String, Shown: "http://$SVC_HTTP_ADDR",
-		ReadBy: roles, Meaning: "base URL clients use; problem `type`/`doc_url` and discovery derive from it"},
+		ReadBy: with(roles, Admin), Meaning: "base URL clients use; problem `type`/`doc_url`, discovery and the application's sign-in links (`svc admin user invite`) derive from it; an https URL makes the application's cookies `Secure` and `__Host-`"},
 	{Name: "SVC_TRUSTED_PROXIES", Group: GroupHTTP, Kind: List,
 		ReadBy: roles, Meaning: "addresses/CIDRs whose `X-Forwarded-For` is believed for allow-lists"},
 	{Name: "SVC_MAX_BODY_BYTES", Group: GroupHTTP, Kind: Int, Default: "1048576",
@@ -179,6 +179,18 @@ var Table = []Setting{
 	{Name: "SVC_PRIVACY_KEEP_IDENTITIES", Group: GroupPrivacy, Kind: Duration, Default: "192h",
 		ReadBy: webhooks, Meaning: "how long an identity erased without suppression stays in the pipeline's list (Kafka keeps records 7 days; at least 168h)"},
 
+	// The application (app.Config).
+	{Name: "SVC_APP_SESSION_TTL", Group: GroupApp, Kind: Duration, Default: "12h",
+		ReadBy: []string{Dev, App}, Meaning: "how long an application session lasts from its sign-in (5m..720h); signing out ends it at once"},
+	{Name: "SVC_APP_SIGNIN_ATTEMPTS", Group: GroupApp, Kind: Int, Default: "10",
+		ReadBy: []string{Dev, App}, Meaning: "failed sign-in attempts (wrong passwords, here and on sign-in links) one email may make per `SVC_APP_THROTTLE_WINDOW` (1..1000); at the bound the application answers 429, whatever the password"},
+	{Name: "SVC_APP_ADDRESS_ATTEMPTS", Group: GroupApp, Kind: Int, Default: "50",
+		ReadBy: []string{Dev, App}, Meaning: "the same bound per client address, unknown or used sign-in links counted too (1..100000; behind a proxy, the address `SVC_TRUSTED_PROXIES` lets it see)"},
+	{Name: "SVC_APP_THROTTLE_WINDOW", Group: GroupApp, Kind: Duration, Default: "15m",
+		ReadBy: []string{Dev, App}, Meaning: "the window of both bounds, from a subject's first failure (1s..24h)"},
+	{Name: "SVC_APP_AUDIT_RETENTION", Group: GroupApp, Kind: Duration, Default: "9600h",
+		ReadBy: []string{Dev, App, Admin}, Meaning: "how long audit-log entries (changes made in the application or with `svc admin`) are kept (at least 24h; 9600h is 400 days)"},
+
 	// Tests and scripts.
 	{Name: "SVC_TEST_KEEP_DB", Group: GroupTests, Kind: Bool, Default: "false",
 		ReadBy: []string{Tests}, Meaning: "keep each test's ClickHouse database for inspection (`schema/chtest`)"},
@@ -219,6 +231,7 @@ const (
 	Rollup   = "rollup"
 	API      = "api"
 	Webhooks = "webhooks"
+	App      = "app"
 	Broker   = "broker"
 	Migrate  = "migrate"
 	Admin    = "admin"
@@ -238,15 +251,16 @@ const (
 	GroupRead       = "read"       // api
 	GroupWebhooks   = "webhooks"   // webhooks
 	GroupPrivacy    = "privacy"    // privacy
+	GroupApp        = "app"        // app
 	GroupTests      = "tests"      // schema/chtest
 	GroupScripts    = "scripts"    // Makefile, deploy/local, deploy/lint.sh
 )
 
 var (
 	// roles are the commands that run a process with an HTTP front.
-	roles      = []string{Dev, Ingest, Rollup, API, Webhooks}
+	roles      = []string{Dev, Ingest, Rollup, API, Webhooks, App}
 	kafka      = []string{Dev, Ingest, Rollup, Broker}
-	clickhouse = []string{Dev, Rollup, API, Webhooks, Migrate, Admin, Bench, Tests}
+	clickhouse = []string{Dev, Rollup, API, Webhooks, App, Migrate, Admin, Bench, Tests}
 	webhooks   = []string{Dev, Webhooks, Admin}
 )
 

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/user"
+	"regexp"
+	"strings"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/google/uuid"
+
+	"svc/app"
+	"svc/lib/ids"
+	"svc/lib/settings"
+)
+
+// The application's people (svc admin user …) and the audit log every change of svc
+// admin is written to, the log the application writes too (app.Audit).
+var userCommands = Commands{
+	"user invite": {"--workspace ID --email EMAIL [--role admin|viewer] (prints a one-time sign-in link, valid 24 h)", userInvite},
+	"audit list":  {"--workspace ID [--limit N] (newest first; --workspace ops: changes of no workspace)", auditList},
+}
+
+// readOnly are the commands that change nothing: they are not written to the audit log.
+var readOnly = map[string]bool{"key list": true, "audit list": true, "webhook inbound-log": true,
+	"webhook endpoint list": true, "webhook deliveries": true}
+
+// adminApp is what svc admin reads of the application's settings: the base URL of
+// sign-in links and the audit log's retention.
+type adminApp struct {
+	PublicURL string
+	Retention time.Duration
+}
+
+func readAdminApp(r *settings.Reader) adminApp {
+	return adminApp{PublicURL: strings.TrimRight(cmp.Or(r.String("SVC_PUBLIC_URL"), "http://"+r.String("SVC_HTTP_ADDR")), "/"),
+		Retention: r.Duration("SVC_APP_AUDIT_RETENTION")}
+}
+
+// operator names the person running svc admin in the audit log.
+func operator() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	host, _ := os.Hostname()
+	return "svc admin (" + name + "@" + host + ")"
+}
+
+func userInvite(ctx context.Context, e *Env, args []string) (any, error) {
+	fs := flag.NewFlagSet("user invite", flag.ContinueOnError)
+	ws := fs.String("workspace", "", "workspace id (org_… or UUID)")
+	email := fs.String("email", "", "the person's email")
+	role := fs.String("role", app.RoleAdmin, "admin or viewer")
+	if _, err := ParseArgs(fs, args, 0); err != nil {
+		return nil, err
+	}
+	w, err := WorkspaceArg(ctx, e.Keys, *ws)
+	if err != nil {
+		return nil, err
+	}
+	token, inv, err := app.NewUsers(e.Redis).Invite(ctx, w.ID, *email, *role, e.Who)
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"workspace_id": ids.Format(ids.Org, w.ID), "email": inv.Email, "role": inv.Role,
+		"expires_at": inv.ExpiresAt, "sign_in_url": e.PublicURL + "/app/invite/" + token}, nil
+}
+
+func auditList(ctx context.Context, e *Env, args []string) (any, error) {
+	fs := flag.NewFlagSet("audit list", flag.ContinueOnError)
+	ws := fs.String("workspace", "", "workspace id, or ops")
+	limit := fs.Int64("limit", 100, "entries")
+	if _, err := ParseArgs(fs, args, 0); err != nil {
+		return nil, err
+	}
+	id := uuid.Nil
+	if *ws != "ops" {
+		w, err := WorkspaceArg(ctx, e.Keys, *ws)
+		if err != nil {
+			return nil, err
+		}
+		id = w.ID
+	}
+	es, err := e.Audit.List(ctx, id, max(*limit, 1))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]map[string]any, len(es))
+	for i, en := range es {
+		out[i] = map[string]any{"time": en.Time, "who": en.Who, "address": en.Address, "action": en.Action,
+			"target": en.Target, "detail": en.Detail}
+	}
+	return map[string]any{"data": out}, nil
+}
+
+// userinfoRE finds the credentials of a URL in an argument (never written to the log).
+var userinfoRE = regexp.MustCompile(`://[^/@\s]*@`)
+
+// auditAdmin writes a change command name made with args, which printed out, to the
+// audit log of the workspace it concerns (the "workspace_id" it printed, else its
+// --workspace, else the operator's log).
+func auditAdmin(ctx context.Context, e *Env, name string, args []string, out any) error {
+	if readOnly[name] {
+		return nil
+	}
+	var printed map[string]any
+	b, _ := json.Marshal(out)
+	_ = json.Unmarshal(b, &printed)
+	str := func(k string) string { s, _ := printed[k].(string); return s }
+	candidates := []string{str("workspace_id"), flagValue(args, "workspace")}
+	if strings.HasPrefix(name, "workspace ") { // its id is the workspace's, or its first argument
+		candidates = append(candidates, str("id"), strings.Join(args[:min(len(args), 1)], ""))
+	}
+	ws := uuid.Nil
+	for _, raw := range candidates {
+		if id, err := ids.Parse(ids.Org, raw); err == nil {
+			ws = id
+			break
+		}
+	}
+	detail := userinfoRE.ReplaceAllString(strings.Join(args, " "), "://…@")
+	return e.Audit.Record(ctx, app.Entry{Workspace: ws, Who: e.Who, Address: "local", Action: name,
+		Target: cmp.Or(str("id"), str("email")), Detail: detail})
+}
+
+// flagValue is the value of --name (or -name) in args, "" without one.
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// auditFailed is the error of a change made but not written to the audit log.
+func auditFailed(name string, err error) error {
+	return fmt.Errorf("%s: done, but not written to the audit log: %w", name, err)
+}

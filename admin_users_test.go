@@ -1,0 +1,77 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"svc/app"
+	"svc/lib/ids"
+	"svc/schema/apitest"
+	"svc/schema/workspace"
+)
+
+// svc admin user invite prints a one-time sign-in link of the application; every change
+// an admin command makes lands in its workspace's audit log (read-only commands do not),
+// with a URL's credentials left out.
+func TestAdminInviteAndAudit(t *testing.T) {
+	rdb := apitest.Redis(t)
+	ks := workspace.NewStore(rdb)
+	ctx := context.Background()
+	w, err := ks.CreateWorkspace(ctx, "audit test", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := ids.Format(ids.Org, w.ID)
+	e := &Env{Keys: ks, Redis: rdb, Out: &bytes.Buffer{}, Who: "svc admin (test@host)", Audit: app.NewAudit(rdb, time.Hour),
+		PublicURL: "https://svc.example.com"}
+	args := []string{"--workspace", org, "--email", "Ada@Example.com", "--role", "viewer"}
+	out, err := Builtin["user invite"].Run(ctx, e, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := out.(map[string]any)
+	link, _ := m["sign_in_url"].(string)
+	token, ok := strings.CutPrefix(link, "https://svc.example.com/app/invite/")
+	if !ok || m["email"] != "ada@example.com" || m["role"] != "viewer" {
+		t.Fatalf("printed %v", m)
+	}
+	if inv, err := app.NewUsers(rdb).PeekInvite(ctx, token); err != nil || inv.Workspace != w.ID || inv.InvitedBy != e.Who {
+		t.Fatalf("invite %+v %v", inv, err)
+	}
+	if _, err := Builtin["user invite"].Run(ctx, e, []string{"--workspace", org, "--email", "x@example.com", "--role", "owner"}); err == nil {
+		t.Fatal("an unknown role was accepted")
+	}
+	if err := auditAdmin(ctx, e, "user invite", args, out); err != nil {
+		t.Fatal(err)
+	}
+	if err := auditAdmin(ctx, e, "key list", []string{"--workspace", org}, map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := auditAdmin(ctx, e, "webhook endpoint create", []string{"--workspace", org, "--url", "https://user:pw@hooks.example.com/x"},
+		map[string]any{"id": "whk_1", "workspace_id": org}); err != nil {
+		t.Fatal(err)
+	}
+	if err := auditAdmin(ctx, e, "workspace set-retention", []string{org, "--days", "30"}, map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	es, err := e.Audit.List(ctx, w.ID, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, en := range es {
+		got = append(got, en.Action+" "+en.Target+" "+en.Detail)
+		if en.Who != e.Who || en.Address != "local" {
+			t.Fatalf("entry %+v", en)
+		}
+	}
+	want := []string{"workspace set-retention  " + org + " --days 30",
+		"webhook endpoint create whk_1 --workspace " + org + " --url https://…@hooks.example.com/x",
+		"user invite ada@example.com " + strings.Join(args, " ")}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

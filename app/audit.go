@@ -1,0 +1,78 @@
+package app
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// Entry is one change in the audit log: who made it, from which address, what it was,
+// when (the stream entry's time).
+type Entry struct {
+	Time      time.Time
+	Workspace uuid.UUID // uuid.Nil: a change of no one workspace (the operator's log)
+	Who       string    // an email, or "svc admin (user@host)"
+	Address   string    // the client address, or "local" for svc admin
+	Action    string    // the admin command's name where there is one: "key revoke"
+	Target    string    // the object's id: "key_…"
+	Detail    string    // what changed, never a secret
+}
+
+// Audit is the audit log: one Redis stream per workspace (svc:app:audit:<uuid>) and
+// one for changes of no workspace (svc:app:audit:ops), trimmed to Retention as entries
+// are added. The application and `svc admin` write it; the application reads it.
+type Audit struct {
+	rdb       redis.UniversalClient
+	Retention time.Duration
+	Now       func() time.Time
+}
+
+// NewAudit returns the audit log over rdb, keeping entries for retention.
+func NewAudit(rdb redis.UniversalClient, retention time.Duration) *Audit {
+	return &Audit{rdb: rdb, Retention: retention, Now: time.Now}
+}
+
+func auditKey(ws uuid.UUID) string {
+	if ws == uuid.Nil {
+		return "svc:app:audit:ops"
+	}
+	return "svc:app:audit:" + ws.String()
+}
+
+// opsCap bounds the operator's log, which refused sign-ins from anyone also reach: past
+// it the oldest entries go, whatever their age.
+const opsCap = 100000
+
+// Record appends e (its Time is the stream's) and drops entries past Retention (in the
+// operator's log, past opsCap entries).
+func (a *Audit) Record(ctx context.Context, e Entry) error {
+	args := &redis.XAddArgs{Stream: auditKey(e.Workspace), Approx: true,
+		Values: []string{"who", e.Who, "address", e.Address, "action", e.Action, "target", e.Target, "detail", e.Detail}}
+	if e.Workspace == uuid.Nil {
+		args.MaxLen = opsCap
+	} else {
+		args.MinID = strconv.FormatInt(a.Now().Add(-a.Retention).UnixMilli(), 10)
+	}
+	return a.rdb.XAdd(ctx, args).Err()
+}
+
+// List returns the newest n entries of workspace ws, newest first.
+func (a *Audit) List(ctx context.Context, ws uuid.UUID, n int64) ([]Entry, error) {
+	msgs, err := a.rdb.XRevRangeN(ctx, auditKey(ws), "+", "-", n).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Entry, 0, len(msgs))
+	for _, m := range msgs {
+		ms, _, _ := strings.Cut(m.ID, "-")
+		t, _ := strconv.ParseInt(ms, 10, 64)
+		s := func(k string) string { v, _ := m.Values[k].(string); return v }
+		out = append(out, Entry{Time: time.UnixMilli(t).UTC(), Workspace: ws, Who: s("who"), Address: s("address"),
+			Action: s("action"), Target: s("target"), Detail: s("detail")})
+	}
+	return out, nil
+}

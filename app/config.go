@@ -1,0 +1,78 @@
+package app
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"svc/lib/chpool"
+	"svc/lib/settings"
+)
+
+// Config is the application role's configuration (`svc app`, and in `svc dev`).
+type Config struct {
+	// PublicURL is the base URL people open (SVC_PUBLIC_URL, read by the HTTP front's
+	// config; main.go copies it here): sign-in links, the curl line, and whether the
+	// session cookie is Secure (an https URL) derive from it.
+	PublicURL string
+	// SessionTTL is how long a session lasts from its sign-in (SVC_APP_SESSION_TTL,
+	// default 12h; 5m..720h).
+	SessionTTL time.Duration
+	// SignInAttempts is how many failed sign-in attempts one email may make per
+	// ThrottleWindow (SVC_APP_SIGNIN_ATTEMPTS, default 10; 1..1000).
+	SignInAttempts int
+	// AddressAttempts is the same bound per client address, unknown or used sign-in
+	// links counted too (SVC_APP_ADDRESS_ATTEMPTS, default 50; 1..100000).
+	AddressAttempts int
+	// ThrottleWindow is the window of both bounds (SVC_APP_THROTTLE_WINDOW, default 15m;
+	// 1s..24h).
+	ThrottleWindow time.Duration
+	// AuditRetention is how long audit-log entries are kept (SVC_APP_AUDIT_RETENTION,
+	// default 9600h = 400 days; at least 24h). `svc admin` reads it too.
+	AuditRetention time.Duration
+	// ClickHouse holds the rollups the pixel screens chart (SVC_CLICKHOUSE_*).
+	ClickHouse chpool.Config
+}
+
+// ConfigFromEnv reads the SVC_APP_* variables named on each field and ClickHouse's;
+// PublicURL is the HTTP front's (httpserver.Config.PublicURL), set by the caller.
+func ConfigFromEnv(r *settings.Reader) Config {
+	return Config{SessionTTL: r.Duration("SVC_APP_SESSION_TTL"), SignInAttempts: r.Int("SVC_APP_SIGNIN_ATTEMPTS"),
+		AddressAttempts: r.Int("SVC_APP_ADDRESS_ATTEMPTS"), ThrottleWindow: r.Duration("SVC_APP_THROTTLE_WINDOW"),
+		AuditRetention: r.Duration("SVC_APP_AUDIT_RETENTION"), ClickHouse: chpool.ConfigFromEnv(r)}
+}
+
+// Validate reports every field that cannot work, all at once. PublicURL is checked by
+// the HTTP front's config; an empty one is left for the caller to set.
+func (c Config) Validate() error {
+	var errs []error
+	if c.SessionTTL < 5*time.Minute || c.SessionTTL > 720*time.Hour {
+		errs = append(errs, fmt.Errorf("SVC_APP_SESSION_TTL %s: want 5m..720h", c.SessionTTL))
+	}
+	if c.SignInAttempts < 1 || c.SignInAttempts > 1000 {
+		errs = append(errs, fmt.Errorf("SVC_APP_SIGNIN_ATTEMPTS %d: want 1..1000", c.SignInAttempts))
+	}
+	if c.AddressAttempts < 1 || c.AddressAttempts > 100000 {
+		errs = append(errs, fmt.Errorf("SVC_APP_ADDRESS_ATTEMPTS %d: want 1..100000", c.AddressAttempts))
+	}
+	if c.ThrottleWindow < time.Second || c.ThrottleWindow > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("SVC_APP_THROTTLE_WINDOW %s: want 1s..24h", c.ThrottleWindow))
+	}
+	if c.AuditRetention < 24*time.Hour {
+		errs = append(errs, fmt.Errorf("SVC_APP_AUDIT_RETENTION %s: want at least 24h", c.AuditRetention))
+	}
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs = append(errs, fmt.Errorf("SVC_PUBLIC_URL %q: want an http or https URL", c.PublicURL))
+		}
+	}
+	return errors.Join(append(errs, c.ClickHouse.Validate())...)
+}
+
+// secure reports whether the application is served over TLS (its cookies are then
+// Secure and carry the __Host- prefix).
+func (c Config) secure() bool {
+	u, err := url.Parse(c.PublicURL)
+	return err == nil && u.Scheme == "https"
+}

@@ -1,0 +1,110 @@
+package app
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"golang.org/x/crypto/argon2"
+)
+
+// Passwords are stored as argon2id hashes in the PHC string format
+// ($argon2id$v=19$m=…,t=…,p=…$salt$hash), with OWASP's recommended minimum parameters
+// (19 MiB, two passes, one lane). The parameters travel with each hash, so raising them
+// later leaves older hashes verifiable (and a sign-in rehashes them: Users.SignIn).
+const (
+	argonTime    = 2
+	argonMemory  = 19 * 1024 // KiB
+	argonThreads = 1
+	argonKeyLen  = 32
+	argonSaltLen = 16
+	// MinPassword and MaxPassword bound a password's length (in characters; bytes for
+	// the upper bound: what argon2 hashes).
+	MinPassword = 12
+	MaxPassword = 256
+)
+
+// hashSlots bounds the hashes computed at once: each holds argonMemory, so a burst of
+// sign-ins costs at most hashSlots × 19 MiB; the rest wait their turn.
+var hashSlots = make(chan struct{}, 4)
+
+// ErrBadPassword is a password that fails the length rule.
+var ErrBadPassword = fmt.Errorf("a password has %d to %d characters", MinPassword, MaxPassword)
+
+// checkPassword applies the length rule (NIST SP 800-63B: length, no composition rules).
+func checkPassword(pw string) error {
+	if utf8.RuneCountInString(pw) < MinPassword || len(pw) > MaxPassword {
+		return ErrBadPassword
+	}
+	return nil
+}
+
+// hashPassword returns the PHC string of pw under a fresh salt.
+func hashPassword(ctx context.Context, pw string) (string, error) {
+	salt := make([]byte, argonSaltLen)
+	if _, err := rand.Read(salt); err != nil {
+		return "", err
+	}
+	if err := acquire(ctx); err != nil {
+		return "", err
+	}
+	sum := argon2.IDKey([]byte(pw), salt, argonTime, argonMemory, argonThreads, argonKeyLen)
+	<-hashSlots
+	b64 := base64.RawStdEncoding
+	return fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$%s$%s", argon2.Version, argonMemory, argonTime, argonThreads,
+		b64.EncodeToString(salt), b64.EncodeToString(sum)), nil
+}
+
+func acquire(ctx context.Context) error {
+	select {
+	case hashSlots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// dummyHash is verified against when there is no account, so that a sign-in takes as
+// long whether or not the email has one (made on first use).
+var dummyHash = sync.OnceValue(func() string {
+	h, _ := hashPassword(context.Background(), "not a password anyone has")
+	return h
+})
+
+// verifyPassword reports whether pw matches the PHC string phc, in constant time.
+func verifyPassword(ctx context.Context, phc, pw string) (bool, error) {
+	var v, m, t, p int
+	parts := strings.Split(phc, "$")
+	if len(parts) != 6 || parts[1] != "argon2id" {
+		return false, errors.New("not an argon2id hash")
+	}
+	if _, err := fmt.Sscanf(parts[2], "v=%d", &v); err != nil || v != argon2.Version {
+		return false, errors.New("unknown argon2 version")
+	}
+	if _, err := fmt.Sscanf(parts[3], "m=%d,t=%d,p=%d", &m, &t, &p); err != nil || m < 1 || t < 1 || p < 1 || p > 255 {
+		return false, errors.New("bad argon2 parameters")
+	}
+	b64 := base64.RawStdEncoding
+	salt, err1 := b64.DecodeString(parts[4])
+	want, err2 := b64.DecodeString(parts[5])
+	if err := errors.Join(err1, err2); err != nil || len(want) == 0 {
+		return false, errors.New("bad argon2 encoding")
+	}
+	if err := acquire(ctx); err != nil {
+		return false, err
+	}
+	got := argon2.IDKey([]byte(pw), salt, uint32(t), uint32(m), uint8(p), uint32(len(want)))
+	<-hashSlots
+	return subtle.ConstantTimeCompare(got, want) == 1, nil
+}
+
+// outdated reports whether phc was made with other parameters than today's.
+func outdated(phc string) bool {
+	return !strings.HasPrefix(phc, fmt.Sprintf("$argon2id$v=%d$m=%d,t=%d,p=%d$", argon2.Version, argonMemory, argonTime, argonThreads))
+}

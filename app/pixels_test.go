@@ -1,0 +1,97 @@
+package app
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/shopspring/decimal"
+
+	"svc/lib/ids"
+)
+
+// Pixels: create (a hostile name stays text), the list with its ids, the pixel page with
+// its rollups in its zone, the time zone; another workspace's pixel is 404.
+func TestPixelScreens(t *testing.T) {
+	rg := newRig(t, false)
+	ctx := context.Background()
+	ws, other := rg.Workspace(t, false), rg.Workspace(t, false)
+	adm := rg.member(t, ws, uniqueEmail("admin"), RoleAdmin)
+	name := `<script>alert(1)</script>`
+	p := adm.post("/app/pixels", "/app/pixels", url.Values{"name": {name}, "time_zone": {"Europe/Paris"}})
+	loc := p.Header.Get("Location")
+	if p.Status != 303 || !strings.HasPrefix(loc, "/app/pixels/pxl_") {
+		t.Fatalf("create: %d %s", p.Status, p.Body)
+	}
+	pid, err := ids.Parse(ids.Pixel, strings.TrimPrefix(loc, "/app/pixels/"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/app/pixels", loc} {
+		p := adm.get(path)
+		if p.Status != 200 || strings.Contains(p.Body, name) || !strings.Contains(p.Body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
+			t.Fatalf("%s renders the name unescaped: %d\n%s", path, p.Status, p.Body)
+		}
+	}
+	if p := adm.post("/app/pixels", "/app/pixels", url.Values{"name": {"x"}, "time_zone": {"Mars/Olympus"}}); p.Status != 422 {
+		t.Fatalf("a bad zone: %d", p.Status)
+	}
+	// A day of events in the pixel's zone shows in the table and the chart's data.
+	b, err := rg.app.conn.PrepareBatch(ctx, `INSERT INTO events (workspace_id, pixel_id, sandbox, event_id, event_name,
+		occurred_at, event_date, value, has_value, currency, consent, has_email, email_sha256, inserted_at)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	for i := range 3 {
+		if err := b.Append(ws.ID, pid, uint8(0), uuid.New(), "purchase", now.Add(-time.Minute), now.Truncate(24*time.Hour),
+			decimal.RequireFromString("10.50"), uint8(1), "EUR", uint8(1), uint8(0), strings.Repeat("x", 32), now); err != nil {
+			t.Fatal(err)
+		}
+		_ = i
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
+	p = adm.get(loc + "?event=purchase")
+	if !strings.Contains(p.Body, "<td>purchase</td><td>EUR</td><td class=\"num\">3</td>") || !strings.Contains(p.Body, "Europe/Paris") ||
+		!strings.Contains(p.Body, "data-chart=\"{&#34;currency&#34;:&#34;EUR&#34;") {
+		t.Fatalf("the pixel page:\n%s", p.Body)
+	}
+	// The zone can change; another workspace's pixel is not found.
+	if p := adm.post(loc, loc+"/time-zone", url.Values{"time_zone": {""}}); p.Status != 303 {
+		t.Fatalf("zone: %d", p.Status)
+	}
+	if p := adm.get(loc); !strings.Contains(p.Body, "<strong>UTC</strong>") {
+		t.Fatalf("zone not changed:\n%s", p.Body)
+	}
+	op := rg.Pixel(t, other.ID)
+	for _, id := range []string{ids.Format(ids.Pixel, op.ID), "pxl_x", ids.Format(ids.Key, pid)} {
+		if p := adm.get("/app/pixels/" + id); p.Status != 404 {
+			t.Fatalf("pixel %s: %d", id, p.Status)
+		}
+		if p := adm.post("/app/pixels", "/app/pixels/"+id+"/time-zone", url.Values{"time_zone": {"UTC"}}); p.Status != 404 {
+			t.Fatalf("pixel %s zone: %d", id, p.Status)
+		}
+	}
+}
+
+// Without ClickHouse the application works but for the rollups: a pixel page says so
+// (503), keys still change.
+func TestWithoutClickHouse(t *testing.T) {
+	rg := newRig(t, false)
+	rg.app.conn = nil
+	rg.app.Config.ClickHouse.Addr, rg.app.Config.ClickHouse.DialTimeout = "127.0.0.1:1", 200*time.Millisecond
+	ws := rg.Workspace(t, false)
+	px := rg.Pixel(t, ws.ID)
+	adm := rg.member(t, ws, uniqueEmail("admin"), RoleAdmin)
+	if p := adm.get("/app/pixels/" + ids.Format(ids.Pixel, px.ID)); p.Status != 503 || !strings.Contains(p.Body, "cannot be read right now") {
+		t.Fatalf("pixel page: %d\n%s", p.Status, p.Body)
+	}
+	if p := adm.post("/app/api-keys", "/app/api-keys", url.Values{"scope": {"events:write"}, "burst": {"10"}, "daily": {"100"}}); p.Status != 201 {
+		t.Fatalf("create a key: %d", p.Status)
+	}
+}

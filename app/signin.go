@@ -1,0 +1,240 @@
+package app
+
+import (
+	"context"
+	"errors"
+
+	"github.com/google/uuid"
+	"github.com/valyala/fasthttp"
+
+	"svc/lib/ids"
+)
+
+// signInData is the sign-in page's.
+type signInData struct{ Email, Next, Error string }
+
+func (a *App) signInPage(c *call) error {
+	return c.render(200, "signin", "Sign in", "", signInData{Next: safeNext(c.Query("next"))})
+}
+
+// throttled answers 429 when the client's address, or email when given, reached its
+// bound of failed attempts (Throttle); true when it did (or the counters failed).
+func (c *call) throttled(email string) (bool, error) {
+	a, ctx := c.app, c.Context()
+	stop, err := a.Throttle.Blocked(ctx, "addr", c.ClientIP().String(), a.Config.AddressAttempts)
+	if err == nil && !stop && email != "" {
+		stop, err = a.Throttle.Blocked(ctx, "email", email, a.Config.SignInAttempts)
+	}
+	if err != nil {
+		return true, err
+	}
+	if stop {
+		c.Ctx.Response.Header.Set("Retry-After", itoa(int(a.Config.ThrottleWindow.Seconds())))
+		c.message(429, "Too many attempts", "Too many failed sign-in attempts for this address or email. Wait a few minutes and try again.")
+	}
+	return stop, nil
+}
+
+// failed counts a failed attempt of the client's address and, when given, of email.
+func (c *call) failed(email string) error {
+	err := c.app.Throttle.Fail(c.Context(), "addr", c.ClientIP().String())
+	if err == nil && email != "" {
+		err = c.app.Throttle.Fail(c.Context(), "email", email)
+	}
+	return err
+}
+
+// signIn checks email and password (throttled per address and per email) and starts a
+// session in the person's first workspace.
+func (a *App) signIn(c *call) error {
+	ctx := c.Context()
+	next := safeNext(c.form.Get("next"))
+	email, err := NormalEmail(c.form.Get("email"))
+	if err != nil {
+		email = ""
+	}
+	if stop, err := c.throttled(email); stop {
+		return err
+	}
+	refuse := func() error {
+		if err := c.failed(email); err != nil {
+			return err
+		}
+		_ = a.Audit.Record(ctx, Entry{Who: email, Address: c.ClientIP().String(), Action: "user sign-in refused", Target: email})
+		return c.render(401, "signin", "Sign in", "", signInData{Email: c.form.Get("email"), Next: next, Error: "Wrong email or password."})
+	}
+	ok, err := a.Users.CheckPassword(ctx, email, c.form.Get("password"))
+	if err != nil {
+		return err
+	}
+	if !ok || email == "" {
+		return refuse()
+	}
+	ws, err := a.firstWorkspace(ctx, email)
+	if errors.Is(err, ErrNotFound) {
+		return refuse()
+	}
+	if err != nil {
+		return err
+	}
+	return a.startSession(c, email, ws, "user sign-in", next)
+}
+
+// firstWorkspace is the first workspace email is still a member of.
+func (a *App) firstWorkspace(ctx context.Context, email string) (uuid.UUID, error) {
+	wss, err := a.Users.Workspaces(ctx, email)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	for _, ws := range wss {
+		if _, err := a.Users.Member(ctx, ws, email); err == nil {
+			return ws, nil
+		}
+	}
+	return uuid.Nil, ErrNotFound
+}
+
+// startSession starts a session of email in ws, records action in ws's audit log,
+// and goes to next.
+func (a *App) startSession(c *call, email string, ws uuid.UUID, action, next string) error {
+	ctx := c.Context()
+	id, _, err := a.Sessions.Create(ctx, email, ws, c.ClientIP().String())
+	if err != nil {
+		return err
+	}
+	if err := a.Audit.Record(ctx, Entry{Workspace: ws, Who: email, Address: c.ClientIP().String(), Action: action, Target: email}); err != nil {
+		return err
+	}
+	a.setCookie(c, "svc_session", id, int(a.Config.SessionTTL.Seconds()), fasthttp.CookieSameSiteLaxMode)
+	a.clearCookie(c, "svc_pre")
+	c.SeeOther(next)
+	return nil
+}
+
+// signOut ends the session: its record is deleted, so the cookie opens nothing again.
+func (a *App) signOut(c *call) error {
+	if err := a.Sessions.Delete(c.Context(), c.sid); err != nil {
+		return err
+	}
+	_ = a.Audit.Record(c.Context(), Entry{Workspace: c.ws.ID, Who: c.session.Email, Address: c.ClientIP().String(),
+		Action: "user sign-out", Target: c.session.Email})
+	a.clearCookie(c, "svc_session")
+	c.SeeOther("/app/sign-in")
+	return nil
+}
+
+// switchWorkspace moves the session to another workspace of the person.
+func (a *App) switchWorkspace(c *call) error {
+	id, err := ids.Parse(ids.Org, c.form.Get("workspace"))
+	if err != nil {
+		return c.notFound("workspace")
+	}
+	if _, err := a.Users.Member(c.Context(), id, c.session.Email); err != nil {
+		return c.notFound("workspace")
+	}
+	if err := a.Sessions.SetWorkspace(c.Context(), c.sid, c.session, id); err != nil {
+		return err
+	}
+	c.SeeOther("/app/api-keys")
+	return nil
+}
+
+// inviteData is the sign-in link's page's.
+type inviteData struct {
+	Token, Workspace, Email, Role, Error string
+	HasAccount                           bool
+	Expires                              any
+	Min                                  int
+}
+
+// invite reads the sign-in link of the request (throttled per address); nil with the
+// 410 page answered when it was used, expired or never was.
+func (a *App) invite(c *call) (*Invite, *inviteData, error) {
+	if stop, err := c.throttled(""); stop {
+		return nil, nil, err
+	}
+	token := c.Param("token")
+	inv, err := a.Users.PeekInvite(c.Context(), token)
+	if errors.Is(err, ErrInviteGone) {
+		if err := c.failed(""); err != nil {
+			return nil, nil, err
+		}
+		c.message(410, "Sign-in link not valid", "This sign-in link was used already or has expired (links work once, for 24 hours). Ask a workspace administrator for a new one.")
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := a.Keys.Workspace(c.Context(), inv.Workspace)
+	if err != nil {
+		return nil, nil, err
+	}
+	_, perr := a.Users.Person(c.Context(), inv.Email)
+	if perr != nil && !errors.Is(perr, ErrNotFound) {
+		return nil, nil, perr
+	}
+	d := &inviteData{Token: token, Workspace: w.Name, Email: inv.Email, Role: inv.Role, HasAccount: perr == nil,
+		Expires: inv.ExpiresAt, Min: MinPassword}
+	return &inv, d, nil
+}
+
+func (a *App) invitePage(c *call) error {
+	inv, d, err := a.invite(c)
+	if inv == nil {
+		return err
+	}
+	return c.render(200, "invite", "Join "+d.Workspace, "", d)
+}
+
+// acceptInvite uses a sign-in link: a newcomer sets a password, someone with an account
+// proves theirs; then the link is used up (once, atomically), the membership made, and
+// a session started.
+func (a *App) acceptInvite(c *call) error {
+	ctx := c.Context()
+	inv, d, err := a.invite(c)
+	if inv == nil {
+		return err
+	}
+	if stop, err := c.throttled(inv.Email); stop {
+		return err
+	}
+	pw := c.form.Get("password")
+	again := func(msg string) error { d.Error = msg; return c.render(422, "invite", "Join "+d.Workspace, "", d) }
+	if d.HasAccount {
+		ok, err := a.Users.CheckPassword(ctx, inv.Email, pw)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			if err := c.failed(inv.Email); err != nil {
+				return err
+			}
+			return again("Wrong password.")
+		}
+	} else {
+		if err := checkPassword(pw); err != nil {
+			return again("A password has " + itoa(MinPassword) + " to " + itoa(MaxPassword) + " characters.")
+		}
+		if pw != c.form.Get("confirm") {
+			return again("The two passwords differ.")
+		}
+	}
+	if _, err := a.Users.TakeInvite(ctx, c.Param("token")); errors.Is(err, ErrInviteGone) {
+		c.message(410, "Sign-in link not valid", "This sign-in link was used already or has expired.")
+		return nil
+	} else if err != nil {
+		return err
+	}
+	if !d.HasAccount {
+		if _, err := a.Users.CreatePerson(ctx, inv.Email, pw); errors.Is(err, ErrExists) {
+			c.message(409, "Account exists", "An account for this email was made meanwhile. Ask for a new link and sign in with its password.")
+			return nil
+		} else if err != nil {
+			return err
+		}
+	}
+	if _, err := a.Users.Join(ctx, inv.Workspace, inv.Email, inv.Role, inv.InvitedBy); err != nil {
+		return err
+	}
+	return a.startSession(c, inv.Email, inv.Workspace, "user accept-invite", "/app/api-keys")
+}

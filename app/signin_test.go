@@ -1,0 +1,149 @@
+package app
+
+import (
+	"context"
+	"net/netip"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// The sign-in path: an invite link sets a password and signs in once; the link is then
+// refused; the session cookie is HttpOnly and SameSite; every page has the CSP; a form
+// without its CSRF token is refused; sign-out ends the session for good; a wrong
+// password is refused and attempts are throttled.
+func TestInviteSignInSignOut(t *testing.T) {
+	rg := newRig(t, false)
+	ctx := context.Background()
+	ws := rg.Workspace(t, false)
+	email := uniqueEmail("ada")
+	token, inv, err := rg.app.Users.Invite(ctx, ws.ID, strings.ToUpper(email), RoleAdmin, "test")
+	if err != nil || inv.Email != email {
+		t.Fatalf("invite %+v %v", inv, err)
+	}
+	if got, _ := rg.Redis.Keys(ctx, "svc:app:invite:"+token).Result(); len(got) != 0 {
+		t.Fatal("the token is stored in clear")
+	}
+	b := rg.browser(t)
+	p := b.get("/app/invite/" + token)
+	if p.Status != 200 || !strings.Contains(p.Body, "Set password") || p.Header.Get("Content-Security-Policy") != ContentSecurityPolicy {
+		t.Fatalf("invite page %d %v\n%s", p.Status, p.Header, p.Body)
+	}
+	if ck := strings.Join(p.Header.Values("Set-Cookie"), "\n"); !strings.Contains(ck, "svc_pre=") || !strings.Contains(ck, "HttpOnly") ||
+		!strings.Contains(strings.ToLower(ck), "samesite=strict") || strings.Contains(ck, "Secure") {
+		t.Fatalf("pre-session cookie: %s", ck)
+	}
+	// No CSRF token: refused, the link still works.
+	if p := b.do("POST", "/app/invite/"+token, url.Values{"password": {password}, "confirm": {password}}); p.Status != 403 {
+		t.Fatalf("without the CSRF token: %d", p.Status)
+	}
+	if p := b.post("/app/invite/"+token, "/app/invite/"+token, url.Values{"password": {"short"}, "confirm": {"short"}}); p.Status != 422 {
+		t.Fatalf("a short password: %d", p.Status)
+	}
+	p = b.post("/app/invite/"+token, "/app/invite/"+token, url.Values{"password": {password}, "confirm": {password}})
+	if p.Status != 303 || p.Header.Get("Location") != "/app/api-keys" {
+		t.Fatalf("set password: %d %s", p.Status, p.Body)
+	}
+	ck := strings.Join(p.Header.Values("Set-Cookie"), "\n")
+	if !strings.Contains(ck, "svc_session=") || !strings.Contains(ck, "HttpOnly") || !strings.Contains(strings.ToLower(ck), "samesite=lax") {
+		t.Fatalf("session cookie: %s", ck)
+	}
+	if person, _ := rg.app.Users.Person(ctx, email); !strings.HasPrefix(person.Password, "$argon2id$v=19$m=19456,t=2,p=1$") {
+		t.Fatalf("stored password %q", person.Password)
+	}
+	p = b.get("/app/api-keys")
+	if p.Status != 200 || !strings.Contains(p.Body, email) || p.Header.Get("Content-Security-Policy") != ContentSecurityPolicy {
+		t.Fatalf("keys page %d\n%s", p.Status, p.Body)
+	}
+	// The link is used up.
+	if p := rg.browser(t).get("/app/invite/" + token); p.Status != 410 {
+		t.Fatalf("a used link: %d", p.Status)
+	}
+	// Sign-out without the token is refused; with it, the session is gone for good.
+	if p := b.do("POST", "/app/sign-out", url.Values{}); p.Status != 403 {
+		t.Fatalf("sign-out without the CSRF token: %d", p.Status)
+	}
+	u, _ := url.Parse(rg.URL)
+	old := b.http.Jar.Cookies(u)
+	if p := b.post("/app/api-keys", "/app/sign-out", url.Values{}); p.Status != 303 || p.Header.Get("Location") != "/app/sign-in" {
+		t.Fatalf("sign-out: %d", p.Status)
+	}
+	b.http.Jar.SetCookies(u, old) // a copy of the cookie kept from before
+	if p := b.get("/app/api-keys"); p.Status != 303 || !strings.HasPrefix(p.Header.Get("Location"), "/app/sign-in") {
+		t.Fatalf("a signed-out session: %d %s", p.Status, p.Header.Get("Location"))
+	}
+	// Sign in again; a wrong password is refused.
+	b = rg.browser(t)
+	if p := b.post("/app/sign-in", "/app/sign-in", url.Values{"email": {email}, "password": {"wrong password!"}}); p.Status != 401 {
+		t.Fatalf("a wrong password: %d", p.Status)
+	}
+	p = b.post("/app/sign-in?next=/app/pixels", "/app/sign-in", url.Values{"email": {email}, "password": {password}, "next": {"/app/pixels"}})
+	if p.Status != 303 || p.Header.Get("Location") != "/app/pixels" {
+		t.Fatalf("sign in: %d %s", p.Status, p.Header.Get("Location"))
+	}
+	if p := b.get("/app/audit"); !strings.Contains(p.Body, "user accept-invite") || !strings.Contains(p.Body, "user sign-in") {
+		t.Fatalf("audit log:\n%s", p.Body)
+	}
+	// Throttled: past SVC_APP_SIGNIN_ATTEMPTS for this email, even the right password waits.
+	b = rg.browser(t)
+	for i := 0; i < rg.app.Config.SignInAttempts; i++ {
+		b.post("/app/sign-in", "/app/sign-in", url.Values{"email": {email}, "password": {"wrong password!"}})
+	}
+	if p := b.post("/app/sign-in", "/app/sign-in", url.Values{"email": {email}, "password": {password}}); p.Status != 429 || p.Header.Get("Retry-After") == "" {
+		t.Fatalf("past the bound: %d", p.Status)
+	}
+}
+
+// Behind https the cookies are Secure with the __Host- prefix.
+func TestCookiesUnderHTTPS(t *testing.T) {
+	rg := newRig(t, true)
+	p := rg.browser(t).get("/app/sign-in")
+	ck := strings.Join(p.Header.Values("Set-Cookie"), "\n")
+	if !strings.Contains(ck, "__Host-svc_pre=") || !strings.Contains(ck, "secure") && !strings.Contains(ck, "Secure") || !strings.Contains(ck, "path=/") {
+		t.Fatalf("cookie: %s", ck)
+	}
+}
+
+// A sign-in link is single use even when two requests race with it.
+func TestInviteIsSingleUse(t *testing.T) {
+	rg := newRig(t, false)
+	ctx := context.Background()
+	ws := rg.Workspace(t, false)
+	token, _, err := rg.app.Users.Invite(ctx, ws.ID, uniqueEmail("race"), RoleViewer, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan error, 8)
+	for range 8 {
+		go func() { _, err := rg.app.Users.TakeInvite(ctx, token); got <- err }()
+	}
+	ok := 0
+	for range 8 {
+		if <-got == nil {
+			ok++
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d takers", ok)
+	}
+}
+
+// Attempts from one address are bounded whatever the emails (and invite links) tried.
+func TestThrottlePerAddress(t *testing.T) {
+	rg := newRig(t, false)
+	rg.app.Config.AddressAttempts = 5
+	b := rg.browser(t)
+	b.from = netip.AddrFrom16([16]byte(randomBytes(16))).String()
+	for i := range 5 {
+		if p := b.post("/app/sign-in", "/app/sign-in", url.Values{"email": {uniqueEmail("x" + itoa(i))}, "password": {"wrong password!"}}); p.Status != 401 {
+			t.Fatalf("attempt %d: %d", i, p.Status)
+		}
+	}
+	if p := b.get("/app/invite/" + randomToken()); p.Status != 429 {
+		t.Fatalf("an invite link past the bound: %d", p.Status)
+	}
+	b.from = netip.AddrFrom16([16]byte(randomBytes(16))).String()
+	if p := b.get("/app/invite/" + randomToken()); p.Status != 410 {
+		t.Fatalf("another address: %d", p.Status)
+	}
+}
