@@ -211,8 +211,8 @@ func (c Config) TakeoverAfter() time.Duration {
 // Routes returns the edge's operations.
 func (e *Edge) Routes() []httpserver.Route {
 	return []httpserver.Route{{Method: "POST", Path: "/events", Scope: "events:write", Idempotent: true,
-		TakeoverAfter: e.cfg.TakeoverAfter(),
-		Summary:       "Send a batch of up to 50 events for one pixel.", Handle: e.postEvents}}
+		TakeoverAfter: e.cfg.TakeoverAfter(), DryRunParam: DryRunParam,
+		Summary: "Send a batch of up to 50 events for one pixel.", Handle: e.postEvents}}
 }
 
 // Ready is the edge's readiness check: the producer has room.
@@ -257,6 +257,9 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 	px, perr := e.pixel(r, b.PixelID)
 	if perr != nil {
 		return perr
+	}
+	if r.DryRun() {
+		return dryRun(r, b)
 	}
 	e.countRejections(b)
 	e.dropSuppressed(r.Key.WorkspaceID, b)

@@ -89,8 +89,11 @@ func (s *Server) gate(r *Request) *problem.Problem {
 				return problem.Invalid("The Idempotency-Key header is too long.",
 					problem.FieldError{Field: "Idempotency-Key", Rule: "max_length", Value: idempotency.MaxKeyLen})
 			}
-			idem = &idemState{key: string(k),
-				fp: idempotency.Fingerprint(string(r.Ctx.Method()), stripVersion(string(r.Ctx.Path())), r.Ctx.PostBody())}
+			// A dry run's key is checked for its shape only: it reserves nothing, stores nothing.
+			if !r.dryRun {
+				idem = &idemState{key: string(k),
+					fp: idempotency.Fingerprint(string(r.Ctx.Method()), stripVersion(string(r.Ctx.Path())), r.Ctx.PostBody())}
+			}
 		}
 	}
 	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)

@@ -37,6 +37,12 @@ type Route struct {
 	// A body announced over it is refused (413) before any of it is read. A GET route
 	// (and so HEAD) takes no body at all: any announced body is refused the same way.
 	MaxBody int
+	// DryRunParam names a query parameter ("validate_only") that, set to "true", makes
+	// the request a dry run (Request.DryRun): every check runs and one request of the
+	// key's windows is spent as usual, but an Idempotency-Key is only checked for its
+	// shape, never reserved or answered from, and no answer is stored. Any value other
+	// than "true" or "false" is 422 invalid_request (rule boolean), before the gate.
+	DryRunParam string
 	// Summary is a one-line description (OpenAPI and developer pages).
 	Summary string
 	Handle  Handler

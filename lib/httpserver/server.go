@@ -246,6 +246,10 @@ func (s *Server) serve(r *Request) {
 		s.refuse(r, k, p)
 		return
 	}
+	if p := s.dryRunParam(r); p != nil {
+		s.refuse(r, k, p)
+		return
+	}
 	if p := s.bodyRefused(r); p != nil {
 		s.refuse(r, k, p)
 		return
@@ -265,6 +269,26 @@ func (s *Server) serve(r *Request) {
 	err := c.Handle(r)
 	s.finish(r, err)
 	s.refundIfRejected(r)
+}
+
+// dryRunParam reads the route's dry-run parameter (Route.DryRunParam) into r.dryRun:
+// "true" or "false" (or absent); anything else is 422.
+func (s *Server) dryRunParam(r *Request) *problem.Problem {
+	name := r.route.DryRunParam
+	if name == "" || !r.Ctx.QueryArgs().Has(name) {
+		return nil
+	}
+	switch v := r.Query(name); v {
+	case "true":
+		r.dryRun = true
+	case "false":
+	default:
+		if len(v) > 64 {
+			v = v[:64]
+		}
+		return problem.Invalid("Some query parameters are not valid; see errors[].", problem.QueryParam(name, "boolean", v))
+	}
+	return nil
 }
 
 // finish writes a handler's error, if any, and the common headers.
