@@ -104,6 +104,7 @@ func (a *API) Routes() []httpserver.Route {
 			Handle: a.cached(a.pixelRollups)},
 	}
 	rs = append(rs, a.erasureRoutes()...)
+	rs = append(rs, a.rejectionRoutes()...)
 	return append(rs, a.catalogRoutes()...)
 }
 

@@ -145,11 +145,14 @@ func (s *Server) idempotent(r *Request) {
 	kid, in := r.Key.ID.String(), r.idem
 	switch in.outcome {
 	case idempotency.Reuse:
-		s.writeProblem(r.Ctx, r.ID, r.Limits, problem.New(problem.IdempotencyKeyReuse, "This Idempotency-Key was used with a different request."))
+		p := problem.New(problem.IdempotencyKeyReuse, "This Idempotency-Key was used with a different request.")
+		s.refused(r, p)
+		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
 		return
 	case idempotency.InUse:
 		p := problem.New(problem.IdempotencyKeyInUse, "A request with this Idempotency-Key is still running.")
 		p.RetryAfter = 1
+		s.refused(r, p)
 		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
 		return
 	case idempotency.Replay:

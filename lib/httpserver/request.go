@@ -117,6 +117,23 @@ type ListMeta struct {
 	NextCursor *string `json:"next_cursor"`
 	// Offset paging (deprecated) reports where the next page starts.
 	NextOffset *int `json:"next_offset,omitempty"`
+	// Extra holds a list's own members of meta, written after these (GET /rejections'
+	// counts). Their names must not be the ones above.
+	Extra map[string]any `json:"-"`
+}
+
+// MarshalJSON writes the members above, then Extra's (sorted by name).
+func (m ListMeta) MarshalJSON() ([]byte, error) {
+	type plain ListMeta // the members without this method
+	b, err := json.Marshal(plain(m))
+	if err != nil || len(m.Extra) == 0 {
+		return b, err
+	}
+	x, err := json.Marshal(m.Extra)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(b[:len(b)-1], ','), x[1:]...), nil
 }
 
 // Itoa is strconv.Itoa, for handlers building headers.

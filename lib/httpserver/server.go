@@ -259,6 +259,7 @@ func (s *Server) serve(r *Request) {
 		return
 	}
 	if p := s.gate(r); p != nil {
+		s.refused(r, p)
 		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
 		return
 	}
@@ -269,6 +270,16 @@ func (s *Server) serve(r *Request) {
 	err := c.Handle(r)
 	s.finish(r, err)
 	s.refundIfRejected(r)
+}
+
+// refused tells the route's Refused hook of a 4xx the server answers itself.
+func (s *Server) refused(r *Request, p *problem.Problem) {
+	if r.route.Refused == nil || r.dryRun {
+		return
+	}
+	if st := problem.Table[p.Code].Status; st >= 400 && st < 500 {
+		r.route.Refused(r, p)
+	}
 }
 
 // dryRunParam reads the route's dry-run parameter (Route.DryRunParam) into r.dryRun:
