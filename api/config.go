@@ -54,7 +54,8 @@ func New(ctx context.Context, cfg Config, ks *workspace.Store, log *slog.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("api: %w", err)
 	}
-	a := &API{Conn: conn, Keys: ks, Log: log, QueryTimeout: cfg.QueryTimeout, QueryThreads: cfg.QueryThreads}
+	a := &API{Conn: conn, Keys: ks, Log: log, QueryTimeout: cfg.QueryTimeout, QueryThreads: cfg.QueryThreads,
+		Database: cfg.ClickHouse.Database}
 	if cfg.CacheTTL > 0 {
 		a.Cache = NewCache(cfg.CacheTTL, 64<<20)
 	}

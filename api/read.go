@@ -48,6 +48,10 @@ type API struct {
 	Cache *Cache
 	// Now is the clock (rollup status, key status); time.Now when nil.
 	Now func() time.Time
+	// Database is the ClickHouse database Conn reads: the completeness watermark and
+	// the erasure holds are kept per database in Redis (watermark.go). "": GET
+	// /pixel-rollups claims no watermark (meta.ingested_through null).
+	Database string
 }
 
 func (a *API) now() time.Time {
@@ -104,6 +108,7 @@ func (a *API) Routes() []httpserver.Route {
 			Handle: a.cached(a.pixelRollups)},
 	}
 	rs = append(rs, a.erasureRoutes()...)
+	rs = append(rs, a.rejectionRoutes()...)
 	return append(rs, a.catalogRoutes()...)
 }
 

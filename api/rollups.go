@@ -78,6 +78,7 @@ func (a *API) pixelRollups(r *httpserver.Request) error {
 	// One row past the page tells whether another page exists; the query asks for at most
 	// paging.MaxLimit rows, so at the largest page a full page always offers a cursor.
 	q.Limit = min(p.Limit+1, paging.MaxLimit)
+	wm := a.watermark(r, pixel) // read before the rollups: see watermark.go
 	ctx, cancel := a.ctx(r)
 	defer cancel()
 	rows, err := rollups.QueryDaily(ctx, a.Conn, q)
@@ -98,9 +99,9 @@ func (a *API) pixelRollups(r *httpserver.Request) error {
 	if p.Limit == paging.MaxLimit && len(out) == p.Limit {
 		out = append(out, PixelRollup{}) // a sentinel past the page: writeList offers the cursor
 	}
-	return httpserver.WriteList(r, p, out, func(i int) paging.Cursor {
+	return httpserver.WriteListMeta(r, p, out, func(i int) paging.Cursor {
 		return paging.Cursor{List: "pixel_rollups", Date: day(rows[i].Date), Name: rows[i].EventName, Cur: rows[i].Currency, Zone: zone}
-	})
+	}, map[string]any{"ingested_through": wm.through(r)})
 }
 
 // zoneParam reads the optional time_zone parameter: an IANA name ("" when absent).

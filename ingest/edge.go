@@ -160,6 +160,7 @@ type Edge struct {
 	// suppress holds the identities erased with suppression (suppress.go); nil: none.
 	suppress   *erasure.Registry
 	suppressed prometheus.Counter
+	rejm       *rejectionMetrics // rejection records (rejections.go)
 }
 
 // work is the per-request scratch a pooled goroutine reuses: parser, batch, record
@@ -179,6 +180,7 @@ func NewEdge(cfg Config, producer *kgo.Client, ks *workspace.Store, reg promethe
 	e := &Edge{cfg: cfg, producer: producer, keys: ks, metrics: newMetrics(reg, producer, cfg.MaxBufferedRecords)}
 	e.work.New = func() any { return &work{acked: make(chan error, 1)} }
 	e.accepted = e.metrics.Events.WithLabelValues("accepted", "")
+	e.rejm = newRejectionMetrics(reg)
 	e.health = startHealth(producer.Ping, producer.ForceMetadataRefresh, producer.Context().Done(), probeEvery, probeTimeout, cmp.Or(cfg.Log, slog.Default()))
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ingest_kafka_up",
 		Help: "1 while the producer reaches Kafka (the last probe answered), 0 while POST /events answers 503 at once."},
@@ -211,8 +213,8 @@ func (c Config) TakeoverAfter() time.Duration {
 // Routes returns the edge's operations.
 func (e *Edge) Routes() []httpserver.Route {
 	return []httpserver.Route{{Method: "POST", Path: "/events", Scope: "events:write", Idempotent: true,
-		TakeoverAfter: e.cfg.TakeoverAfter(),
-		Summary:       "Send a batch of up to 50 events for one pixel.", Handle: e.postEvents}}
+		TakeoverAfter: e.cfg.TakeoverAfter(), DryRunParam: DryRunParam, Refused: e.refused,
+		Summary: "Send a batch of up to 50 events for one pixel.", Handle: e.postEvents}}
 }
 
 // Ready is the edge's readiness check: the producer has room.
@@ -252,16 +254,23 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 	}()
 	b := &w.batch
 	if !w.parser.Parse(r.Body(), b) {
-		return problem.Invalid("The body is not a valid batch; see errors[].", b.Envelope...)
+		p := problem.Invalid("The body is not a valid batch; see errors[].", b.Envelope...)
+		e.rejected(r, b, p)
+		return p
 	}
 	px, perr := e.pixel(r, b.PixelID)
 	if perr != nil {
 		return perr
 	}
+	if r.DryRun() {
+		return dryRun(r, b)
+	}
 	e.countRejections(b)
 	e.dropSuppressed(r.Key.WorkspaceID, b)
 	if len(b.Events) == 0 {
-		return problem.Invalid(fmt.Sprintf("None of the %d events is acceptable; see errors[].", b.Total), fieldErrors(b.Rejections)...)
+		p := problem.Invalid(fmt.Sprintf("None of the %d events is acceptable; see errors[].", b.Total), fieldErrors(b.Rejections)...)
+		e.rejected(r, b, p)
+		return p
 	}
 	base, idem := e.idBase(r)
 	b.AssignIDs(base)
@@ -281,6 +290,10 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 		return problem.Unavailable("Kafka (unreachable)", 1)
 	}
 	start := time.Now()
+	var rej *rejWork
+	if len(b.Rejections) > 0 {
+		rej = e.produceRejections(r, px, fasthttp.StatusAccepted, b.Total, eventRejections(b.Rejections), true)
+	}
 	e.producer.TryProduce(context.Background(), &w.rec, func(_ *kgo.Record, err error) {
 		if err != nil && !errors.Is(err, kgo.ErrMaxBuffered) {
 			e.health.Kick()
@@ -295,6 +308,7 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 		if err != nil {
 			return e.produceFailed(err)
 		}
+		e.awaitRejections(rej, timer.C)
 	case <-timer.C:
 		e.health.Kick()
 		keep = false

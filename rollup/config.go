@@ -57,6 +57,14 @@ type Config struct {
 	RebalanceTimeout time.Duration
 	// Table is the raw events table (SVC_ROLLUP_TABLE, default events).
 	Table string
+	// RejectionSamples is how many rejections of one pixel and minute are stored
+	// (SVC_ROLLUP_REJECTION_SAMPLES, default 100, allowed 0..100000); past it they are
+	// only counted (rejections.go).
+	RejectionSamples int
+	// RejectionRetention is how long rows of the rejections table are kept at least
+	// (SVC_ROLLUP_REJECTION_RETENTION, default 720h; 0 keeps everything): whole UTC days
+	// are dropped once older (rejections_run.go).
+	RejectionRetention time.Duration
 	// Topic is the events topic (schema.TopicEvents); DeadTopic receives undecodable
 	// records (schema.TopicDeadEvent). Not set from the environment.
 	Topic, DeadTopic string
@@ -80,6 +88,8 @@ type Config struct {
 	// returning an error makes the consumer stop at once without committing, as a
 	// SIGKILL at that moment would. Tests only.
 	testAfterInsert func() error
+	// testAfterRejectionInsert is testAfterInsert for the rejections' consumer. Tests only.
+	testAfterRejectionInsert func() error
 	// testKgoOpts are appended to the Kafka client options (faster heartbeats). Tests only.
 	testKgoOpts []kgo.Opt
 }
@@ -94,20 +104,22 @@ func heartbeatInterval(session time.Duration) time.Duration {
 // ConfigFromEnv reads the SVC_* variables named on each field.
 func ConfigFromEnv(r *settings.Reader) Config {
 	return Config{
-		Group:            r.String("SVC_ROLLUP_GROUP"),
-		BatchRows:        r.Int("SVC_ROLLUP_BATCH_ROWS"),
-		BatchInterval:    r.Duration("SVC_ROLLUP_BATCH_INTERVAL"),
-		RetryMin:         r.Duration("SVC_ROLLUP_RETRY_MIN"),
-		RetryMax:         r.Duration("SVC_ROLLUP_RETRY_MAX"),
-		InsertTimeout:    r.Duration("SVC_ROLLUP_INSERT_TIMEOUT"),
-		RevokeTimeout:    r.Duration("SVC_ROLLUP_REVOKE_TIMEOUT"),
-		SessionTimeout:   r.Duration("SVC_ROLLUP_SESSION_TIMEOUT"),
-		RebalanceTimeout: r.Duration("SVC_ROLLUP_REBALANCE_TIMEOUT"),
-		Table:            r.String("SVC_ROLLUP_TABLE"),
-		Topic:            schema.TopicEvents,
-		DeadTopic:        schema.TopicDeadEvent,
-		Kafka:            kafkabroker.ConfigFromEnv(r),
-		ClickHouse:       chpool.ConfigFromEnv(r),
+		Group:              r.String("SVC_ROLLUP_GROUP"),
+		BatchRows:          r.Int("SVC_ROLLUP_BATCH_ROWS"),
+		BatchInterval:      r.Duration("SVC_ROLLUP_BATCH_INTERVAL"),
+		RetryMin:           r.Duration("SVC_ROLLUP_RETRY_MIN"),
+		RetryMax:           r.Duration("SVC_ROLLUP_RETRY_MAX"),
+		InsertTimeout:      r.Duration("SVC_ROLLUP_INSERT_TIMEOUT"),
+		RevokeTimeout:      r.Duration("SVC_ROLLUP_REVOKE_TIMEOUT"),
+		SessionTimeout:     r.Duration("SVC_ROLLUP_SESSION_TIMEOUT"),
+		RebalanceTimeout:   r.Duration("SVC_ROLLUP_REBALANCE_TIMEOUT"),
+		Table:              r.String("SVC_ROLLUP_TABLE"),
+		RejectionSamples:   r.Int("SVC_ROLLUP_REJECTION_SAMPLES"),
+		RejectionRetention: r.Duration("SVC_ROLLUP_REJECTION_RETENTION"),
+		Topic:              schema.TopicEvents,
+		DeadTopic:          schema.TopicDeadEvent,
+		Kafka:              kafkabroker.ConfigFromEnv(r),
+		ClickHouse:         chpool.ConfigFromEnv(r),
 	}
 }
 
@@ -137,6 +149,12 @@ func (c Config) Validate() error {
 	}
 	if c.SessionTimeout < time.Second || c.SessionTimeout > 5*time.Minute {
 		errs = append(errs, fmt.Errorf("SVC_ROLLUP_SESSION_TIMEOUT %v: want 1s..5m", c.SessionTimeout))
+	}
+	if c.RejectionSamples < 0 || c.RejectionSamples > 100_000 {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_REJECTION_SAMPLES %d: want 0..100000", c.RejectionSamples))
+	}
+	if c.RejectionRetention < 0 || c.RejectionRetention > 0 && c.RejectionRetention < time.Hour {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_REJECTION_RETENTION %v: want 0 (keep everything) or at least 1h", c.RejectionRetention))
 	}
 	if c.Table == "" || c.Topic == "" || c.DeadTopic == "" {
 		errs = append(errs, errors.New("table, topic and dead-letter topic must be set"))

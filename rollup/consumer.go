@@ -51,6 +51,7 @@ type consumer struct {
 	m       *metrics
 	log     *slog.Logger
 	privacy *privacyFence // the privacy fence (erase.go); nil without Redis
+	wm      *watermarks   // the completeness watermark (watermark.go)
 
 	mu       sync.Mutex
 	dead     bool                      // stopped by the test hook: callbacks do nothing
@@ -106,11 +107,16 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		return nil, fmt.Errorf("kafka client: %w", err)
 	}
 	c.cl = cl
+	c.wm = newWatermarks(cfg, cl, c.log)
 	return c, nil
 }
 
 // run polls until ctx is cancelled, then flushes, commits and leaves the group.
 func (c *consumer) run(ctx context.Context) error {
+	wctx, stopWM := context.WithCancel(ctx)
+	wmDone := make(chan struct{})
+	go func() { defer close(wmDone); c.wm.run(wctx) }()
+	defer func() { stopWM(); <-wmDone }()
 	for ctx.Err() == nil {
 		c.mu.Lock()
 		err := c.work(ctx)

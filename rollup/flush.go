@@ -27,6 +27,7 @@ func (c *consumer) flush(ctx context.Context) error {
 	if err := c.flushRows(ctx); err != nil {
 		return err
 	}
+	c.wm.didFlush(c.handled) // every handled record is flushed now
 	c.commitHandled(ctx)
 	c.first, c.failures, c.retryAt, c.flushBad = time.Time{}, 0, time.Time{}, false
 	return nil

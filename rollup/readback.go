@@ -33,21 +33,28 @@ type readBack interface {
 // newReadBack returns the single server's read-back (the consumer's own connection),
 // or with cfg.ClickHouse.Cluster set the replicas' (see replicaReadBack).
 func newReadBack(cfg Config, conn driver.Conn) readBack {
+	return newReadBackOf(cfg, conn, cfg.Table, schema.InsertQueryPrefix)
+}
+
+// newReadBackOf is newReadBack for the inserts of another table, whose query ids
+// start with prefix (the rejections' consumer: rejections.go).
+func newReadBackOf(cfg Config, conn driver.Conn, table, prefix string) readBack {
 	if cfg.ClickHouse.Cluster == "" {
-		return serverReadBack{conn: conn, table: cfg.Table}
+		return serverReadBack{conn: conn, table: table, prefix: prefix}
 	}
-	return &replicaReadBack{cfg: cfg.ClickHouse, conn: conn, table: cfg.Table + migrations.LocalSuffix,
+	return &replicaReadBack{cfg: cfg.ClickHouse, conn: conn, table: table + migrations.LocalSuffix, prefix: prefix,
 		conns: map[string]driver.Conn{}}
 }
 
 // serverReadBack reads a single server: the table the consumer inserts into.
 type serverReadBack struct {
-	conn  driver.Conn
-	table string
+	conn   driver.Conn
+	table  string
+	prefix string // of the inserts' query ids
 }
 
 func (s serverReadBack) runningInserts(ctx context.Context) ([]string, error) {
-	return chpool.RunningQueries(ctx, s.conn, schema.InsertQueryPrefix)
+	return chpool.RunningQueries(ctx, s.conn, s.prefix)
 }
 
 func (serverReadBack) close() {}
@@ -70,9 +77,10 @@ func (s serverReadBack) maxOffsets(ctx context.Context, topic string, parts []in
 //
 // Otherwise maxOffsets fails and the consumer retries until the replica is back.
 type replicaReadBack struct {
-	cfg   chpool.Config
-	conn  driver.Conn
-	table string // the local table behind the Distributed one
+	cfg    chpool.Config
+	conn   driver.Conn
+	table  string // the local table behind the Distributed one
+	prefix string // of the inserts' query ids
 
 	mu    sync.Mutex
 	conns map[string]driver.Conn // replica address → connection
@@ -152,7 +160,7 @@ func (r *replicaReadBack) onEach(ctx context.Context, fn func(ctx context.Contex
 func (r *replicaReadBack) runningInserts(ctx context.Context) ([]string, error) {
 	var ids []string
 	_, _, err := r.onEach(ctx, func(ctx context.Context, _ replica, conn driver.Conn) error {
-		got, err := chpool.RunningQueries(ctx, conn, schema.InsertQueryPrefix)
+		got, err := chpool.RunningQueries(ctx, conn, r.prefix)
 		ids = append(ids, got...)
 		return err
 	})

@@ -19,6 +19,7 @@ func (c *consumer) assigned(ctx context.Context, _ *kgo.Client, m map[string][]i
 	parts := m[c.cfg.Topic]
 	c.own(len(parts))
 	c.forget(parts) // nothing should be left of them; start clean
+	c.wm.own(parts)
 	qctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	if err := c.readStored(qctx, parts); err != nil {
@@ -41,6 +42,7 @@ func (c *consumer) revoked(_ context.Context, _ *kgo.Client, m map[string][]int3
 		c.log.Error("flush on revoke failed; dropping revoked partitions' uncommitted work for the next owner", "err", err)
 	}
 	c.forget(parts)
+	c.wm.disown(parts)
 	c.own(-len(parts))
 	c.log.Info("partitions revoked", "partitions", parts, "stored", c.stored)
 }
@@ -54,6 +56,7 @@ func (c *consumer) lost(_ context.Context, _ *kgo.Client, m map[string][]int32) 
 		return
 	}
 	c.forget(m[c.cfg.Topic])
+	c.wm.disown(m[c.cfg.Topic])
 	c.own(-len(m[c.cfg.Topic]))
 	if len(m[c.cfg.Topic]) > 0 { // franz-go calls again with none while it cannot rejoin
 		c.log.Warn("partitions lost", "topic", c.cfg.Topic, "partitions", m[c.cfg.Topic])

@@ -36,7 +36,14 @@ func Run(ctx context.Context, cfg Config) error {
 		return err
 	}
 	defer c.rb.close()
-	return c.run(ctx)
+	// The rejections' consumer (rejections.go) runs beside, in a group of its own; it
+	// stops with the events consumer.
+	rctx, stop := context.WithCancel(ctx)
+	rdone := make(chan error, 1)
+	go func() { rdone <- runRejections(rctx, cfg, conn) }()
+	err = c.run(ctx)
+	stop()
+	return errors.Join(err, <-rdone)
 }
 
 // openRetry opens ClickHouse, retrying with backoff until it answers or ctx ends.

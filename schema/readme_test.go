@@ -32,7 +32,12 @@ func TestREADMEQueries(t *testing.T) {
 		FROM system.numbers LIMIT 3`
 	inbound := `INSERT INTO webhook_inbound (workspace_id, message_id, received_at, message_type, outcome, reason, status)
 		SELECT toUUID('11111111-1111-1111-1111-111111111111'), 'msg-1', now(), 'actuals.reported', 'failed', 'invalid signature', 401`
-	for _, q := range []string{seed, inbound} {
+	rejections := `INSERT INTO rejections (workspace_id, sandbox, pixel_id, minute, received_at, key_id, request_id, status,
+		batch_events, event_index, field, rule, value, sample, rejections, inserted_at, kafka_topic, kafka_partition, kafka_offset)
+		SELECT toUUID('11111111-1111-1111-1111-111111111111'), 0, toUUID('00000000-0000-0000-0000-000000000000'),
+		       toStartOfMinute(now()), now(), toUUID('22222222-2222-2222-2222-222222222222'), 'req_2', 202, 4, 1,
+		       'currency', 'iso4217', '"EURO"', 1, 1, now(), 'rejections.v1', 0, 0`
+	for _, q := range []string{seed, inbound, rejections} {
 		if err := conn.Exec(ctx, q); err != nil {
 			t.Fatal(err)
 		}

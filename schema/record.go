@@ -64,7 +64,7 @@ const (
 const InsertQueryPrefix = "svc-rollup-"
 
 // Topics are the topics of the contract, which an embedded broker creates at start.
-var Topics = []string{TopicEvents, TopicDeadEvent}
+var Topics = []string{TopicEvents, TopicDeadEvent, TopicRejections}
 
 // MaxEventAge is how late an event may arrive: the edge refuses an occurred_at older
 // than this, so a day's rollup can change only until MaxEventAge after the day ends

@@ -117,6 +117,24 @@ func (c *Client) SendEvents(ctx context.Context, b Batch) (*EventsResult, error)
 	return &r, nil
 }
 
+// ValidateEvents is a dry run of b (POST /events?validate_only=true): every check of
+// SendEvents runs and the answer is what its 202 would carry, but nothing is stored or
+// counted. It spends one request of the key's windows, like any request. b's
+// IdempotencyKey, when set, is checked for its shape only (never reserved); none is
+// generated. A dry run stores nothing, so a retry is always safe.
+func (c *Client) ValidateEvents(ctx context.Context, b Batch) (*EventsResult, error) {
+	resp, err := c.Do(ctx, http.MethodPost, "/events?validate_only=true", b, b.IdempotencyKey)
+	if err != nil {
+		return nil, err
+	}
+	var r EventsResult
+	if err := json.Unmarshal(resp.Body, &r); err != nil {
+		return nil, err
+	}
+	r.IdempotencyKey, r.Attempts = b.IdempotencyKey, resp.Attempts
+	return &r, nil
+}
+
 // ActualsRow is one line item on one day for POST /imports/actuals.
 type ActualsRow struct {
 	PlanID      string `json:"plan_id"`

@@ -20,6 +20,7 @@ type Iterator[T any] struct {
 	done  bool
 	err   error
 	item  T
+	meta  map[string]any
 }
 
 // List returns an iterator over the list at path (for example "/plans" or
@@ -48,6 +49,9 @@ func (it *Iterator[T]) Next(ctx context.Context) bool {
 				NextCursor *string `json:"next_cursor"`
 			} `json:"meta"`
 		}
+		var whole struct {
+			Meta map[string]any `json:"meta"`
+		}
 		var raw json.RawMessage
 		if err := it.c.Get(ctx, it.path, it.query, &raw); err != nil {
 			it.err = err
@@ -56,6 +60,9 @@ func (it *Iterator[T]) Next(ctx context.Context) bool {
 		if err := json.Unmarshal(raw, &pg); err != nil {
 			it.err = err
 			return false
+		}
+		if err := json.Unmarshal(raw, &whole); err == nil {
+			it.meta = whole.Meta
 		}
 		it.page, it.i, it.next = pg.Data, 0, pg.Meta.NextCursor
 		it.done = it.next == nil || *it.next == ""
@@ -67,6 +74,10 @@ func (it *Iterator[T]) Next(ctx context.Context) bool {
 
 // Item is the current item.
 func (it *Iterator[T]) Item() T { return it.item }
+
+// Meta is the meta object of the last page fetched (nil before the first): a list's
+// own members beside next_cursor, such as GET /rejections' counts.
+func (it *Iterator[T]) Meta() map[string]any { return it.meta }
 
 // Err is the error that ended the walk, if any.
 func (it *Iterator[T]) Err() error { return it.err }

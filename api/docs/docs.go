@@ -46,6 +46,7 @@ var Pages = []Page{
 	{"authentication", "Authentication and keys"},
 	{"events", "Events and hashing"},
 	{"rollups", "Daily pixel rollups"},
+	{"rejections", "Rejected events"},
 	{"plans-and-actuals", "Plans and actuals"},
 	{"webhooks", "Webhooks"},
 	{"limits", "Limits"},

@@ -2,6 +2,7 @@ package docs
 
 import (
 	"fmt"
+	"maps"
 	"sort"
 	"strconv"
 	"strings"
@@ -215,6 +216,12 @@ func operation(r httpserver.Route, op Op, docsURL string) map[string]any {
 	if r.Idempotent {
 		ps = append(ps, map[string]any{"name": "Idempotency-Key", "in": "header", "description": "One unique key per logical request, reused on every retry of it: a repeat returns the first response and does nothing twice.", "schema": Schema{"type": "string", "maxLength": 255}})
 	}
+	if r.DryRunParam != "" {
+		ps = append(ps, map[string]any{"name": r.DryRunParam, "in": "query", "description": "true: a dry run. Every check of a real request runs " +
+			"(key, scope, limits, the Idempotency-Key's shape, the body, the pixel, each event's rules) and the answer is 200 with the body a " +
+			"202 would carry; nothing is stored or produced and an Idempotency-Key is not reserved. It spends one request of the key's windows " +
+			"like any request (a 4xx spends none).", "schema": Schema{"type": "boolean", "default": false}})
+	}
 	if len(ps) > 0 {
 		o["parameters"] = ps
 	}
@@ -289,6 +296,11 @@ func responses(r httpserver.Route, op Op, docsURL string) map[string]any {
 	}
 	success["headers"] = headers
 	out := map[string]any{strconv.Itoa(status): success}
+	if r.DryRunParam != "" && status != 200 {
+		dry := maps.Clone(success)
+		dry["description"] = "Dry run (" + r.DryRunParam + "=true): the body the " + strconv.Itoa(status) + " would carry; nothing was stored."
+		out["200"] = dry
+	}
 
 	byStatus := map[int][]problem.Code{}
 	for _, c := range Codes(r, op) {

@@ -226,12 +226,22 @@ var Operations = map[string]Op{
 		Response: ref("Finding"), Example: exFindingObj, Codes: []problem.Code{problem.NotFound}},
 
 	// Rollups.
-	"GET /pixel-rollups": {Tag: "Rollups", Description: "Daily rollups of a pixel's events per day, event name and currency. Days are calendar days of a time zone: time_zone if given, else the pixel's reporting zone, else its workspace's, else UTC; each record names its time_zone. New events appear in the next daily rollup; a day is open while it can still change and final after (7 days and 1 hour after the local day ends). Pages by cursor (stable while events arrive; a cursor keeps the zone of its first page); offset paging still works and is deprecated.",
+	"GET /pixel-rollups": {Tag: "Rollups", Description: "Daily rollups of a pixel's events per day, event name and currency. Days are calendar days of a time zone: time_zone if given, else the pixel's reporting zone, else its workspace's, else UTC; each record names its time_zone. New events appear in the next daily rollup; meta.ingested_through says up to when exactly: every event a 202 accepted before it is counted in the answer. A day is open while it can still change and final after (7 days and 1 hour after the local day ends). Pages by cursor (stable while events arrive; a cursor keeps the zone of its first page); offset paging still works and is deprecated.",
 		Params: params([]Param{{Name: "pixel_id", In: "query", Required: true, Desc: "pxl_<uuid> or the raw UUID.", Schema: Schema{"type": "string"}, Example: exPixel}},
 			pDates, []Param{{Name: "event_name", In: "query", Desc: "Only this event name.", Schema: Schema{"type": "string"}},
 				{Name: "time_zone", In: "query", Desc: "IANA time zone whose calendar days the rollups are (e.g. America/New_York, Asia/Kolkata, Asia/Kathmandu, UTC), for this request; from and to are days of this zone. Default: the pixel's reporting zone, else its workspace's, else UTC. An unknown zone is 422 invalid_request. With cursor: the cursor's zone (another one is 422).",
 					Schema: Schema{"type": "string", "maxLength": 64, "pattern": `^[A-Za-z][A-Za-z0-9_+\-]*(/[A-Za-z0-9][A-Za-z0-9_+\-]*){0,2}$`}, Example: "America/New_York"}}, pList),
-		Response: list("PixelRollup"), Example: listExample(exRollup), Codes: []problem.Code{problem.InvalidRequest, problem.NotFound}},
+		Response: Schema{"type": "object", "required": []string{"data", "meta"}, "properties": Schema{
+			"data": Schema{"type": "array", "items": ref("PixelRollup")},
+			"meta": object("Paging, and the completeness watermark.", []string{"next_cursor", "ingested_through"}, Schema{
+				"next_cursor": Schema{"type": []string{"string", "null"}, "description": "Pass as cursor for the next page; null on the last page."},
+				"next_offset": Schema{"type": "integer", "description": "Deprecated offset paging only: where the next page starts."},
+				"ingested_through": Schema{"type": []string{"string", "null"}, "format": "date-time",
+					"description": "Every event a 202 accepted before this instant (RFC 3339, UTC, milliseconds) is in the numbers of this answer. Null when the service cannot claim one now (starting up, or an erasure is rebuilding this pixel's days)."},
+			}),
+		}},
+		Example: map[string]any{"data": []any{exRollup}, "meta": map[string]any{"next_cursor": exCursor, "ingested_through": "2026-09-14T10:15:02.250Z"}},
+		Codes:   []problem.Code{problem.InvalidRequest, problem.NotFound}},
 
 	// Self-description (this package).
 	"GET /openapi.json": {Tag: "Discovery", Description: "This OpenAPI 3.1 document: every served operation with its scope and x-rateLimit. No key.",
@@ -256,7 +266,7 @@ var Operations = map[string]Op{
 	"GET /developers/md/errors/{file}": {Tag: "Discovery", Description: "Markdown mirror of an error code's page. No key.", ContentType: "text/markdown",
 		Params: []Param{{Name: "file", In: "path", Required: true, Desc: "<code>.md, e.g. rate_limited.md.", Schema: Schema{"type": "string", "pattern": `\.md$`}, Example: "rate_limited.md"}},
 		Codes:  []problem.Code{problem.NotFound}},
-	"POST /mcp": {Tag: "Discovery", Description: "Model Context Protocol endpoint (streamable HTTP, stateless, JSON responses). The same bearer key, scopes, limits and problem codes as the REST operations: each HTTP request spends one request of the key's windows and each tool call one more, and each tool answers from the matching GET operation (a tool error carries its problem document; an id argument that is not an id of the tool's kind is invalid_request). The body is one JSON-RPC message: a batch (an array) is 422 invalid_request. Tools: me, limits, plans, plan, lines, plan_actuals, campaigns, campaign, campaign_actuals, studies, study, findings, finding, pixel_rollups, erasures, erasure.",
+	"POST /mcp": {Tag: "Discovery", Description: "Model Context Protocol endpoint (streamable HTTP, stateless, JSON responses). The same bearer key, scopes, limits and problem codes as the REST operations: each HTTP request spends one request of the key's windows and each tool call one more, and each tool answers from the matching GET operation (a tool error carries its problem document; an id argument that is not an id of the tool's kind is invalid_request). The body is one JSON-RPC message: a batch (an array) is 422 invalid_request. Tools: me, limits, plans, plan, lines, plan_actuals, campaigns, campaign, campaign_actuals, studies, study, findings, finding, pixel_rollups, rejections, erasures, erasure.",
 		Params: []Param{{Name: "MCP-Protocol-Version", In: "header", Desc: "The negotiated MCP protocol revision.", Schema: Schema{"type": "string"}, Example: "2025-11-25"}},
 		Body:   "JSONRPC", BodyExample: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": map[string]any{}},
 		Response: ref("JSONRPC"), Example: map[string]any{"jsonrpc": "2.0", "id": 1, "result": map[string]any{"tools": []any{}}},

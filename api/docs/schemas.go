@@ -326,5 +326,8 @@ func components() map[string]Schema {
 	for k, v := range privacyComponents() {
 		m[k] = v
 	}
+	for k, v := range rejectionComponents() {
+		m[k] = v
+	}
 	return m
 }

@@ -63,6 +63,7 @@ var Tools = []Tool{
 	{"findings", "Findings", "Findings of studies; filter with study_id.", "/findings"},
 	{"finding", "One finding", "One finding by id (fnd_… or UUID).", "/findings/{id}"},
 	{"pixel_rollups", "Daily pixel rollups", "Daily rollups of a pixel's events per local day, event name and currency; time_zone (an IANA name such as America/New_York) picks the zone of the days, default the pixel's reporting zone.", "/pixel-rollups"},
+	{"rejections", "Rejected events of a pixel", "A pixel's rejected events and refused batches, newest first: request_id, time, field, rule and value received (identity values withheld); filter with since and rule; meta.rejections and meta.not_stored count them exactly.", "/rejections"},
 	// Erasure records (identities:erase), read-only: the status and proof of erasures
 	// a customer's backend requested. Requesting one is deliberately not a tool: it is
 	// irreversible, and belongs to the customer's own compliance process (POST /erasures).

@@ -89,8 +89,11 @@ func (s *Server) gate(r *Request) *problem.Problem {
 				return problem.Invalid("The Idempotency-Key header is too long.",
 					problem.FieldError{Field: "Idempotency-Key", Rule: "max_length", Value: idempotency.MaxKeyLen})
 			}
-			idem = &idemState{key: string(k),
-				fp: idempotency.Fingerprint(string(r.Ctx.Method()), stripVersion(string(r.Ctx.Path())), r.Ctx.PostBody())}
+			// A dry run's key is checked for its shape only: it reserves nothing, stores nothing.
+			if !r.dryRun {
+				idem = &idemState{key: string(k),
+					fp: idempotency.Fingerprint(string(r.Ctx.Method()), stripVersion(string(r.Ctx.Path())), r.Ctx.PostBody())}
+			}
 		}
 	}
 	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)
@@ -142,11 +145,14 @@ func (s *Server) idempotent(r *Request) {
 	kid, in := r.Key.ID.String(), r.idem
 	switch in.outcome {
 	case idempotency.Reuse:
-		s.writeProblem(r.Ctx, r.ID, r.Limits, problem.New(problem.IdempotencyKeyReuse, "This Idempotency-Key was used with a different request."))
+		p := problem.New(problem.IdempotencyKeyReuse, "This Idempotency-Key was used with a different request.")
+		s.refused(r, p)
+		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
 		return
 	case idempotency.InUse:
 		p := problem.New(problem.IdempotencyKeyInUse, "A request with this Idempotency-Key is still running.")
 		p.RetryAfter = 1
+		s.refused(r, p)
 		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
 		return
 	case idempotency.Replay:

@@ -15,7 +15,12 @@ func ParsePage(r *Request, list string, valid func(paging.Cursor) bool, errs *[]
 // tells that another page exists); next returns the cursor of the item at index i, the
 // last one of the page. Offset-paged answers carry the deprecation headers.
 func WriteList[T any](r *Request, p paging.Page, rows []T, next func(i int) paging.Cursor) error {
-	out := List[T]{Data: rows}
+	return WriteListMeta(r, p, rows, next, nil)
+}
+
+// WriteListMeta is WriteList with a list's own members of meta (ListMeta.Extra).
+func WriteListMeta[T any](r *Request, p paging.Page, rows []T, next func(i int) paging.Cursor, extra map[string]any) error {
+	out := List[T]{Data: rows, Meta: ListMeta{Extra: extra}}
 	if len(rows) > p.Limit {
 		out.Data = rows[:p.Limit]
 		out.Meta.NextCursor = next(p.Limit - 1).Encode()

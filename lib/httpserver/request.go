@@ -33,6 +33,7 @@ type Request struct {
 	pending  func() (idempotency.Stored, bool)
 	idem     *idemState  // the Idempotency-Key request's state (nil without one)
 	charged  bool        // the gate spent one request of the key's windows
+	dryRun   bool        // the route's DryRunParam is "true" (DryRun)
 	body     *[]byte     // the pooled buffer holding the body read by readBody (nil if none)
 	bodyHeld int         // bytes of the body budget charged for it
 	budget   *bodyBudget // the budget charged (nil if none)
@@ -50,6 +51,10 @@ func (r *Request) SetPending(wait func() (idempotency.Stored, bool)) { r.pending
 func (r *Request) Idempotent() bool {
 	return r.route.Idempotent && len(r.Ctx.Request.Header.Peek("Idempotency-Key")) > 0
 }
+
+// DryRun reports whether the request asked for a dry run (Route.DryRunParam): the
+// handler runs its checks and answers, but stores and produces nothing.
+func (r *Request) DryRun() bool { return r.dryRun }
 
 // Context returns a context for calls to stores made on behalf of this request. It is
 // not the fasthttp.RequestCtx (whose Done channel races with server shutdown); stores
@@ -125,6 +130,23 @@ type ListMeta struct {
 	NextCursor *string `json:"next_cursor"`
 	// Offset paging (deprecated) reports where the next page starts.
 	NextOffset *int `json:"next_offset,omitempty"`
+	// Extra holds a list's own members of meta, written after these (GET /rejections'
+	// counts). Their names must not be the ones above.
+	Extra map[string]any `json:"-"`
+}
+
+// MarshalJSON writes the members above, then Extra's (sorted by name).
+func (m ListMeta) MarshalJSON() ([]byte, error) {
+	type plain ListMeta // the members without this method
+	b, err := json.Marshal(plain(m))
+	if err != nil || len(m.Extra) == 0 {
+		return b, err
+	}
+	x, err := json.Marshal(m.Extra)
+	if err != nil {
+		return nil, err
+	}
+	return append(append(b[:len(b)-1], ','), x[1:]...), nil
 }
 
 // Itoa is strconv.Itoa, for handlers building headers.

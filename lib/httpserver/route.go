@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"svc/lib/problem"
 )
 
 // Handler serves one operation. It writes its response through Request's helpers and
@@ -42,6 +44,18 @@ type Route struct {
 	// A body announced over it is refused (413) before any of it is read. A GET route
 	// (and so HEAD) takes no body at all: any announced body is refused the same way.
 	MaxBody int
+	// DryRunParam names a query parameter ("validate_only") that, set to "true", makes
+	// the request a dry run (Request.DryRun): every check runs and one request of the
+	// key's windows is spent as usual, but an Idempotency-Key is only checked for its
+	// shape, never reserved or answered from, and no answer is stored. Any value other
+	// than "true" or "false" is 422 invalid_request (rule boolean), before the gate.
+	DryRunParam string
+	// Refused, when set, is told of each refusal the server itself answers for this
+	// route once the key is known and the body read: the limits' 429s, the
+	// Idempotency-Key's 409s and its 422 (too long). It runs on the request's goroutine
+	// before the answer is written, so it must not block (the edge hands a record to
+	// its producer). Not called for a dry run, nor for a 5xx.
+	Refused func(r *Request, p *problem.Problem)
 	// Summary is a one-line description (OpenAPI and developer pages).
 	Summary string
 	Handle  Handler

@@ -249,6 +249,10 @@ func (s *Server) serve(r *Request) {
 		s.refuse(r, k, p)
 		return
 	}
+	if p := s.dryRunParam(r); p != nil {
+		s.refuse(r, k, p)
+		return
+	}
 	if p := s.bodyRefused(r); p != nil {
 		s.refuse(r, k, p)
 		return
@@ -258,6 +262,7 @@ func (s *Server) serve(r *Request) {
 		return
 	}
 	if p := s.gate(r); p != nil {
+		s.refused(r, p)
 		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
 		return
 	}
@@ -268,6 +273,36 @@ func (s *Server) serve(r *Request) {
 	err := c.Handle(r)
 	s.finish(r, err)
 	s.refundIfRejected(r)
+}
+
+// refused tells the route's Refused hook of a 4xx the server answers itself.
+func (s *Server) refused(r *Request, p *problem.Problem) {
+	if r.route.Refused == nil || r.dryRun {
+		return
+	}
+	if st := problem.Table[p.Code].Status; st >= 400 && st < 500 {
+		r.route.Refused(r, p)
+	}
+}
+
+// dryRunParam reads the route's dry-run parameter (Route.DryRunParam) into r.dryRun:
+// "true" or "false" (or absent); anything else is 422.
+func (s *Server) dryRunParam(r *Request) *problem.Problem {
+	name := r.route.DryRunParam
+	if name == "" || !r.Ctx.QueryArgs().Has(name) {
+		return nil
+	}
+	switch v := r.Query(name); v {
+	case "true":
+		r.dryRun = true
+	case "false":
+	default:
+		if len(v) > 64 {
+			v = v[:64]
+		}
+		return problem.Invalid("Some query parameters are not valid; see errors[].", problem.QueryParam(name, "boolean", v))
+	}
+	return nil
 }
 
 // finish writes a handler's error, if any, and the common headers.

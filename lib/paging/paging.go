@@ -41,7 +41,8 @@ type Cursor struct {
 	Name string    `json:"n,omitempty"`
 	Cur  string    `json:"c,omitempty"`
 	Zone string    `json:"z,omitempty"` // the time zone of a pixel_rollups listing
-	T    int64     `json:"t,omitempty"` // a time key (unix seconds): erasures
+	T    int64     `json:"t,omitempty"` // a time key (unix seconds): erasures, rejections
+	Pos  *int      `json:"p,omitempty"` // a position within the time key: a rejection's event index
 }
 
 // Encode returns the opaque (base64url JSON) form of c.

@@ -112,6 +112,10 @@ var Table = []Setting{
 		ReadBy: []string{Dev, Rollup}, Meaning: "how long a rebalance waits for members; a member killed mid-rebalance holds the group this long (2s–10m)"},
 	{Name: "SVC_ROLLUP_TABLE", Group: GroupRollup, Kind: String, Default: "events",
 		ReadBy: []string{Dev, Rollup}, Meaning: "raw events table"},
+	{Name: "SVC_ROLLUP_REJECTION_SAMPLES", Group: GroupRollup, Kind: Int, Default: "100",
+		ReadBy: []string{Dev, Rollup}, Meaning: "rejections stored per pixel and minute (0–100000); past it they are only counted, and `GET /rejections` says how many were not stored (counts are exact either way)"},
+	{Name: "SVC_ROLLUP_REJECTION_RETENTION", Group: GroupRollup, Kind: Duration, Default: "720h",
+		ReadBy: []string{Dev, Rollup}, Meaning: "rows of the `rejections` table are kept at least this long; a UTC day of them is dropped once all its rows are older (checked hourly; 0 keeps everything)"},
 
 	// The read API (api.Config).
 	{Name: "SVC_API_QUERY_TIMEOUT", Group: GroupRead, Kind: Duration, Default: "10s",

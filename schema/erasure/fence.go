@@ -22,6 +22,7 @@ import (
 //
 //	svc:privacy:{<db>}:flushes  ZSET query id of a consumer INSERT → lease end (unix ms)
 //	svc:privacy:{<db>}:holds    ZSET pixel uuid → hold end (unix ms)
+//	svc:privacy:{<db>}:holdgen  counter, raised after every Hold's ZADD (HoldState)
 //
 // A consumer registers each INSERT before sending it (Begin: ZADD flushes, then read
 // holds and the identities generation) and ends it once the INSERT is known to be
@@ -35,6 +36,7 @@ type Fence struct {
 	rdb     redis.UniversalClient
 	flushes string
 	holds   string
+	holdgen string
 	// Now is the clock of leases (time.Now when nil); hosts' clocks must agree within
 	// a fraction of a lease.
 	Now func() time.Time
@@ -43,7 +45,7 @@ type Fence struct {
 // NewFence returns the fence of database db.
 func NewFence(rdb redis.UniversalClient, db string) *Fence {
 	p := "svc:privacy:{" + db + "}:"
-	return &Fence{rdb: rdb, flushes: p + "flushes", holds: p + "holds"}
+	return &Fence{rdb: rdb, flushes: p + "flushes", holds: p + "holds", holdgen: p + "holdgen"}
 }
 
 func (f *Fence) now() time.Time {
@@ -130,8 +132,32 @@ func (f *Fence) Hold(ctx context.Context, pixels []uuid.UUID, lease time.Duratio
 		if err := f.rdb.ZAdd(ctx, f.holds, zs...).Err(); err != nil {
 			return nil, fmt.Errorf("privacy: hold pixels: %w", err)
 		}
+		// After the ZADD: a reader that saw neither the hold nor a new generation
+		// read before the hold, so before any rollup row of the pixels was deleted.
+		if err := f.rdb.Incr(ctx, f.holdgen).Err(); err != nil {
+			return nil, fmt.Errorf("privacy: hold pixels: %w", err)
+		}
 	}
 	return f.Active(ctx)
+}
+
+// HoldState reports whether pixel is held now (a rebuild of its rollups may have
+// deleted rows not yet inserted again) and the holds' generation. A reader that finds
+// the pixel not held and the same generation before and after a query read rollups
+// that no rebuild had taken rows from (the completeness watermark, schema/rollups).
+func (f *Fence) HoldState(ctx context.Context, pixel uuid.UUID) (held bool, gen int64, err error) {
+	pipe := f.rdb.Pipeline()
+	score := pipe.ZScore(ctx, f.holds, pixel.String())
+	g := pipe.Get(ctx, f.holdgen)
+	_, err = pipe.Exec(ctx)
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, 0, fmt.Errorf("privacy: read holds: %w", err)
+	}
+	gen, _ = g.Int64()
+	if s, err := score.Result(); err == nil && s >= float64(f.now().UnixMilli()) {
+		held = true
+	}
+	return held, gen, nil
 }
 
 // Extend moves the holds of pixels to lease from now, if every one of them is still

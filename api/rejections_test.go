@@ -1,0 +1,394 @@
+package api_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/api"
+	"svc/ingest"
+	"svc/lib/apikey"
+	"svc/lib/kafkabroker"
+	"svc/lib/svctest"
+	"svc/rollup"
+	"svc/schema"
+	"svc/schema/apitest"
+	"svc/schema/chtest"
+	"svc/schema/workspace"
+)
+
+// pipeline is the whole path of a rejection: the edge producing to an embedded broker,
+// the consumer (svc rollup's, with the rejections' member) writing the private
+// ClickHouse database, and the read API, on one server over the real Redis.
+type pipeline struct {
+	*env
+	seeds []string
+}
+
+func newPipeline(t *testing.T, samples int) *pipeline {
+	t.Helper()
+	ch, conn := chtest.NewDB(t)
+	bc := kafkabroker.Config{EmbeddedAddr: "127.0.0.1:0", DataDir: t.TempDir(), Partitions: 2}
+	k, err := kafkabroker.StartEmbedded(bc, schema.Topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	icfg := ingest.Config{DeliveryTimeout: 5 * time.Second, MaxBufferedRecords: 1000, Linger: time.Millisecond}
+	producer, err := ingest.NewProducer(bc, k.Addrs(), icfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	rdb := apitest.Redis(t)
+	edge := ingest.NewEdge(icfg, producer, workspace.NewStore(rdb), prometheus.NewRegistry())
+	a := &api.API{Conn: conn}
+	s := apitest.Start(t, append(edge.Routes(), a.Routes()...), nil)
+	a.Keys = s.Keys
+	cfg := rollup.Config{Group: "rej-" + hex.EncodeToString(randBytes(4)), BatchRows: 1000, BatchInterval: 50 * time.Millisecond,
+		RetryMin: 20 * time.Millisecond, RetryMax: 300 * time.Millisecond, InsertTimeout: 5 * time.Second, RevokeTimeout: 3 * time.Second,
+		SessionTimeout: 3 * time.Second, RebalanceTimeout: 10 * time.Second, Table: "events", Topic: schema.TopicEvents,
+		DeadTopic: schema.TopicDeadEvent, Kafka: kafkabroker.Config{Brokers: k.Addrs(), EmbeddedAddr: "127.0.0.1:0", Partitions: 2}, ClickHouse: ch,
+		Registerer: prometheus.NewRegistry(), RejectionSamples: samples}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rollup.Run(ctx, cfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("rollup: %v", err)
+		}
+	})
+	return &pipeline{env: &env{Server: s, API: a, Conn: conn}, seeds: k.Addrs()}
+}
+
+func randBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+func ev(name, extra string) string {
+	ts := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
+	return fmt.Sprintf(`{"event_name":%q,"occurred_at":%q,"consent":{"measurement":true}%s}`, name, ts, extra)
+}
+
+func batch(pixel string, events ...string) string {
+	return `{"pixel_id":"` + pixel + `","events":[` + strings.Join(events, ",") + `]}`
+}
+
+// rejectionsPage is a decoded GET /rejections answer.
+type rejectionsPage struct {
+	Data []map[string]any `json:"data"`
+	Meta struct {
+		NextCursor *string `json:"next_cursor"`
+		Rejections uint64  `json:"rejections"`
+		NotStored  uint64  `json:"not_stored"`
+	} `json:"meta"`
+}
+
+// waitRejections polls GET /rejections?query until it counts want rejections.
+func (p *pipeline) waitRejections(t *testing.T, secret, query string, want uint64) rejectionsPage {
+	t.Helper()
+	var pg rejectionsPage
+	svctest.WaitFor(t, 20*time.Second, fmt.Sprintf("GET /rejections?%s counting %d", query, want), func() bool {
+		pg = rejectionsPage{}
+		r := p.get(t, secret, "/rejections?"+query, &pg)
+		if r.Status != 200 {
+			t.Fatalf("GET /rejections?%s: %d %s", query, r.Status, r.Body)
+		}
+		return pg.Meta.Rejections >= want
+	})
+	if pg.Meta.Rejections != want {
+		t.Fatalf("GET /rejections?%s counts %d, want %d", query, pg.Meta.Rejections, want)
+	}
+	return pg
+}
+
+// A rejected event is traced from its 202 (request_id) to GET /rejections with its
+// field, rule and value; an email in a rejected event, or in a rejected value, appears
+// nowhere at rest: not in ClickHouse, not in Redis, not in Kafka, nor its digest.
+func TestRejectedEventTracedFrom202AndEmailNowhereAtRest(t *testing.T) {
+	p := newPipeline(t, 100)
+	tn := p.tenant(t, false)
+	email := "trace." + hex.EncodeToString(randBytes(6)) + "@example.com"
+	digest := sha256.Sum256([]byte(email))
+	body := batch(tn.PixelID(),
+		ev("purchase", ``),
+		ev("purchase", `,"value":10,"currency":"EURO","identity":{"email":"`+email+`"}`),
+		ev("lead", `,"identity":{"email":"`+strings.ToUpper(email)+`"}`),
+		ev("lead", `,"value":1,"currency":"`+email+`"`))
+	r := p.Do(t, "POST", "/events", tn.Secret, body, "Idempotency-Key", "trace-"+email)
+	if r.Status != 202 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	ans := r.JSON(t)
+	reqID := ans["request_id"].(string)
+	if ans["accepted"] != 1.0 || ans["rejected"] != 3.0 {
+		t.Fatalf("202 %s", r.Body)
+	}
+	q := "pixel_id=" + tn.PixelID()
+	pg := p.waitRejections(t, tn.Secret, q, 3)
+	if pg.Meta.NotStored != 0 || len(pg.Data) != 3 || pg.Meta.NextCursor != nil {
+		t.Fatalf("page %+v", pg)
+	}
+	got := map[float64]map[string]any{}
+	for _, d := range pg.Data {
+		if d["request_id"] != reqID || d["status"] != 202.0 || d["pixel_id"] != tn.PixelID() || d["batch_events"] != 4.0 ||
+			d["key_id"] != "key_"+tn.Key.ID.String() {
+			t.Fatalf("record %v: want request %s, status 202, the pixel, the key, 4 events", d, reqID)
+		}
+		got[d["event_index"].(float64)] = d
+	}
+	for idx, want := range map[float64][3]any{1: {"currency", "iso4217", "EURO"}, 2: {"identity.email", "normalised", "(withheld)"},
+		3: {"currency", "iso4217", "(withheld)"}} {
+		d := got[idx]
+		if d == nil || d["field"] != want[0] || d["rule"] != want[1] || d["value"] != want[2] {
+			t.Fatalf("event %v: %v, want %v", idx, d, want)
+		}
+	}
+	if pg := p.waitRejections(t, tn.Secret, q+"&rule=iso4217", 2); len(pg.Data) != 2 {
+		t.Fatalf("rule filter: %+v", pg)
+	}
+	future := url.QueryEscape(time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339))
+	if pg := p.waitRejections(t, tn.Secret, q+"&since="+future, 0); len(pg.Data) != 0 {
+		t.Fatalf("since in the future: %+v", pg)
+	}
+	// Another workspace's key sees none of it.
+	other := p.tenant(t, false)
+	if r := p.Do(t, "GET", "/rejections?"+q, other.Secret, ""); r.Status != 404 {
+		t.Fatalf("another workspace's key: %d %s", r.Status, r.Body)
+	}
+
+	// Nowhere at rest: ClickHouse (every table's string columns), Redis, Kafka.
+	assertNowhereInClickHouse(t, p.Conn, email, digest)
+	assertNowhereInRedis(t, p.Redis, email, digest)
+	assertNowhereInKafka(t, p.seeds, email, digest)
+}
+
+func assertNowhereInClickHouse(t *testing.T, conn driver.Conn, email string, digest [32]byte) {
+	t.Helper()
+	ctx := context.Background()
+	var rows uint64
+	if err := conn.QueryRow(ctx, "SELECT count() FROM rejections").Scan(&rows); err != nil || rows == 0 {
+		t.Fatalf("rejections table: %d rows, %v", rows, err)
+	}
+	for _, table := range []string{"rejections", "events"} {
+		cols, err := conn.Query(ctx, "SELECT name FROM system.columns WHERE database = currentDatabase() AND table = ? AND type IN ('String', 'FixedString(32)')", table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for cols.Next() {
+			var n string
+			if err := cols.Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			names = append(names, "toString("+n+")")
+		}
+		cols.Close()
+		all := "concat(" + strings.Join(append(names, "''"), ", ") + ")"
+		var n uint64
+		err = conn.QueryRow(ctx, "SELECT count() FROM "+table+" WHERE positionCaseInsensitive("+all+", ?) > 0 OR position("+all+", ?) > 0 OR positionCaseInsensitive(lower(hex("+all+")), ?) > 0",
+			email, string(digest[:]), hex.EncodeToString(digest[:])).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 0 {
+			t.Fatalf("%d rows of %s hold the email or its digest", n, table)
+		}
+	}
+}
+
+func assertNowhereInRedis(t *testing.T, rdb redis.UniversalClient, email string, digest [32]byte) {
+	t.Helper()
+	ctx := context.Background()
+	needles := [][]byte{[]byte(strings.ToLower(email)), digest[:], []byte(hex.EncodeToString(digest[:]))}
+	check := func(key string, vals ...string) {
+		for _, v := range append(vals, key) {
+			for _, n := range needles {
+				if bytes.Contains([]byte(strings.ToLower(v)), bytes.ToLower(n)) {
+					t.Fatalf("Redis key %q holds the email or its digest", key)
+				}
+			}
+		}
+	}
+	iter := rdb.Scan(ctx, 0, "*", 1000).Iterator()
+	for iter.Next(ctx) {
+		key := iter.Val()
+		switch typ, _ := rdb.Type(ctx, key).Result(); typ {
+		case "string":
+			v, _ := rdb.Get(ctx, key).Result()
+			check(key, v)
+		case "hash":
+			m, _ := rdb.HGetAll(ctx, key).Result()
+			for f, v := range m {
+				check(key, f, v)
+			}
+		case "set":
+			m, _ := rdb.SMembers(ctx, key).Result()
+			check(key, m...)
+		case "zset":
+			m, _ := rdb.ZRange(ctx, key, 0, -1).Result()
+			check(key, m...)
+		case "list":
+			m, _ := rdb.LRange(ctx, key, 0, -1).Result()
+			check(key, m...)
+		default:
+			check(key)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func assertNowhereInKafka(t *testing.T, seeds []string, email string, digest [32]byte) {
+	t.Helper()
+	for _, topic := range []string{schema.TopicEvents, schema.TopicRejections, schema.TopicDeadEvent} {
+		for _, r := range topicRecords(t, seeds, topic) {
+			for _, b := range [][]byte{r.Value, r.Key} {
+				if bytes.Contains(bytes.ToLower(b), []byte(email)) || bytes.Contains(b, digest[:]) {
+					t.Fatalf("a record of %s holds the email or its digest", topic)
+				}
+			}
+		}
+	}
+}
+
+// topicRecords reads every record of topic.
+func topicRecords(t *testing.T, seeds []string, topic string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
+	var out []*kgo.Record
+	for int64(len(out)) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records of %s", len(out), want, topic)
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}
+
+// Batches refused as a whole with their pixel known are recorded (422, 429, 409);
+// another workspace's pixel, and a dry run, are not.
+func TestRefusedBatchesAreRecorded(t *testing.T) {
+	p := newPipeline(t, 100)
+	tn := p.tenant(t, false)
+	_, tight := p.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 1})
+	good := batch(tn.PixelID(), ev("purchase", ``))
+	none := batch(tn.PixelID(), ev("lead", `,"value":1`), `{"event_name":"x"}`)
+	apitest.Problem(t, p.Do(t, "POST", "/events", tn.Secret, none), 422, "invalid_request")
+	if r := p.Do(t, "POST", "/events", tight, good); r.Status != 202 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	limited := apitest.Problem(t, p.Do(t, "POST", "/events", tight, good), 429, "rate_limited")
+	if r := p.Do(t, "POST", "/events", tn.Secret, good, "Idempotency-Key", "k1"); r.Status != 202 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	reuse := apitest.Problem(t, p.Do(t, "POST", "/events", tn.Secret, none, "Idempotency-Key", "k1"), 409, "idempotency_key_reuse")
+	other := p.tenant(t, false)
+	apitest.Problem(t, p.Do(t, "POST", "/events", other.Secret, none), 404, "not_found")
+	if r := p.Do(t, "POST", "/events?validate_only=true", tn.Secret, batch(tn.PixelID(), ev("a", ``), `{"event_name":"x"}`)); r.Status != 200 {
+		t.Fatalf("dry run: %d %s", r.Status, r.Body)
+	}
+	pg := p.waitRejections(t, tn.Secret, "pixel_id="+tn.PixelID(), 4)
+	byStatus := map[float64][]map[string]any{}
+	for _, d := range pg.Data {
+		byStatus[d["status"].(float64)] = append(byStatus[d["status"].(float64)], d)
+	}
+	if len(byStatus[422]) != 2 || len(byStatus[429]) != 1 || len(byStatus[409]) != 1 || len(pg.Data) != 4 {
+		t.Fatalf("recorded %v", pg.Data)
+	}
+	if d := byStatus[429][0]; d["request_id"] != limited["request_id"] || d["event_index"] != nil || d["rule"] != "rate_limited" || d["batch_events"] != 0.0 {
+		t.Fatalf("429 recorded as %v (answer %v)", d, limited)
+	}
+	if d := byStatus[409][0]; d["request_id"] != reuse["request_id"] || d["rule"] != "idempotency_key_reuse" {
+		t.Fatalf("409 recorded as %v", d)
+	}
+	for _, d := range byStatus[422] {
+		if d["event_index"] == nil || d["batch_events"] != 2.0 {
+			t.Fatalf("422 recorded as %v", d)
+		}
+	}
+	if pg := p.waitRejections(t, other.Secret, "pixel_id="+other.PixelID(), 0); len(pg.Data) != 0 {
+		t.Fatalf("the other workspace's pixel: %v", pg.Data)
+	}
+	// Paging: one record a page, newest first, each once.
+	seen := map[string]bool{}
+	for _, d := range p.walk(t, tn.Secret, "/rejections?pixel_id="+tn.PixelID(), 1) {
+		k := fmt.Sprint(d["request_id"], d["event_index"], d["field"])
+		if seen[k] {
+			t.Fatalf("record %s twice", k)
+		}
+		seen[k] = true
+	}
+	if len(seen) != 4 {
+		t.Fatalf("walked %d records, want 4", len(seen))
+	}
+}
+
+// Past the per-pixel-per-minute cap rejections are counted, not stored, and the counts
+// stay exact: meta.rejections counts all of them, meta.not_stored those not listed.
+func TestRejectionSamplesCappedCountsExact(t *testing.T) {
+	p := newPipeline(t, 3)
+	tn := p.tenant(t, false)
+	if s := time.Now().Second(); s > 50 {
+		time.Sleep(time.Duration(61-s) * time.Second) // all in one minute
+	}
+	for i := 0; i < 4; i++ {
+		if r := p.Do(t, "POST", "/events", tn.Secret, batch(tn.PixelID(), ev("a", ``), `{"event_name":"x"}`, ev("b", `,"value":1`))); r.Status != 202 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+	}
+	pg := p.waitRejections(t, tn.Secret, "pixel_id="+tn.PixelID(), 8)
+	if len(pg.Data) != 3 || pg.Meta.NotStored != 5 {
+		t.Fatalf("%d stored, %d not stored: want 3 and 5", len(pg.Data), pg.Meta.NotStored)
+	}
+	if pg := p.waitRejections(t, tn.Secret, "pixel_id="+tn.PixelID()+"&rule=required_with_value", 4); len(pg.Data)+int(pg.Meta.NotStored) != 4 {
+		t.Fatalf("rule filter: %d stored + %d not stored, want 4", len(pg.Data), pg.Meta.NotStored)
+	}
+}
+
+// Bad parameters are problem documents, never a 5xx.
+func TestRejectionsBadInput(t *testing.T) {
+	e := newEnv(t)
+	tn := e.tenant(t, false)
+	q := "/rejections?pixel_id=" + tn.PixelID()
+	for path, field := range map[string]string{"/rejections": "pixel_id", "/rejections?pixel_id=pln_x": "pixel_id",
+		q + "&since=yesterday": "since", q + "&rule=" + strings.Repeat("r", 65): "rule", q + "&cursor=abc": "cursor",
+		q + "&limit=0": "limit"} {
+		pr := apitest.Problem(t, e.Do(t, "GET", path, tn.Secret, ""), 422, "invalid_request")
+		if errs, _ := pr["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["field"] != field {
+			t.Fatalf("%s: %v, want an error on %s", path, pr, field)
+		}
+	}
+	_, noScope := e.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Scopes: []string{"events:write"}})
+	apitest.Problem(t, e.Do(t, "GET", q, noScope, ""), 403, "insufficient_scope")
+}

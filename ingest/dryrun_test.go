@@ -1,0 +1,88 @@
+package ingest
+
+import (
+	"encoding/json"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+
+	"svc/lib/apikey"
+	"svc/schema/apitest"
+	"svc/schema/workspace"
+)
+
+// A dry run answers 200 with the body a 202 carries, runs every check (Idempotency-Key
+// shape, pixel ownership, events' rules), spends one request like any request, and
+// stores and produces nothing: nothing reaches Kafka (so nothing can reach ClickHouse),
+// and its Idempotency-Key is neither reserved nor answered from.
+func TestDryRunChecksEverythingAndStoresNothing(t *testing.T) {
+	rg := newRig(t)
+	tn := rg.Tenant(t, false)
+	body := batchJSON(tn.PixelID(), eventJSON("purchase", "ada@example.com", true), `{"event_name":"bad"}`,
+		strings.Replace(eventJSON("lead", "", true), `"EUR"`, `"EURO"`, 1))
+	dry := rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, body, "Idempotency-Key", "dry-1")
+	if dry.Status != 200 || dry.Header.Get("Content-Type") != "application/json" {
+		t.Fatalf("dry run: %d %s", dry.Status, dry.Body)
+	}
+	if n := len(rg.records(t)); n != 0 {
+		t.Fatalf("a dry run produced %d records", n)
+	}
+	// The same batch for real, with the same Idempotency-Key: it runs (the dry run
+	// reserved nothing) and carries the same fields.
+	real := rg.Do(t, "POST", "/events", tn.Secret, body, "Idempotency-Key", "dry-1")
+	if real.Status != 202 || real.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("real run after the dry run: %d %v %s", real.Status, real.Header, real.Body)
+	}
+	dm, rm := dry.JSON(t), real.JSON(t)
+	if dm["request_id"] != dry.Header.Get("Request-Id") || dm["request_id"] == rm["request_id"] {
+		t.Fatalf("request ids: dry %v (header %s), real %v", dm["request_id"], dry.Header.Get("Request-Id"), rm["request_id"])
+	}
+	delete(dm, "request_id")
+	delete(rm, "request_id")
+	if !reflect.DeepEqual(dm, rm) || dm["accepted"] != 1.0 || dm["rejected"] != 2.0 {
+		t.Fatalf("dry run body %v, real 202 body %v", dm, rm)
+	}
+	if n := len(rg.records(t)); n != 1 {
+		t.Fatalf("%d records after one real request", n)
+	}
+
+	// Quota: a 200 spends one request, a 4xx none (as for any request).
+	remaining := func(r apitest.Response) int {
+		n, err := strconv.Atoi(r.Header.Get("RateLimit-Remaining"))
+		if err != nil {
+			t.Fatalf("RateLimit-Remaining %q", r.Header.Get("RateLimit-Remaining"))
+		}
+		return n
+	}
+	a := rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, body)
+	b := rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, body)
+	if a.Status != 200 || b.Status != 200 || remaining(b) != remaining(a)-1 {
+		t.Fatalf("two dry runs: %d %d, remaining %s then %s", a.Status, b.Status, a.Header.Get("RateLimit-Remaining"), b.Header.Get("RateLimit-Remaining"))
+	}
+	bad := rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, batchJSON(tn.PixelID(), `{"event_name":"bad"}`))
+	apitest.Problem(t, bad, 422, "invalid_request")
+	if remaining(bad) != remaining(b) {
+		t.Fatalf("a refused dry run spent quota: remaining %d then %d", remaining(b), remaining(bad))
+	}
+
+	// Every check: the Idempotency-Key's shape, the parameter, the pixel's owner, the scope.
+	p := apitest.Problem(t, rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, body, "Idempotency-Key", strings.Repeat("k", 256)), 422, "invalid_request")
+	if errs, _ := json.Marshal(p["errors"]); !strings.Contains(string(errs), `"Idempotency-Key"`) {
+		t.Fatalf("long Idempotency-Key: %v", p)
+	}
+	p = apitest.Problem(t, rg.Do(t, "POST", "/events?validate_only=yes", tn.Secret, body), 422, "invalid_request")
+	if errs, _ := json.Marshal(p["errors"]); !strings.Contains(string(errs), `"rule":"boolean"`) {
+		t.Fatalf("validate_only=yes: %v", p)
+	}
+	other := rg.Tenant(t, false)
+	apitest.Problem(t, rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, batchJSON(other.PixelID(), eventJSON("x", "", true))), 404, "not_found")
+	_, readOnly := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Scopes: []string{"pixels:read"}})
+	apitest.Problem(t, rg.Do(t, "POST", "/events?validate_only=true", readOnly, body), 403, "insufficient_scope")
+	if f := rg.Do(t, "POST", "/events?validate_only=false", tn.Secret, body); f.Status != 202 {
+		t.Fatalf("validate_only=false: %d %s", f.Status, f.Body)
+	}
+	if n := len(rg.records(t)); n != 2 {
+		t.Fatalf("%d records after two real requests", n)
+	}
+}

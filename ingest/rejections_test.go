@@ -1,0 +1,128 @@
+package ingest
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/lib/apikey"
+	"svc/lib/svctest"
+	"svc/schema"
+	"svc/schema/apitest"
+	"svc/schema/rejection"
+	"svc/schema/workspace"
+)
+
+// topicRecords reads every record of topic.
+func (rg *rig) topicRecords(t *testing.T, topic string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(rg.seeds...), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := int64(0)
+	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
+	var out []*kgo.Record
+	for int64(len(out)) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("read %d of %d records of %s", len(out), want, topic)
+		}
+		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
+	}
+	return out
+}
+
+// rejectionRecords decodes every record of the rejections topic.
+func (rg *rig) rejectionRecords(t *testing.T) []rejection.Record {
+	t.Helper()
+	var out []rejection.Record
+	for _, r := range rg.topicRecords(t, schema.TopicRejections) {
+		var d rejection.Record
+		if err := rejection.Decode(r.Value, &d); err != nil {
+			t.Fatal(err)
+		}
+		if string(r.Key) != string(d.Pixel[:]) {
+			t.Fatalf("record key %x, pixel %x", r.Key, d.Pixel)
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// A 202 with rejected events writes one rejection record (request id, key, pixel,
+// entries, identity values withheld) before it answers; a refusal of a known pixel
+// (422, 429) writes one too; a pixel of another workspace, a clean 202 and a dry run
+// write none.
+func TestRejectionRecordsOnTheTopic(t *testing.T) {
+	rg := newRig(t)
+	tn := rg.Tenant(t, false)
+	good := eventJSON("purchase", "", true)
+	if r := rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), good)); r.Status != 202 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if r := rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, batchJSON(tn.PixelID(), good, `{"event_name":"x"}`)); r.Status != 200 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if n := len(rg.rejectionRecords(t)); n != 0 {
+		t.Fatalf("%d rejection records after a clean batch and a dry run", n)
+	}
+	bad := eventJSON("lead", "Ada@Example.com", true)
+	r := rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), good, bad))
+	if r.Status != 202 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	// The 202 waited for the record: it is on the topic at once.
+	recs := rg.rejectionRecords(t)
+	if len(recs) != 1 {
+		t.Fatalf("%d rejection records, want 1", len(recs))
+	}
+	d := recs[0]
+	if d.RequestID != r.Header.Get("Request-Id") || d.Status != 202 || d.Events != 2 || d.Key != schema.UUID(tn.Key.ID) ||
+		d.Workspace != schema.UUID(tn.Workspace.ID) || d.Pixel != schema.UUID(tn.Pixel.ID) || len(d.Entries) != 1 {
+		t.Fatalf("record %+v", d)
+	}
+	if e := d.Entries[0]; e.Index != 1 || e.Field != "identity.email" || e.Rule != "normalised" || e.Value != rejection.Withheld {
+		t.Fatalf("entry %+v", e)
+	}
+	if strings.Contains(strings.ToLower(string(rg.topicRecords(t, schema.TopicRejections)[0].Value)), "example.com") {
+		t.Fatal("the record holds the address")
+	}
+
+	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), `{"event_name":"x"}`)), 422, "invalid_request")
+	_, tight := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 1})
+	rg.Do(t, "POST", "/events", tight, batchJSON(tn.PixelID(), good))
+	limited := rg.Do(t, "POST", "/events", tight, batchJSON(tn.PixelID(), good))
+	apitest.Problem(t, limited, 429, "rate_limited")
+	other := rg.Tenant(t, false)
+	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, batchJSON(other.PixelID(), `{"event_name":"x"}`)), 404, "not_found")
+	svctest.WaitFor(t, 5*time.Second, "the refusals' records", func() bool { return len(rg.rejectionRecords(t)) >= 3 })
+	recs = rg.rejectionRecords(t)
+	if len(recs) != 3 || recs[1].Status != 422 || recs[2].Status != 429 || recs[2].RequestID != limited.Header.Get("Request-Id") ||
+		recs[2].Entries[0].Index != rejection.Batch || recs[2].Entries[0].Rule != "rate_limited" {
+		t.Fatalf("records %+v", recs)
+	}
+}
+
+func TestPixelOf(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"pixel_id":"pxl_1","events":[]}`:                            "pxl_1",
+		`{"events":[{"a":[1,{"pixel_id":"no"}]}], "pixel_id" : "p2"}`: "p2",
+		`{"pixel_id":7}`: "", `[]`: "", `{"events":[`: "", ``: "", `{"x":"y"}`: "",
+	} {
+		if got := pixelOf([]byte(body)); got != want {
+			t.Errorf("pixelOf(%s) = %q, want %q", body, got, want)
+		}
+	}
+}
