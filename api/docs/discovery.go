@@ -79,8 +79,8 @@ func Discovery(routes []httpserver.Route, publicURL string) map[string]any {
 		"limits": map[string]any{
 			"scope": "key",
 			"default_windows": []any{
-				map[string]any{"name": b.Name, "quota": b.Quota, "seconds": b.Seconds},
-				map[string]any{"name": d.Name, "quota": d.Quota, "seconds": d.Seconds},
+				map[string]any{"name": b.Name, "quota": b.Quota, "window_seconds": b.Seconds, "seconds": b.Seconds},
+				map[string]any{"name": d.Name, "quota": d.Quota, "window_seconds": d.Seconds, "seconds": d.Seconds},
 			},
 			"default_policy":   limits.Policy(b, d),
 			"headers":          []string{"RateLimit-Policy", "RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset", "RateLimit", "Retry-After"},
@@ -133,7 +133,8 @@ func ForKey(doc map[string]any, r *httpserver.Request) map[string]any {
 	}
 	var windows []any
 	for _, st := range []limits.State{dec.Burst, dec.Daily} {
-		windows = append(windows, map[string]any{"name": st.Name, "quota": st.Quota, "seconds": st.Seconds,
+		// window_seconds is the name GET /limits uses; seconds, the name before, stays.
+		windows = append(windows, map[string]any{"name": st.Name, "quota": st.Quota, "window_seconds": st.Seconds, "seconds": st.Seconds,
 			"remaining": st.Remaining, "reset": st.Reset})
 	}
 	lim["windows"], lim["policy"] = windows, limits.Policy(b, d)

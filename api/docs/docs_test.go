@@ -375,6 +375,16 @@ func TestDiscoveryNeedsAKeyAndDescribesIt(t *testing.T) {
 	if lim["default_policy"] != `"burst";q=120;w=60, "daily";q=10000;w=86400` {
 		t.Errorf("default_policy %v", lim["default_policy"])
 	}
+	// One name for one thing: a window's length is window_seconds, as in GET /limits;
+	// seconds stays beside it for the clients that read it.
+	for _, list := range []string{"windows", "default_windows"} {
+		for i, v := range lim[list].([]any) {
+			win, want := v.(map[string]any), []float64{60, 86400}[i]
+			if win["window_seconds"] != want || win["seconds"] != want {
+				t.Errorf("limits.%s[%d]: window_seconds %v, seconds %v; want both %v", list, i, win["window_seconds"], win["seconds"], want)
+			}
+		}
+	}
 	key := d["key"].(map[string]any)
 	if key["id"] != "key_"+k.ID.String() || key["environment"] != "live" || fmt.Sprint(key["granted_scopes"]) != "[pixels:read]" {
 		t.Errorf("key %v", key)

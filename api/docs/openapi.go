@@ -102,8 +102,8 @@ func RateLimit(r httpserver.Route) map[string]any {
 		"scope": "key",
 		"cost":  1,
 		"windows": []any{
-			map[string]any{"name": b.Name, "quota": b.Quota, "seconds": b.Seconds},
-			map[string]any{"name": d.Name, "quota": d.Quota, "seconds": d.Seconds},
+			map[string]any{"name": b.Name, "quota": b.Quota, "window_seconds": b.Seconds, "seconds": b.Seconds},
+			map[string]any{"name": d.Name, "quota": d.Quota, "window_seconds": d.Seconds, "seconds": d.Seconds},
 		},
 		"policy": limits.Policy(b, d),
 		"note":   "Windows of a default key, counted per key across all operations; an administrator can raise them per key. GET /limits and the RateLimit-* headers give the calling key's own.",

@@ -143,10 +143,11 @@ func components() map[string]Schema {
 			"limits":         array(ref("LimitWindow"), "The key's windows after this request (as GET /limits)."),
 			"created_at":     timeSchema,
 		}), "id", "workspace_id"),
-		"Window": object("One rate-limit window.", []string{"name", "quota", "seconds"}, Schema{
-			"name":    enum("burst or daily.", "burst", "daily"),
-			"quota":   integer("Requests per window."),
-			"seconds": integer("Window length in seconds."),
+		"Window": object("One rate-limit window.", []string{"name", "quota", "window_seconds", "seconds"}, Schema{
+			"name":           enum("burst or daily.", "burst", "daily"),
+			"quota":          integer("Requests per window."),
+			"window_seconds": integer("Window length in seconds (the name GET /limits uses)."),
+			"seconds":        integer("The same as window_seconds, under the name it had first; kept for existing clients."),
 		}),
 		"LimitWindow": object("One window of the calling key and its state.", []string{"name", "quota", "window_seconds", "remaining", "reset"}, Schema{
 			"name":           enum("burst or daily.", "burst", "daily"),
@@ -295,12 +296,13 @@ func components() map[string]Schema {
 			[]string{"scope", "windows", "policy", "default_windows", "default_policy"}, Schema{
 				"scope": enum("Windows are counted per API key.", "key"),
 				"windows": array(object("One window of the calling key and its state after this request.",
-					[]string{"name", "quota", "seconds", "remaining", "reset"}, Schema{
-						"name":      enum("burst or daily.", "burst", "daily"),
-						"quota":     integer("Requests per window."),
-						"seconds":   integer("Window length in seconds."),
-						"remaining": integer("Left after this request."),
-						"reset":     integer("Seconds until the window is full again."),
+					[]string{"name", "quota", "window_seconds", "seconds", "remaining", "reset"}, Schema{
+						"name":           enum("burst or daily.", "burst", "daily"),
+						"quota":          integer("Requests per window."),
+						"window_seconds": integer("Window length in seconds (the name GET /limits uses)."),
+						"seconds":        integer("The same as window_seconds, under the name it had first; kept for existing clients."),
+						"remaining":      integer("Left after this request."),
+						"reset":          integer("Seconds until the window is full again."),
 					}), "The calling key's burst and daily windows."),
 				"policy":          str("The calling key's RateLimit-Policy header value."),
 				"default_windows": array(ref("Window"), "Burst and daily windows of a default key."),
