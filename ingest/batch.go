@@ -5,7 +5,6 @@
 package ingest
 
 import (
-	"crypto/sha256"
 	"encoding/binary"
 	"strconv"
 	"time"
@@ -209,21 +208,10 @@ func (p *Parser) event(b *Batch, idx int) {
 		e.HasEmail, e.EmailSHA = false, [32]byte{}
 	}
 	if st.clientID != nil {
-		e.ID = clientEventID(st.clientID)
+		e.ID = schema.ClientEventID(st.clientID)
 	}
 	b.Events = append(b.Events, e)
 	b.clientID = append(b.clientID, st.clientID != nil)
-}
-
-// clientEventID maps a client's event_id to a UUID: the first 16 bytes of its SHA-256,
-// with the version nibble set to 8 (custom) and the RFC 4122 variant.
-func clientEventID(id []byte) schema.UUID {
-	sum := sha256.Sum256(id)
-	var u schema.UUID
-	copy(u[:], sum[:16])
-	u[6] = u[6]&0x0f | 0x80
-	u[8] = u[8]&0x3f | 0x80
-	return u
 }
 
 // AssignIDs gives every event without a client event_id an id derived from base and

@@ -65,6 +65,11 @@ type Config struct {
 	// (SVC_ROLLUP_REJECTION_RETENTION, default 720h; 0 keeps everything): whole UTC days
 	// are dropped once older (rejections_run.go).
 	RejectionRetention time.Duration
+	// EventIDWindow is how long a client event_id deduplicates (SVC_EVENT_ID_WINDOW,
+	// default 48h, whole seconds, 1s..168h; 0 is the default): a copy of an event the
+	// edge accepted less than this after the stored copy is dropped (eventdedup.go).
+	// With Redis only.
+	EventIDWindow time.Duration
 	// Topic is the events topic (schema.TopicEvents); DeadTopic receives undecodable
 	// records (schema.TopicDeadEvent). Not set from the environment.
 	Topic, DeadTopic string
@@ -94,6 +99,23 @@ type Config struct {
 	testKgoOpts []kgo.Opt
 }
 
+// DefaultEventIDWindow is SVC_EVENT_ID_WINDOW's default (Meta's and TikTok's
+// conversions APIs deduplicate an event_id for 48 hours).
+const DefaultEventIDWindow = 48 * time.Hour
+
+// eventIDWindow is EventIDWindow, or the default when it is 0.
+func (c Config) eventIDWindow() time.Duration {
+	if c.EventIDWindow == 0 {
+		return DefaultEventIDWindow
+	}
+	return c.EventIDWindow
+}
+
+// MaxEventIDWindow bounds SVC_EVENT_ID_WINDOW: the edge takes no event older than
+// schema.MaxEventAge, and Redis holds a claim per event for the window (deploy/README.md
+// has the capacity formula).
+const MaxEventIDWindow = schema.MaxEventAge
+
 // heartbeatInterval is how often a member heartbeats for a session timeout: six beats
 // per session, at most one a second (a surviving member learns of a rebalance at its
 // next heartbeat).
@@ -116,6 +138,7 @@ func ConfigFromEnv(r *settings.Reader) Config {
 		Table:              r.String("SVC_ROLLUP_TABLE"),
 		RejectionSamples:   r.Int("SVC_ROLLUP_REJECTION_SAMPLES"),
 		RejectionRetention: r.Duration("SVC_ROLLUP_REJECTION_RETENTION"),
+		EventIDWindow:      r.Duration("SVC_EVENT_ID_WINDOW"),
 		Topic:              schema.TopicEvents,
 		DeadTopic:          schema.TopicDeadEvent,
 		Kafka:              kafkabroker.ConfigFromEnv(r),
@@ -155,6 +178,9 @@ func (c Config) Validate() error {
 	}
 	if c.RejectionRetention < 0 || c.RejectionRetention > 0 && c.RejectionRetention < time.Hour {
 		errs = append(errs, fmt.Errorf("SVC_ROLLUP_REJECTION_RETENTION %v: want 0 (keep everything) or at least 1h", c.RejectionRetention))
+	}
+	if w := c.EventIDWindow; w != 0 && (w < time.Second || w > MaxEventIDWindow || w%time.Second != 0) {
+		errs = append(errs, fmt.Errorf("SVC_EVENT_ID_WINDOW %v: want whole seconds, 1s..%v", w, MaxEventIDWindow))
 	}
 	if c.Table == "" || c.Topic == "" || c.DeadTopic == "" {
 		errs = append(errs, errors.New("table, topic and dead-letter topic must be set"))

@@ -18,7 +18,8 @@ func TestConfigFromEnvAndValidate(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	if cfg.Group != "svc-rollup" || cfg.BatchRows != 200000 || cfg.BatchInterval != time.Second {
+	if cfg.Group != "svc-rollup" || cfg.BatchRows != 200000 || cfg.BatchInterval != time.Second ||
+		cfg.EventIDWindow != DefaultEventIDWindow || (Config{}).eventIDWindow() != DefaultEventIDWindow {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	for name, c := range map[string]struct{ k, v, want string }{
@@ -29,6 +30,9 @@ func TestConfigFromEnvAndValidate(t *testing.T) {
 		"group":     {"SVC_ROLLUP_GROUP", " ", ""},
 		"db":        {"SVC_CLICKHOUSE_DB", "bad-name", "SVC_CLICKHOUSE_DB"},
 		"addr":      {"SVC_CLICKHOUSE_ADDR", "nohostport", "SVC_CLICKHOUSE_ADDR"},
+		"window":    {"SVC_EVENT_ID_WINDOW", "169h", "SVC_EVENT_ID_WINDOW"},
+		"window ms": {"SVC_EVENT_ID_WINDOW", "1500ms", "SVC_EVENT_ID_WINDOW"},
+		"window 3s": {"SVC_EVENT_ID_WINDOW", "3s", ""},
 	} {
 		vars = map[string]string{c.k: c.v}
 		cfg := ConfigFromEnv(r)

@@ -17,6 +17,7 @@ import (
 	"svc/lib/logs"
 	"svc/lib/process"
 	"svc/schema"
+	"svc/schema/workspace"
 )
 
 // errKilled is returned when the test hook stops the consumer between an INSERT and
@@ -54,20 +55,23 @@ type consumer struct {
 	wm      *watermarks   // the completeness watermark (watermark.go)
 
 	mu       sync.Mutex
-	dead     bool                      // stopped by the test hook: callbacks do nothing
-	scratch  schema.Batch              // decode buffer
-	held     []*kgo.Record             // polled, not yet handled
-	label    string                    // kafka_topic of the topic's incarnation (incarnation.go); "" until read
-	stored   map[int32]int64           // partition → highest offset in ClickHouse (-1: none); absent: unknown
-	commit   map[int32]kgo.EpochOffset // offsets to commit after the next flush
-	dlq      []*kgo.Record             // dead letters to produce before the next commit
-	first    time.Time                 // arrival of the oldest unflushed work; zero if none
-	unsure   bool                      // the last INSERT failed: it may have landed
-	lastID   string                    // query_id of the last INSERT
-	handled  map[int32]int64           // partition → highest offset handled (guards redelivery within a batch)
-	claims   map[recordPos]bool        // held records whose batch id was claimed: true = duplicate
-	failures int                       // consecutive failed steps (flush or read-back)
-	flushBad bool                      // the last flush failed
+	dead     bool                         // stopped by the test hook: callbacks do nothing
+	scratch  schema.Batch                 // decode buffer
+	held     []*kgo.Record                // polled, not yet handled
+	label    string                       // kafka_topic of the topic's incarnation (incarnation.go); "" until read
+	stored   map[int32]int64              // partition → highest offset in ClickHouse (-1: none); absent: unknown
+	commit   map[int32]kgo.EpochOffset    // offsets to commit after the next flush
+	dlq      []*kgo.Record                // dead letters to produce before the next commit
+	first    time.Time                    // arrival of the oldest unflushed work; zero if none
+	unsure   bool                         // the last INSERT failed: it may have landed
+	lastID   string                       // query_id of the last INSERT
+	handled  map[int32]int64              // partition → highest offset handled (guards redelivery within a batch)
+	claims   map[recordPos]bool           // held records whose batch id was claimed: true = duplicate
+	events   eventClaims                  // buffers of the client event-id claims (eventdedup.go)
+	eventDup map[recordPos]uint64         // held records whose event ids were claimed: bit i = event i is a copy
+	dupDays  map[workspace.PixelDay]int64 // copies dropped since the last flush, per pixel and day
+	failures int                          // consecutive failed steps (flush or read-back)
+	flushBad bool                         // the last flush failed
 	retryAt  time.Time
 }
 
@@ -84,7 +88,11 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		commit:  map[int32]kgo.EpochOffset{},
 		handled: map[int32]int64{},
 		claims:  map[recordPos]bool{},
-		privacy: newPrivacyFence(cfg),
+		events: eventClaims{table: eventClaimTable(cfg.eventIDWindow()),
+			window: int64(cfg.eventIDWindow() / time.Second)},
+		eventDup: map[recordPos]uint64{},
+		dupDays:  map[workspace.PixelDay]int64{},
+		privacy:  newPrivacyFence(cfg),
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
@@ -237,6 +245,10 @@ func (c *consumer) handle(ctx context.Context) {
 		c.fail(err)
 		return
 	}
+	if err := c.claimEvents(ctx); err != nil {
+		c.fail(err)
+		return
+	}
 	if !c.flushBad {
 		c.failures, c.retryAt = 0, time.Time{}
 	}
@@ -297,7 +309,7 @@ func (c *consumer) readStored(ctx context.Context, parts []int32) error {
 
 func (c *consumer) handleOne(r *kgo.Record) {
 	p := r.Partition
-	dup := c.duplicate(r)
+	dup, copies := c.duplicate(r), c.duplicateEvents(r)
 	if c.first.IsZero() {
 		c.first = time.Now()
 	}
@@ -318,7 +330,10 @@ func (c *consumer) handleOne(r *kgo.Record) {
 		c.dlq = append(c.dlq, deadLetter(r, c.cfg.DeadTopic, reason, err))
 		return
 	}
-	c.sink.Add(&c.scratch, p, r.Offset)
+	if copies != 0 {
+		c.countCopies(&c.scratch, copies)
+	}
+	c.sink.AddExcept(&c.scratch, p, r.Offset, copies)
 }
 
 // Event times outside this range cannot be stored in a DateTime column.
@@ -328,23 +343,40 @@ var (
 )
 
 // decode decodes r into c.scratch, or returns the dead-letter reason and error.
+// checkRecord (eventdedup.go) makes the same checks without keeping the events.
 func (c *consumer) decode(r *kgo.Record) (string, error) {
-	for _, h := range r.Headers {
-		if h.Key == schema.HeaderSchema && string(h.Value) != schema.SchemaEventsV1 {
-			return ReasonWrongSchema, fmt.Errorf("header %s=%q, want %q", schema.HeaderSchema, h.Value, schema.SchemaEventsV1)
-		}
+	if reason, err := checkHeaders(r); err != nil {
+		return reason, err
 	}
 	b := &c.scratch
 	if err := schema.DecodeBatch(r.Value, b); err != nil {
 		return reasonOf(err), err
 	}
-	if b.ReceivedAt < minTime || b.ReceivedAt >= maxTime {
-		return ReasonOutOfRange, fmt.Errorf("received_at %d ms out of range", b.ReceivedAt)
-	}
+	lo, hi := b.Events[0].OccurredAt, b.Events[0].OccurredAt // DecodeBatch refuses a batch without events
 	for i := range b.Events {
-		if t := b.Events[i].OccurredAt; t < minTime || t >= maxTime {
-			return ReasonOutOfRange, fmt.Errorf("event %d: occurred_at %d ms out of range", i, t)
+		lo, hi = min(lo, b.Events[i].OccurredAt), max(hi, b.Events[i].OccurredAt)
+	}
+	return checkTimes(b.ReceivedAt, lo, hi)
+}
+
+// checkHeaders refuses a record whose schema header names another schema.
+func checkHeaders(r *kgo.Record) (string, error) {
+	for _, h := range r.Headers {
+		if h.Key == schema.HeaderSchema && string(h.Value) != schema.SchemaEventsV1 {
+			return ReasonWrongSchema, fmt.Errorf("header %s=%q, want %q", schema.HeaderSchema, h.Value, schema.SchemaEventsV1)
 		}
+	}
+	return "", nil
+}
+
+// checkTimes refuses a record whose received_at, or the occurred_at of an event (from
+// the earliest, lo, to the latest, hi), a DateTime column cannot hold.
+func checkTimes(received, lo, hi int64) (string, error) {
+	if received < minTime || received >= maxTime {
+		return ReasonOutOfRange, fmt.Errorf("received_at %d ms out of range", received)
+	}
+	if lo < minTime || hi >= maxTime {
+		return ReasonOutOfRange, fmt.Errorf("occurred_at %d..%d ms out of range", lo, hi)
 	}
 	return "", nil
 }

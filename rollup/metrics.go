@@ -21,6 +21,8 @@ type metrics struct {
 	commitErrors  prometheus.Counter
 	skipped       prometheus.Counter
 	duplicates    prometheus.Counter
+	// duplicateEvents counts copies of client event ids dropped (eventdedup.go).
+	duplicateEvents prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -52,6 +54,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "svc_rollup_commit_errors_total", Help: "Failed offset commits (harmless: stored offsets are re-read on assignment)."})),
 		duplicates: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svc_rollup_duplicate_batches_total", Help: "Records skipped as a second copy of a batch already stored (same svc-batch id)."})),
+		duplicateEvents: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "svc_rollup_duplicate_events_total", Help: "Events dropped as a copy of a client event_id already stored for the pixel within the window (SVC_EVENT_ID_WINDOW)."})),
 		skipped: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svc_rollup_skipped_records_total", Help: "Records skipped because ClickHouse already holds them (redelivery after a crash or rebalance)."})),
 	}

@@ -80,6 +80,13 @@ func (c *consumer) forget(parts []int32) {
 			}
 		}
 	}
+	for at := range c.eventDup {
+		for _, p := range parts {
+			if at.p == p {
+				delete(c.eventDup, at)
+			}
+		}
+	}
 	for _, p := range parts {
 		gone[p] = true
 		delete(c.stored, p)

@@ -107,8 +107,19 @@ const (
 // lie in [1970, 2106) (the consumer refuses others): they are stored as unsigned
 // seconds and days.
 func (s *Sink) Add(b *schema.Batch, partition int32, offset int64) {
+	s.AddExcept(b, partition, offset, 0)
+}
+
+// AddExcept is Add without the events whose bit is set in skip (bit i: the event at
+// index i, which keeps its batch_index): copies of client event ids (eventdedup.go).
+func (s *Sink) AddExcept(b *schema.Batch, partition int32, offset int64, skip uint64) {
 	c := &s.c
+	n := 0
 	for i := range b.Events {
+		if skip&(1<<i) != 0 {
+			continue
+		}
+		n++
 		e := &b.Events[i]
 		c.event = append(c.event, uuid.UUID(e.ID))
 		c.name.Append(e.Name)
@@ -131,13 +142,12 @@ func (s *Sink) Add(b *schema.Batch, partition int32, offset int64) {
 		c.batchIndex = append(c.batchIndex, uint8(i))
 		s.occurredMs = append(s.occurredMs, e.OccurredAt)
 	}
-	s.addRecordColumns(b, partition, offset)
+	s.addRecordColumns(b, partition, offset, n)
 }
 
-// addRecordColumns appends the record's own values, the same for each of its events.
-func (s *Sink) addRecordColumns(b *schema.Batch, partition int32, offset int64) {
+// addRecordColumns appends the record's own values, the same for each of its n events.
+func (s *Sink) addRecordColumns(b *schema.Batch, partition int32, offset int64, n int) {
 	c := &s.c
-	n := len(b.Events)
 	ws, px, key := uuid.UUID(b.Workspace), uuid.UUID(b.Pixel), uuid.UUID(b.Key)
 	received, sandbox := proto.DateTime(b.ReceivedAt/msPerSecond), chpool.UInt8(b.Sandbox)
 	for range n {

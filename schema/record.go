@@ -19,7 +19,8 @@
 //	request_id   uv len + bytes
 //	count        uv       number of events, 1..MaxEvents
 //	count × event:
-//	  event_id    16 bytes  UUID (client-supplied or assigned by the edge)
+//	  event_id    16 bytes  UUID: version 8 when derived from the client's event_id
+//	                        (ClientEventID), version 4 when the edge assigned it
 //	  name        uv len + bytes (UTF-8, 1..MaxNameLen)
 //	  occurred_at sv        unix milliseconds
 //	  eflags      1 byte    bit 0: has value; bit 1: consent.measurement; bit 2: has email hash
@@ -226,7 +227,12 @@ func (r *reader) varint(what string) int64 {
 // DecodeBatch decodes a record value into b, reusing b.Events. Strings in b alias
 // value (no copy, no allocation): value must not change while they are in use. On
 // error b is unspecified and the error wraps ErrRecord.
-func DecodeBatch(value []byte, b *Batch) error {
+func DecodeBatch(value []byte, b *Batch) error { return decode(value, b, nil) }
+
+// decode decodes value into b; with ids set, it does not keep b.Events but notes the
+// events whose id came from the client in ids (ScanClientIDs). Either way it checks
+// the whole record alike: a record one accepts, the other does.
+func decode(value []byte, b *Batch, ids *ClientIDs) error {
 	r := reader{b: value}
 	head := r.bytes(4, "header")
 	if r.err != nil {
@@ -252,29 +258,17 @@ func DecodeBatch(value []byte, b *Batch) error {
 		return fmt.Errorf("%w: event count %d out of range", ErrRecord, n)
 	}
 	b.Events = b.Events[:0]
+	if ids != nil {
+		ids.start()
+	}
 	for i := uint64(0); i < n; i++ {
 		var e Event
-		copy(e.ID[:], r.bytes(16, "event_id"))
-		ln := r.uvarint("name length")
-		if ln == 0 || ln > MaxNameLen {
-			r.fail("name length out of range")
+		if err := readEvent(&r, &e); err != nil {
+			return err
 		}
-		e.Name = alias(r.bytes(int(ln), "name"))
-		e.OccurredAt = r.varint("occurred_at")
-		f := r.bytes(1, "event flags")
-		if r.err != nil {
-			return r.err
-		}
-		e.HasValue, e.Consent, e.HasEmail = f[0]&evHasValue != 0, f[0]&evConsent != 0, f[0]&evHasEmail != 0
-		if e.HasValue {
-			e.Value = r.varint("value")
-		}
-		copy(e.Currency[:], r.bytes(3, "currency"))
-		if e.HasEmail {
-			copy(e.EmailSHA[:], r.bytes(32, "email_sha"))
-		}
-		if r.err != nil {
-			return r.err
+		if ids != nil {
+			ids.add(&e, int(i))
+			continue
 		}
 		b.Events = append(b.Events, e)
 	}
@@ -282,6 +276,30 @@ func DecodeBatch(value []byte, b *Batch) error {
 		return fmt.Errorf("%w: %d trailing bytes", ErrRecord, len(value)-r.off)
 	}
 	return nil
+}
+
+// readEvent reads one event into e; its name aliases r's bytes.
+func readEvent(r *reader, e *Event) error {
+	copy(e.ID[:], r.bytes(16, "event_id"))
+	ln := r.uvarint("name length")
+	if ln == 0 || ln > MaxNameLen {
+		r.fail("name length out of range")
+	}
+	e.Name = alias(r.bytes(int(ln), "name"))
+	e.OccurredAt = r.varint("occurred_at")
+	f := r.bytes(1, "event flags")
+	if r.err != nil {
+		return r.err
+	}
+	e.HasValue, e.Consent, e.HasEmail = f[0]&evHasValue != 0, f[0]&evConsent != 0, f[0]&evHasEmail != 0
+	if e.HasValue {
+		e.Value = r.varint("value")
+	}
+	copy(e.Currency[:], r.bytes(3, "currency"))
+	if e.HasEmail {
+		copy(e.EmailSHA[:], r.bytes(32, "email_sha"))
+	}
+	return r.err
 }
 
 // alias returns p's bytes as a string without copying: p must not change afterwards.

@@ -103,7 +103,8 @@ const MaxValue = 64
 //	t_find(t, f[, skip]) -> value, shard key, epoch, cur (value nil when absent): the
 //	                        newest epoch holding f, but not epoch skip; cur is the
 //	                        current epoch's directory entry (false: none) for t_put
-//	t_put(t, f, v[, cur]) -> shard key, epoch, added: sets f in the current epoch's table
+//	t_put(t, f, v[, cur]) -> shard key, epoch, added, dir: sets f in the current epoch's
+//	                        table; dir is the epoch's directory entry when it wrote it
 //	t_del(t, key, en, f)    deletes f from shard key of epoch en (as t_find or t_put named)
 //	t_expiry(t, e)       -> when epoch e's shards expire (ms)
 //
@@ -221,8 +222,10 @@ local function t_put(t, f, v, m)
       level, split = t_split(t, en, level, split, at)
       key = t.base .. en .. ':' .. t_shard(t_hash(f), level, split)
     end
-    redis.call('HSET', dk, en, string.format('%d %d %d', level, split, n))
+    local nm = string.format('%d %d %d', level, split, n)
+    redis.call('HSET', dk, en, nm)
     if not m then t_newepoch(t, dk, at) end
+    return key, en, added, nm
   end
   return key, en, added
 end
