@@ -44,12 +44,15 @@ type Batch struct {
 	Rejections []Rejection
 	// Envelope holds faults that fail the whole request (422).
 	Envelope []problem.FieldError
+	// Duplicates counts events refused as a later copy of an event_id accepted earlier
+	// in the batch (rule duplicate_event_id; they are among Rejections too).
+	Duplicates int
 	// clientID[i] says whether Events[i] carried its own event_id.
 	clientID []bool
 }
 
 func (b *Batch) reset() {
-	b.PixelID, b.Total = "", 0
+	b.PixelID, b.Total, b.Duplicates = "", 0, 0
 	b.Events, b.Rejections, b.Envelope = b.Events[:0], b.Rejections[:0], b.Envelope[:0]
 	b.clientID = b.clientID[:0]
 }
@@ -57,6 +60,11 @@ func (b *Batch) reset() {
 // Parser parses batches. It keeps buffers between calls: use one per goroutine (pool it).
 type Parser struct {
 	sc scanner
+	// idSlots finds an earlier event of the batch with the same client event id: open
+	// addressing by the id's first byte, index + 1 into Batch.Events (0: free); idUsed
+	// lists the slots taken, cleared for the next batch.
+	idSlots [128]uint8
+	idUsed  []uint8
 	// Now is the clock for occurred_at bounds (time.Now when nil).
 	Now func() time.Time
 	// now is Now's reading for the batch being parsed.
@@ -67,6 +75,10 @@ type Parser struct {
 // batch's shape; b.Envelope then says why.
 func (p *Parser) Parse(body []byte, b *Batch) bool {
 	b.reset()
+	for _, i := range p.idUsed {
+		p.idSlots[i] = 0
+	}
+	p.idUsed = p.idUsed[:0]
 	p.sc = scanner{b: body, scratch: p.sc.scratch[:0]}
 	s := &p.sc
 	p.now = time.Now()
@@ -209,9 +221,34 @@ func (p *Parser) event(b *Batch, idx int) {
 	}
 	if st.clientID != nil {
 		e.ID = schema.ClientEventID(st.clientID)
+		if p.seen(b, e.ID) {
+			// The first accepted copy is the event; a later one is refused, so that an
+			// event_id counts once however often a batch repeats it.
+			p.reject(b, &st, idx, "event_id", "duplicate_event_id", string(st.clientID))
+			b.Duplicates++
+			return
+		}
 	}
 	b.Events = append(b.Events, e)
 	b.clientID = append(b.clientID, st.clientID != nil)
+}
+
+// seen reports whether an event of b already carries the client event id id, and
+// notes id for the event about to be appended when not.
+func (p *Parser) seen(b *Batch, id schema.UUID) bool {
+	h := id[0] & 127 // a SHA-256 byte: uniform
+	for {
+		slot := p.idSlots[h]
+		if slot == 0 {
+			p.idSlots[h] = uint8(len(b.Events) + 1)
+			p.idUsed = append(p.idUsed, h)
+			return false
+		}
+		if b.Events[slot-1].ID == id {
+			return true
+		}
+		h = (h + 1) & 127
+	}
 }
 
 // AssignIDs gives every event without a client event_id an id derived from base and

@@ -236,10 +236,14 @@ func (e *Edge) Close(ctx context.Context) error {
 	return err
 }
 
-// Accepted is the 202 body of POST /events.
+// Accepted is the 202 body of POST /events. Duplicates counts the events refused as a
+// later copy of an event_id earlier in the same batch (rule duplicate_event_id, among
+// Rejected and Rejections); copies across batches are dropped by the consumer, after
+// the 202 (rollup/eventdedup.go).
 type Accepted struct {
 	Accepted   int         `json:"accepted"`
 	Rejected   int         `json:"rejected"`
+	Duplicates int         `json:"duplicates"`
 	Rejections []Rejection `json:"rejections"`
 	RequestID  string      `json:"request_id"`
 }
@@ -277,7 +281,7 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 	w.buf = schema.AppendBatch(w.buf[:0], &schema.Batch{Sandbox: r.Key.Env == apikey.Sandbox,
 		Workspace: schema.UUID(r.Key.WorkspaceID), Pixel: schema.UUID(px.ID), Key: schema.UUID(r.Key.ID),
 		ReceivedAt: time.Now().UnixMilli(), RequestID: r.ID, Events: b.Events})
-	body, _ := json.Marshal(Accepted{Accepted: len(b.Events), Rejected: len(b.Rejections),
+	body, _ := json.Marshal(Accepted{Accepted: len(b.Events), Rejected: len(b.Rejections), Duplicates: b.Duplicates,
 		Rejections: nonNil(b.Rejections), RequestID: r.ID})
 	w.rec = kgo.Record{Topic: schema.TopicEvents, Key: w.rec.Key[:0], Value: w.buf,
 		Headers: append(w.rec.Headers[:0], kgo.RecordHeader{Key: schema.HeaderSchema, Value: schemaV1})}

@@ -497,3 +497,52 @@ func TestSlowBodyAttackOnTheEdge(t *testing.T) {
 		t.Fatalf("a batch during the attack: %d %s", r.Status, r.Body)
 	}
 }
+
+// TestEventIDTwiceInOneBatchIsOneEvent: an event_id sent twice in one batch is one
+// event: the first accepted copy goes to Kafka, the second is refused in the 202 with
+// rule duplicate_event_id and counted in duplicates (and in rejected: accepted +
+// rejected is every event sent). A copy that is itself invalid is refused for that
+// reason, and does not hide a later valid copy.
+func TestEventIDTwiceInOneBatchIsOneEvent(t *testing.T) {
+	rg := newRig(t)
+	tn := rg.Tenant(t, false)
+	ts := time.Now().UTC().Add(-10 * time.Minute).Format(time.RFC3339)
+	ev := func(id string, value int) string {
+		return fmt.Sprintf(`{"event_id":%q,"event_name":"purchase","occurred_at":%q,"value":%d,"currency":"EUR","consent":{"measurement":true}}`, id, ts, value)
+	}
+	body := batchJSON(tn.PixelID(), `{"event_id":"order-2","event_name":"purchase"}`, ev("order-1", 10), ev("order-2", 5),
+		ev("order-1", 99), ev("order-3", 1), ev("order-1", 7))
+	r := rg.Do(t, "POST", "/events", tn.Secret, body)
+	if r.Status != 202 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	m := r.JSON(t)
+	if m["accepted"] != 3.0 || m["rejected"] != 3.0 || m["duplicates"] != 2.0 {
+		t.Fatalf("202 body %s: want 3 accepted, 3 rejected of which 2 duplicates", r.Body)
+	}
+	var dups []int
+	for _, x := range m["rejections"].([]any) {
+		rj := x.(map[string]any)
+		if rj["rule"] == "duplicate_event_id" {
+			if rj["field"] != "event_id" || rj["value"] != "order-1" {
+				t.Errorf("rejection %v", rj)
+			}
+			dups = append(dups, int(rj["index"].(float64)))
+		}
+	}
+	if fmt.Sprint(dups) != "[3 5]" {
+		t.Fatalf("duplicate_event_id at %v, want [3 5]: %s", dups, r.Body)
+	}
+	recs := rg.records(t)
+	var b schema.Batch
+	if len(recs) != 1 || schema.DecodeBatch(recs[0].Value, &b) != nil || len(b.Events) != 3 {
+		t.Fatalf("%d records, %d events; want one record of 3", len(recs), len(b.Events))
+	}
+	if b.Events[0].ID != schema.ClientEventID([]byte("order-1")) || b.Events[0].Value != 100000 ||
+		b.Events[1].ID != schema.ClientEventID([]byte("order-2")) {
+		t.Fatalf("events %+v", b.Events)
+	}
+	if d := rg.counter(t, "svc_ingest_events_total", map[string]string{"outcome": "rejected", "reason": "duplicate_event_id"}); d != 2 {
+		t.Fatalf("svc_ingest_events_total{reason=duplicate_event_id} %v, want 2", d)
+	}
+}

@@ -134,7 +134,7 @@ var EventFields = []Field{
 		Doc: "The API key that sent the batch."},
 	{Column: "event_id", CHType: "UUID", Go: "ID", Pos: 1, Wire: Fixed,
 		JSON: "event_id", Kind: String, MinLen: 1, MaxLen: MaxEventIDLen, Example: `"order-1001"`,
-		Doc: "Optional: the same event_id always maps to the same stored event."},
+		Doc: "Optional: deduplicates per pixel. The first accepted copy of an event_id is stored; every later copy accepted within 48 hours of it is dropped (within one batch it is refused, rule duplicate_event_id)."},
 	{Column: "event_name", CHType: "String", Go: "Name", Pos: 2, Wire: Bytes,
 		JSON: "event_name", Kind: String, Required: true, MinLen: 1, MaxLen: MaxNameLen, Example: `"purchase"`,
 		Doc: "Name of the event, e.g. purchase."},

@@ -77,6 +77,7 @@ type Batch struct {
 type EventsResult struct {
 	Accepted   int         `json:"accepted"`
 	Rejected   int         `json:"rejected"`
+	Duplicates int         `json:"duplicates"` // of Rejected: later copies of an event_id earlier in the batch
 	Rejections []Rejection `json:"rejections"`
 	RequestID  string      `json:"request_id"`
 	// IdempotencyKey is the key the batch was sent with (on every attempt).

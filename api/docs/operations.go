@@ -143,9 +143,12 @@ var Operations = map[string]Op{
 		"Answers 202 only once the batch is durably queued; accepted events appear in the next daily rollup. " +
 		"Send one Idempotency-Key per logical batch and reuse it on every retry. " +
 		"Contact details are hashed with SHA-256 before storage: send them trimmed and lower-cased. " +
-		"A bad event is rejected alone (rejections[]); when none is acceptable the answer is 422.",
+		"A bad event is rejected alone (rejections[]); when none is acceptable the answer is 422. " +
+		"An event_id deduplicates per pixel for 48 hours: the first accepted copy is stored, every later one dropped. " +
+		"A copy within the same batch is refused here (rule duplicate_event_id, counted in duplicates); " +
+		"a copy of an event sent in an earlier batch is dropped after the 202, which cannot know of it (the developer pages say how to see those).",
 		Body: "Batch", BodyExample: exBatch, Status: 202, Response: ref("EventsAccepted"),
-		Example: map[string]any{"accepted": 1, "rejected": 0, "rejections": []any{}, "request_id": "req_01J9Z8Q4W3X2V1T0S9R8Q7P6N5"},
+		Example: map[string]any{"accepted": 1, "rejected": 0, "duplicates": 0, "rejections": []any{}, "request_id": "req_01J9Z8Q4W3X2V1T0S9R8Q7P6N5"},
 		Codes:   []problem.Code{problem.InvalidRequest, problem.NotFound, problem.ServiceUnavailable}},
 
 	// Webhooks.

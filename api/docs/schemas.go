@@ -122,9 +122,11 @@ func components() map[string]Schema {
 			"rule":  str("The rule it broke."),
 			"value": Schema{"description": "The value received (never a raw contact detail)."},
 		}),
-		"EventsAccepted": object("202 answer of POST /events.", []string{"accepted", "rejected", "rejections", "request_id"}, Schema{
-			"accepted":   integer("Events accepted; they appear in the next daily rollup."),
-			"rejected":   integer("Events rejected (see rejections)."),
+		"EventsAccepted": object("202 answer of POST /events.", []string{"accepted", "rejected", "duplicates", "rejections", "request_id"}, Schema{
+			"accepted": integer("Events accepted; they appear in the next daily rollup, except a copy of an event_id the pixel already has within the " +
+				"deduplication window (48 h), which is dropped after this answer: it cannot say so."),
+			"rejected":   integer("Events rejected (see rejections), duplicates included."),
+			"duplicates": integer("Events refused as a later copy of an event_id earlier in this batch (rule duplicate_event_id, among rejected)."),
 			"rejections": array(ref("Rejection"), "Why each rejected event was refused."),
 			"request_id": str("The request id."),
 		}),

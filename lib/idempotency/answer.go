@@ -74,6 +74,12 @@ var words = []string{
 	`(withheld: contact details are never echoed)`,
 	`normalised`, // the identity rules: with "normalised" spelled out, a 202 with two
 	`email`,      // rejections took 67 bytes and went to a string of its own (MaxValue)
+	// POST /events' "duplicates" (issue 27): without these a clean 202 took 38 bytes.
+	`,"rejected":0,"duplicates":0,"rejections":[],"request_id":"req_`,
+	`,"duplicates":0,"rejections":[],"request_id":"req_`,
+	`,"duplicates":0,"rejections":[{"index":`,
+	`,"duplicates":`,
+	`duplicate_event_id`,
 }
 
 const (

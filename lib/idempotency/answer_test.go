@@ -15,6 +15,13 @@ var (
 		Body: []byte(`{"accepted":7,"rejected":1,"rejections":[{"index":7,"field":"occurred_at","rule":"required","value":null}],"request_id":"req_89abcdef0123456789abcdef"}`)}
 	twoRejections = Stored{Status: 202, ContentType: "application/json",
 		Body: []byte(`{"accepted":48,"rejected":2,"rejections":[{"index":43,"field":"currency","rule":"required_with_value","value":null},{"index":45,"field":"identity.email","rule":"normalised","value":"(withheld: contact details are never echoed)"}],"request_id":"req_4e96cdcc6c8cd28aa7c62e80"}`)}
+	// The same with "duplicates" (issue 27), as the edge writes them since.
+	clean202d = Stored{Status: 202, ContentType: "application/json",
+		Body: []byte(`{"accepted":50,"rejected":0,"duplicates":0,"rejections":[],"request_id":"req_0123456789abcdef01234567"}`)}
+	oneRejectionD = Stored{Status: 202, ContentType: "application/json",
+		Body: []byte(`{"accepted":7,"rejected":1,"duplicates":0,"rejections":[{"index":7,"field":"occurred_at","rule":"required","value":null}],"request_id":"req_89abcdef0123456789abcdef"}`)}
+	oneDuplicate = Stored{Status: 202, ContentType: "application/json",
+		Body: []byte(`{"accepted":49,"rejected":1,"duplicates":1,"rejections":[{"index":12,"field":"event_id","rule":"duplicate_event_id","value":"order-1"}],"request_id":"req_4e96cdcc6c8cd28aa7c62e80"}`)}
 	imported = Stored{Status: 200, ContentType: "application/json",
 		Body: []byte(`{"rows":500,"upserted":500,"request_id":"req_fedcba9876543210fedcba98"}`)}
 )
@@ -22,7 +29,7 @@ var (
 // Packing is exact whatever the answer holds, and the common answers fit a table field
 // with the record's 9 bytes of kind and fingerprint.
 func TestPackIsExactAndSmall(t *testing.T) {
-	answers := []Stored{clean202, oneRejection, twoRejections, imported,
+	answers := []Stored{clean202, oneRejection, twoRejections, imported, clean202d, oneRejectionD, oneDuplicate,
 		{Status: 422, ContentType: "application/problem+json", Body: []byte(`{"type":"https://docs.example/problems/invalid_request","code":"invalid_request","request_id":"req_0123456789abcdef01234567"}`)},
 		{Status: 200, ContentType: "", Body: nil},
 		{Status: 599, ContentType: "text/plain; charset=utf-8", Body: []byte("ABCDEF0123 abcdef012 \x00\xff\x80 é\n" + strings.Repeat("x", 300) + strings.Repeat("0a", 200))},
@@ -44,13 +51,15 @@ func TestPackIsExactAndSmall(t *testing.T) {
 			t.Fatalf("round trip of %d %q %q: got %d %q %q, %v", st.Status, st.ContentType, st.Body, got.Status, got.ContentType, got.Body, err)
 		}
 	}
-	for _, st := range []Stored{clean202, oneRejection, twoRejections, imported} {
+	for _, st := range []Stored{clean202, oneRejection, twoRejections, imported, clean202d, oneRejectionD, oneDuplicate} {
 		if n := len(doneRecord(Fingerprint("POST", "/events", nil), st)); n > MaxValue {
 			t.Errorf("the record of %s takes %d bytes, more than a field's %d", st.Body, n, MaxValue)
 		}
 	}
-	if n := len(Pack(clean202)); n > 20 {
-		t.Errorf("a clean 202 packs into %d bytes, want at most 20", n)
+	for _, st := range []Stored{clean202, clean202d} {
+		if n := len(Pack(st)); n > 20 {
+			t.Errorf("a clean 202 (%s) packs into %d bytes, want at most 20", st.Body, n)
+		}
 	}
 }
 
