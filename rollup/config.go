@@ -95,6 +95,10 @@ type Config struct {
 	testAfterInsert func() error
 	// testAfterRejectionInsert is testAfterInsert for the rejections' consumer. Tests only.
 	testAfterRejectionInsert func() error
+	// testBeforeInsert, when set, runs before each INSERT is sent (after the flush's
+	// records were handled and their claims made); returning an error stops the
+	// consumer at once, as a SIGKILL mid-flush would. Tests only.
+	testBeforeInsert func() error
 	// testKgoOpts are appended to the Kafka client options (faster heartbeats). Tests only.
 	testKgoOpts []kgo.Opt
 }

@@ -70,6 +70,8 @@ type consumer struct {
 	events   eventClaims                  // buffers of the client event-id claims (eventdedup.go)
 	eventDup map[recordPos]uint64         // held records whose event ids were claimed: bit i = event i is a copy
 	dupDays  map[workspace.PixelDay]int64 // copies dropped since the last flush, per pixel and day
+	unsynced map[string]bool              // claim keys written, not yet known to be on a replica
+	replicas *process.Replicas            // waits for the claims' replication (nil without Redis)
 	failures int                          // consecutive failed steps (flush or read-back)
 	flushBad bool                         // the last flush failed
 	retryAt  time.Time
@@ -92,7 +94,11 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 			window: int64(cfg.eventIDWindow() / time.Second)},
 		eventDup: map[recordPos]uint64{},
 		dupDays:  map[workspace.PixelDay]int64{},
+		unsynced: map[string]bool{},
 		privacy:  newPrivacyFence(cfg),
+	}
+	if cfg.Redis != nil {
+		c.replicas = process.NewReplicas(cfg.Redis, claimReplicaTimeout)
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
@@ -246,6 +252,10 @@ func (c *consumer) handle(ctx context.Context) {
 		return
 	}
 	if err := c.claimEvents(ctx); err != nil {
+		c.fail(err)
+		return
+	}
+	if err := c.syncClaims(ctx); err != nil {
 		c.fail(err)
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -154,6 +155,9 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 		args[i] = append([]any{now, claimField(id), claimValue(pos[i])}, claimTable.Args()...)
 	}
 	cmds, err := claimLibrary.Pipelined(qctx, c.cfg.Redis, "claim", keys, args)
+	for _, k := range keys {
+		c.unsynced[k] = true // written, or perhaps written
+	}
 	if err != nil {
 		return err
 	}
@@ -200,6 +204,32 @@ func (c *consumer) legacyClaims(ctx context.Context, ids [][]byte, pos []recordP
 		dup[i] = err == nil && held != strconv.Itoa(int(at.p))+":"+strconv.FormatInt(at.o, 10)
 	}
 	return dup, nil
+}
+
+// claimReplicaTimeout bounds the wait for a replica's acknowledgement of the claims
+// (below the Redis client's 2 s read timeout).
+const claimReplicaTimeout = time.Second
+
+// syncClaims returns once the claims written since the last call are on a replica of
+// their master (process.Replicas; at once where a master has none): a failover can then
+// promote only a replica that holds them, so a record is not handled on the strength
+// of a claim Redis may still forget (and a later copy would then be stored as well).
+// Until it succeeds, the records are not handled. mu must be held.
+func (c *consumer) syncClaims(ctx context.Context) error {
+	if len(c.unsynced) == 0 || c.replicas == nil {
+		return nil
+	}
+	keys := make([]string, 0, len(c.unsynced))
+	for k := range c.unsynced {
+		keys = append(keys, k)
+	}
+	qctx, cancel := context.WithTimeout(ctx, 2*claimReplicaTimeout)
+	defer cancel()
+	if err := c.replicas.Replicate(qctx, keys); err != nil {
+		return fmt.Errorf("claims not replicated: %w", err)
+	}
+	clear(c.unsynced)
+	return nil
 }
 
 // duplicate reports (and forgets) whether r is a second copy of a stored batch.

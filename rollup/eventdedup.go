@@ -188,18 +188,27 @@ type eventRef struct {
 // pipeline, and notes in c.eventDup which events are copies to drop. Records already
 // stored, copies of a batch, and records that will not decode claim nothing. mu must be
 // held; claimBatches must have run. Without Redis it does nothing.
-func (c *consumer) claimEvents(ctx context.Context) error {
+func (c *consumer) claimEvents(ctx context.Context) (err error) {
 	if c.cfg.Redis == nil {
 		return nil
 	}
 	ec := &c.events
 	claimed := false
+	var checked []recordPos
+	defer func() {
+		if err != nil { // not checked after all: claimed again on the retry
+			for _, at := range checked {
+				delete(c.eventDup, at)
+			}
+		}
+	}()
 	for _, r := range c.held {
 		at := recordPos{r.Partition, r.Offset}
 		if _, done := c.eventDup[at]; done {
 			continue
 		}
 		c.eventDup[at] = 0
+		checked = append(checked, at)
 		if c.claims[at] || r.Offset <= c.stored[r.Partition] {
 			continue // a copy of a batch, or stored: skipped whole
 		}
@@ -243,6 +252,9 @@ func (c *consumer) claimEvents(ctx context.Context) error {
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	cmds, err := eventClaimLibrary.Pipelined(qctx, c.cfg.Redis, "claim_events", keys, args)
+	for _, k := range keys {
+		c.unsynced[k] = true // written, or perhaps written
+	}
 	if err != nil {
 		return err
 	}

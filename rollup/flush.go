@@ -68,6 +68,11 @@ func (c *consumer) flushRows(ctx context.Context) error {
 	if n == 0 {
 		return nil
 	}
+	if c.cfg.testBeforeInsert != nil {
+		if err := c.cfg.testBeforeInsert(); err != nil {
+			return fmt.Errorf("%w: %v", errKilled, err)
+		}
+	}
 	parts := c.sink.Partitions()
 	c.lastID = newQueryID()
 	ictx, cancel := context.WithTimeout(clickhouse.Context(ctx, clickhouse.WithQueryID(c.lastID)), c.cfg.InsertTimeout)

@@ -36,9 +36,14 @@ type world struct {
 	ws    schema.UUID
 	parts int
 
+	// copies, when set, gives half of the events a client event_id from a small pool,
+	// so that batches repeat events (the consumer stores each pixel's first copy).
+	copies bool
+
 	mu       sync.Mutex
 	want     map[string]*total
-	produced int // events
+	produced int             // events
+	seen     map[string]bool // pixel and client event id of every event counted
 }
 
 type total struct {
@@ -50,7 +55,8 @@ type total struct {
 func newWorld(t *testing.T, partitions int) *world {
 	t.Helper()
 	ch, conn := chtest.NewDB(t)
-	e := &world{t: t, ch: ch, conn: conn, rng: rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano()))), want: map[string]*total{}, parts: partitions}
+	e := &world{t: t, ch: ch, conn: conn, rng: rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano()))), want: map[string]*total{},
+		seen: map[string]bool{}, parts: partitions}
 	e.ws[0], e.ws[15] = 0xAA, byte(e.rng.IntN(256))
 	e.newBroker()
 	return e
@@ -117,6 +123,9 @@ func (e *world) batch() (*schema.Batch, int32) {
 		for j := range ev.ID {
 			ev.ID[j] = byte(r.Uint32())
 		}
+		if e.copies && r.IntN(2) == 0 {
+			ev.ID = schema.ClientEventID(fmt.Appendf(nil, "ev-%d", r.IntN(1500)))
+		}
 		if r.IntN(2) == 0 {
 			ev.HasValue, ev.Value = true, r.Int64N(2_000_000)-100_000
 			ev.Currency = [3]byte{'E', 'U', 'R'}
@@ -139,11 +148,26 @@ func rowKey(b *schema.Batch, ev *schema.Event) string {
 	return fmt.Sprintf("%x|%v|%x|%s|%s|%s", b.Workspace, b.Sandbox, b.Pixel, day, ev.Name, strings.TrimRight(string(ev.Currency[:]), "\x00"))
 }
 
-func (e *world) add(b *schema.Batch) {
+// add adds b's events to the expected totals, in the order the consumer reads them:
+// each one but a later copy of a client event id of the same pixel (accepted within the
+// window: the tests' batches all are).
+func (e *world) add(b *schema.Batch) { e.count(b, true) }
+
+// addAll adds every event of b to the expected totals (the caller says which are stored).
+func (e *world) addAll(b *schema.Batch) { e.count(b, false) }
+
+func (e *world) count(b *schema.Batch, copies bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for i := range b.Events {
 		ev := &b.Events[i]
+		if copies && ev.ID.FromClient() {
+			id := fmt.Sprintf("%x/%x", b.Pixel, ev.ID)
+			if e.seen[id] {
+				continue
+			}
+			e.seen[id] = true
+		}
 		k := rowKey(b, ev)
 		tt := e.want[k]
 		if tt == nil {

@@ -1,0 +1,198 @@
+package rollup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/schema"
+	"svc/schema/apitest"
+	"svc/schema/workspace"
+)
+
+// idBatch is a batch of pixel pix accepted at received (Unix ms), one purchase of value
+// 1 EUR per client event id, in order.
+func (e *world) idBatch(pix int, received int64, ids ...string) *schema.Batch {
+	b := &schema.Batch{Workspace: e.ws, ReceivedAt: received, RequestID: "req_ids"}
+	b.Pixel[0], b.Pixel[1] = 0x50, byte(pix)
+	b.Key[0] = 0x4B
+	for _, id := range ids {
+		b.Events = append(b.Events, schema.Event{ID: schema.ClientEventID([]byte(id)), Name: "purchase",
+			OccurredAt: time.Now().Add(-10 * time.Minute).UnixMilli(), Consent: true, HasValue: true, Value: 10000,
+			Currency: [3]byte{'E', 'U', 'R'}})
+	}
+	return b
+}
+
+// forgetClaims drops the claims a test made on the world's pixels.
+func (e *world) forgetClaims(t *testing.T, window time.Duration, pixels int, ids ...string) {
+	rdb := apitest.Redis(t)
+	var uids []schema.UUID
+	for _, id := range ids {
+		uids = append(uids, schema.ClientEventID([]byte(id)))
+	}
+	for pix := range pixels {
+		var px schema.UUID
+		px[0], px[1] = 0x50, byte(pix)
+		if err := ForgetEventClaims(context.Background(), rdb, e.ch.Database, schema.TopicEvents, window, px, uids); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// TestCopiesOfAClientEventIDAreDropped: the first copy of a pixel's client event id is
+// stored; a copy in a later batch (with another value), a second copy inside one
+// record, and copies up to a second short of the window after the stored one are
+// dropped before the INSERT; the same id on another pixel, and a copy accepted exactly
+// the window after the stored one, are stored (the latter starting a new window, whose
+// copies are dropped again). Rollups and raw table hold exactly the stored events; the
+// copies are counted in svc_rollup_duplicate_events_total and per pixel and day. A new
+// group reading everything again changes nothing.
+func TestCopiesOfAClientEventIDAreDropped(t *testing.T) {
+	w := newWorld(t, 2)
+	rdb := apitest.Redis(t)
+	const window = time.Hour
+	defer w.forgetClaims(t, window, 2, "x", "y", "z", "w")
+	t0 := time.Now().Truncate(time.Second).Add(-time.Minute).UnixMilli()
+	sec := int64(1000)
+	type rec struct {
+		b     *schema.Batch
+		store []bool // which events the consumer stores
+	}
+	recs := []rec{
+		{w.idBatch(0, t0, "x", "y"), []bool{true, true}},
+		{w.idBatch(0, t0+4*sec, "x", "z"), []bool{false, true}},    // x again, 4 s later
+		{w.idBatch(0, t0, "w", "w"), []bool{true, false}},          // twice in one record (an edge before issue 27)
+		{w.idBatch(1, t0, "x"), []bool{true}},                      // another pixel: another event
+		{w.idBatch(0, t0+3599*sec, "x"), []bool{false}},            // a second short of the window
+		{w.idBatch(0, t0+3600*sec, "x"), []bool{true}},             // the window after: stored, a new window
+		{w.idBatch(0, t0+3601*sec, "x", "y"), []bool{false, true}}, // x within its new window; y (stored at t0) past its own
+		{w.idBatch(0, t0+3604*sec, "y", "z"), []bool{false, true}}, // y within its new window; z (stored at t0+4 s) at the end of its own
+	}
+	recs[1].b.Events[0].Value = 990000 // the copy carries another value: the stored one stays
+	var krecs []*kgo.Record
+	copies := 0
+	for _, r := range recs {
+		kept := *r.b
+		kept.Events = nil
+		for i, ok := range r.store {
+			if ok {
+				kept.Events = append(kept.Events, r.b.Events[i])
+			} else {
+				copies++
+			}
+		}
+		w.addAll(&kept)
+		krecs = append(krecs, record(r.b, int32(r.b.Pixel[1])%2))
+	}
+	if err := w.prod.ProduceSync(context.Background(), krecs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	cfg := w.config("g-eventids")
+	cfg.Redis, cfg.EventIDWindow = rdb, window
+	stop := w.start(cfg)
+	w.waitExact(20 * time.Second)
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := metric(t, cfg.Registerer, "svc_rollup_duplicate_events_total"); got != float64(copies) {
+		t.Fatalf("svc_rollup_duplicate_events_total %v, want %d", got, copies)
+	}
+	var px0 schema.UUID
+	px0[0] = 0x50
+	days, err := workspace.NewDuplicates(rdb).Days(context.Background(), uuid.UUID(px0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdb.Del(context.Background(), "svc:pixel:"+uuid.UUID(px0).String()+":duplicates")
+	n := int64(0)
+	for _, c := range days {
+		n += c
+	}
+	if n < int64(copies) {
+		t.Fatalf("the pixel's days count %v duplicates, want %d", days, copies)
+	}
+	cfg2 := w.config("g-eventids-2")
+	cfg2.Redis, cfg2.EventIDWindow = rdb, window
+	stop2 := w.start(cfg2)
+	time.Sleep(2 * time.Second)
+	w.waitExact(10 * time.Second)
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestEventIDCopiesExactThroughKillsAndRebalances: batches that repeat client event ids
+// (within and across records, on every partition) are stored exactly once per pixel and
+// id while the consumer is killed after its claims and before its INSERT (its records
+// claimed but not stored: the next reader must store them, not take them for copies),
+// and while members join and leave.
+func TestEventIDCopiesExactThroughKillsAndRebalances(t *testing.T) {
+	w := newWorld(t, 4)
+	w.copies = true
+	rdb := apitest.Redis(t)
+	defer func() {
+		var ids []string
+		for i := range 1500 {
+			ids = append(ids, fmt.Sprintf("ev-%d", i))
+		}
+		w.forgetClaims(t, DefaultEventIDWindow, 3, ids...)
+	}()
+	w.produce(300)
+	cfg := w.config("g-eventid-kill")
+	cfg.Redis = rdb
+	var flushes atomic.Int32
+	cfg.testBeforeInsert = func() error {
+		if flushes.Add(1) == 2 {
+			return errors.New("killed mid-flush")
+		}
+		return nil
+	}
+	stop := w.start(cfg)
+	deadline := time.Now().Add(20 * time.Second)
+	for flushes.Load() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := stop(); !errors.Is(err, errKilled) {
+		t.Fatalf("first consumer: %v, want errKilled", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for ctx.Err() == nil {
+			w.produce(10)
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	member := func() func() error {
+		c := w.config("g-eventid-kill")
+		c.Redis = rdb
+		return w.start(c)
+	}
+	a := member()
+	time.Sleep(time.Second)
+	b := member()
+	time.Sleep(1500 * time.Millisecond)
+	if err := a(); err != nil {
+		t.Fatalf("stop a: %v", err)
+	}
+	c := member()
+	time.Sleep(time.Second)
+	cancel()
+	wg.Wait()
+	w.waitExact(30 * time.Second)
+	for _, stop := range []func() error{b, c} {
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
