@@ -1,0 +1,142 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/google/uuid"
+
+	"svc/lib/svctest"
+	"svc/rollup"
+	"svc/schema"
+	"svc/schema/workspace"
+)
+
+// TestEventIDDeduplicatesThroughThePipeline: the issue's cases, HTTP in, GET
+// /pixel-rollups and the raw table out, through svc dev with an 8 s event-id window.
+//  1. The same event (event_id order-1, value 10) in two batches with two
+//     Idempotency-Keys: both 202, stored once.
+//  2. One event_id twice inside one batch: the 202 refuses the second copy (rule
+//     duplicate_event_id, duplicates 1), stored once.
+//  3. order-1 re-sent 4 s later with value 99: dropped; the value stays 10.
+//  4. The window's edge: order-1 accepted 9 s after the stored copy (past the 8 s window)
+//     is stored, and counts again.
+//
+// The copies across batches are counted in the pixel's duplicates per day.
+func TestEventIDDeduplicatesThroughThePipeline(t *testing.T) {
+	in := newInstance(t)
+	in.env = append(in.env, "SVC_ROLLUP_BATCH_INTERVAL=200ms", "SVC_EVENT_ID_WINDOW=8s")
+	db := in.getenv("SVC_CLICKHOUSE_DB")
+	in.run("migrate")
+	ws := field(t, in.run("admin", "workspace", "create", "--name", "EventIDs"), "id")
+	pxOut := in.run("admin", "pixel", "create", "--workspace", ws)
+	px, pxUUID := field(t, pxOut, "id"), uuid.MustParse(field(t, pxOut, "id_uuid"))
+	secret := field(t, in.run("admin", "key", "create", "--workspace", ws, "--env", "live", "--scopes", "events:write,pixels:read", "--burst", "1000"), "secret")
+	rdb := svctest.Redis(t)
+	ctx := context.Background()
+	defer func() {
+		var ids []schema.UUID
+		for _, id := range []string{"order-1", "order-2", "marker-1", "marker-2"} {
+			ids = append(ids, schema.ClientEventID([]byte(id)))
+		}
+		_ = rollup.ForgetEventClaims(ctx, rdb, db, schema.TopicEvents, 8*time.Second, schema.UUID(pxUUID), ids)
+		rdb.Del(ctx, "svc:pixel:"+pxUUID.String()+":duplicates")
+	}()
+	in.start()
+
+	at := time.Now().UTC().Add(-10 * time.Minute).Format(time.RFC3339)
+	ev := func(id string, value int) string {
+		return fmt.Sprintf(`{"event_id":%q,"event_name":"purchase","occurred_at":%q,"value":%d,"currency":"EUR","consent":{"measurement":true}}`, id, at, value)
+	}
+	post := func(key string, want string, evs ...string) {
+		t.Helper()
+		body := fmt.Sprintf(`{"pixel_id":%q,"events":[%s]}`, px, strings.Join(evs, ","))
+		st, b := in.post(secret, "/v1/events", body, "Idempotency-Key", key)
+		if st != 202 || !strings.HasPrefix(string(b), want) {
+			t.Fatalf("POST /v1/events (%s): %d %s, want 202 starting %s", key, st, b, want)
+		}
+	}
+	order1 := schema.ClientEventID([]byte("order-1"))
+	// check waits until the marker batch is stored (so every batch before it has been
+	// read: one pixel's batches are read in order), then compares the rollups and the
+	// raw table with what should be stored.
+	check := func(marker string, events int, value string, order1Rows int) {
+		t.Helper()
+		q := fmt.Sprintf("SELECT count(), countIf(event_id = toUUID('%s')), countIf(event_id = toUUID('%s')) FROM %s.events",
+			uuid.UUID(order1), uuid.UUID(schema.ClientEventID([]byte(marker))), db)
+		var raw string
+		svctest.WaitFor(t, 30*time.Second, marker+" stored", func() bool {
+			var err error
+			raw, err = in.chQuery(q)
+			return err == nil && strings.HasSuffix(raw, "\t1")
+		})
+		if want := fmt.Sprintf("%d\t%d\t1", events, order1Rows); raw != want {
+			t.Fatalf("events table (rows, rows of order-1, of %s): %q, want %q", marker, raw, want)
+		}
+		var n int
+		var v string
+		svctest.WaitFor(t, 10*time.Second, "the rollups", func() bool {
+			n, v = rollupTotals(t, in, secret, px)
+			return n == events
+		})
+		if n != events || v != value {
+			t.Fatalf("GET /pixel-rollups: events %d, value %s; want %d, %s", n, v, events, value)
+		}
+	}
+
+	t1 := time.Now()
+	post("k1", `{"accepted":1,"rejected":0,"duplicates":0,`, ev("order-1", 10))
+	post("k2", `{"accepted":1,"rejected":0,"duplicates":0,`, ev("order-1", 10)) // another batch: the 202 cannot know
+	post("k3", `{"accepted":1,"rejected":1,"duplicates":1,"rejections":[{"index":1,"field":"event_id","rule":"duplicate_event_id","value":"order-2"}]`,
+		ev("order-2", 3), ev("order-2", 3))
+	time.Sleep(time.Until(t1.Add(4 * time.Second)))
+	post("k4", `{"accepted":1,`, ev("order-1", 99))
+	post("k5", `{"accepted":1,`, ev("marker-1", 1))
+	check("marker-1", 3, "14.0000", 1)
+
+	time.Sleep(time.Until(t1.Add(9500 * time.Millisecond))) // past the 8 s window of the stored order-1
+	post("k6", `{"accepted":1,`, ev("order-1", 5))
+	post("k7", `{"accepted":1,`, ev("marker-2", 1))
+	check("marker-2", 5, "20.0000", 2)
+
+	days, err := workspace.NewDuplicates(rdb).Days(ctx, pxUUID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := int64(0)
+	for _, n := range days {
+		total += n
+	}
+	if total != 2 {
+		t.Fatalf("the pixel's duplicates per day %v: want 2 in all (order-1 in k2 and k4)", days)
+	}
+}
+
+// rollupTotals sums events and value over every row of GET /v1/pixel-rollups for px.
+func rollupTotals(t *testing.T, in *instance, secret, px string) (int, string) {
+	t.Helper()
+	st, b := in.get(secret, "/v1/pixel-rollups?pixel_id="+px)
+	if st != 200 {
+		t.Fatalf("GET /v1/pixel-rollups: %d %s", st, b)
+	}
+	var page struct {
+		Data []struct {
+			Events int    `json:"events"`
+			Value  string `json:"value"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(b, &page); err != nil {
+		t.Fatal(err)
+	}
+	n, v := 0, 0.0
+	for _, r := range page.Data {
+		f, _ := strconv.ParseFloat(r.Value, 64)
+		n, v = n+r.Events, v+f
+	}
+	return n, fmt.Sprintf("%.4f", v)
+}
