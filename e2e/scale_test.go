@@ -73,12 +73,16 @@ func (s *scaleSetup) provision(t *testing.T, npixels int) {
 
 // load sends batches of perBatch events from workers goroutines, each batch with its
 // own Idempotency-Key, retried with that key (on the next live edge) until an edge
-// answers 202.
+// answers 202. Every event carries a client event_id, and some are copies, which the
+// service stores once: every fourth batch of a worker repeats copiesPerBatch events of
+// that worker's last batch on the same pixel, and every fifth is sent twice at the same
+// moment, under two keys, to two edges.
 type load struct {
 	s        *scaleSetup
 	dead     []atomic.Bool // per edge
-	accepted atomic.Int64
-	perPixel []atomic.Int64 // events accepted per pixel (index of scaleSetup.pixels)
+	accepted atomic.Int64  // events answered 202: copies included
+	copies   atomic.Int64  // of accepted, the copies of an event accepted before or beside
+	perPixel []atomic.Int64 // events to be stored per pixel (index of scaleSetup.pixels)
 	buckets  []atomic.Int64 // 202s per 250 ms since start
 	start    time.Time
 	stop     chan struct{}
@@ -86,7 +90,10 @@ type load struct {
 	client   *http.Client
 }
 
-const perBatch = 10
+const perBatch, copiesPerBatch = 10, 3
+
+// stored is how many events the service must store: each event_id once.
+func (l *load) stored() int64 { return l.accepted.Load() - l.copies.Load() }
 
 func (s *scaleSetup) startLoad(t *testing.T, workers int) *load {
 	l := &load{s: s, dead: make([]atomic.Bool, len(s.edges)), buckets: make([]atomic.Int64, 400),
@@ -96,13 +103,14 @@ func (s *scaleSetup) startLoad(t *testing.T, workers int) *load {
 		l.wg.Add(1)
 		go func(w int) {
 			defer l.wg.Done()
+			last := map[int][]string{} // pixel → event ids of the worker's last batch there
 			for n := 0; ; n++ {
 				select {
 				case <-l.stop:
 					return
 				default:
 				}
-				if !l.sendBatch(t, w, n) {
+				if !l.sendBatch(t, w, n, last) {
 					return
 				}
 			}
@@ -111,25 +119,58 @@ func (s *scaleSetup) startLoad(t *testing.T, workers int) *load {
 	return l
 }
 
-// sendBatch sends worker w's batch n until it is accepted; false on a failure that
-// ends the worker (reported).
-func (l *load) sendBatch(t *testing.T, w, n int) bool {
-	var evs []string
-	at := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
-	for i := 0; i < perBatch; i++ {
-		evs = append(evs, fmt.Sprintf(`{"event_name":"purchase","occurred_at":%q,"value":1,"currency":"EUR","consent":{"measurement":true}}`, at))
-	}
+// sendBatch sends worker w's batch n until it is accepted (and, for every fifth, its
+// twin beside it); false on a failure that ends the worker (reported).
+func (l *load) sendBatch(t *testing.T, w, n int, last map[int][]string) bool {
 	px := (w + n) % len(l.s.pixels)
+	var ids []string
+	copies := 0
+	if n%4 == 3 && len(last[px]) >= copiesPerBatch {
+		ids, copies = append(ids, last[px][:copiesPerBatch]...), copiesPerBatch
+	}
+	for i := len(ids); i < perBatch; i++ {
+		ids = append(ids, fmt.Sprintf("w%d-n%d-%d", w, n, i))
+	}
+	at := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
+	var evs []string
+	for _, id := range ids {
+		evs = append(evs, fmt.Sprintf(`{"event_id":%q,"event_name":"purchase","occurred_at":%q,"value":1,"currency":"EUR","consent":{"measurement":true}}`, id, at))
+	}
 	body := fmt.Sprintf(`{"pixel_id":%q,"events":[%s]}`, l.s.pixels[px], strings.Join(evs, ","))
 	key := fmt.Sprintf("w%d-n%d", w, n)
+	ok := true
+	if n%5 == 0 {
+		// The twin: the same events under another key, on another edge, at the same moment.
+		done := make(chan bool, 1)
+		go func() { done <- l.sendUntilAccepted(t, w+n+1, body, key+"-twin") }()
+		ok = l.sendUntilAccepted(t, w+n, body, key)
+		ok = <-done && ok
+		copies += perBatch
+	} else {
+		ok = l.sendUntilAccepted(t, w+n, body, key)
+	}
+	if !ok {
+		return false
+	}
+	sent := perBatch
+	if n%5 == 0 {
+		sent = 2 * perBatch
+	}
+	l.accepted.Add(int64(sent))
+	l.copies.Add(int64(copies))
+	l.perPixel[px].Add(int64(sent - copies))
+	if b := int(time.Since(l.start) / (250 * time.Millisecond)); b < len(l.buckets) {
+		l.buckets[b].Add(1)
+	}
+	last[px] = ids[copies%perBatch:]
+	return true
+}
+
+// sendUntilAccepted sends body with key, from edge i on, until an edge answers 202.
+func (l *load) sendUntilAccepted(t *testing.T, i int, body, key string) bool {
 	for try := 0; ; try++ {
-		st, err := l.send(l.edge(w+n+try), body, key)
+		st, err := l.send(l.edge(i+try), body, key)
 		if err == nil && st == 202 {
-			l.accepted.Add(perBatch)
-			l.perPixel[px].Add(perBatch)
-			if b := int(time.Since(l.start) / (250 * time.Millisecond)); b < len(l.buckets) {
-				l.buckets[b].Add(1)
-			}
 			return true
 		}
 		if err == nil && st != 503 && st != 409 {
@@ -290,8 +331,9 @@ func (in *instance) waitExact(t *testing.T, want int64, d time.Duration, logs fu
 // group's default session timeout. Under load, one edge and one consumer are killed
 // with SIGKILL; clients retry on the other edge with the same Idempotency-Key. The
 // killed consumer's partitions are consumed again within 10 s (the failover figure is
-// logged), every event answered 202 is stored exactly once, and throughput recovers on
-// the surviving edge.
+// logged), every event answered 202 is stored exactly once (each event_id once: the
+// load repeats some, in later batches and on two edges at once), and throughput
+// recovers on the surviving edge.
 func TestScaleOutSurvivesLosingAnEdgeAndAConsumer(t *testing.T) {
 	in := newInstance(t)
 	brokerAddr := in.getenv("SVC_EMBEDDED_KAFKA_ADDR")
@@ -321,13 +363,13 @@ func TestScaleOutSurvivesLosingAnEdgeAndAConsumer(t *testing.T) {
 		return
 	}
 	before, after := l.rate(1, 3), l.rate(5, 8)
-	t.Logf("accepted %d events; 202/s before the kill %.0f, after %.0f; a killed consumer's partitions consumed again after %.1fs (%s)",
-		l.accepted.Load(), before, after, gap.Seconds(), formatGaps(gaps))
+	t.Logf("accepted %d events (%d copies of an event_id); 202/s before the kill %.0f, after %.0f; a killed consumer's partitions consumed again after %.1fs (%s)",
+		l.accepted.Load(), l.copies.Load(), before, after, gap.Seconds(), formatGaps(gaps))
 	if after < before/3 {
 		t.Fatalf("throughput did not recover: %.0f/s after vs %.0f/s before", after, before)
 	}
 	if gap > 10*time.Second {
 		t.Errorf("the killed consumer's partitions were consumed again only after %.1fs (%s); want within 10 s", gap.Seconds(), formatGaps(gaps))
 	}
-	in.waitExact(t, l.accepted.Load(), 60*time.Second, func() string { return "consumer log:\n" + s.consumers[1].Output() })
+	in.waitExact(t, l.stored(), 60*time.Second, func() string { return "consumer log:\n" + s.consumers[1].Output() })
 }
