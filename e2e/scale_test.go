@@ -79,9 +79,9 @@ func (s *scaleSetup) provision(t *testing.T, npixels int) {
 // moment, under two keys, to two edges.
 type load struct {
 	s        *scaleSetup
-	dead     []atomic.Bool // per edge
-	accepted atomic.Int64  // events answered 202: copies included
-	copies   atomic.Int64  // of accepted, the copies of an event accepted before or beside
+	dead     []atomic.Bool  // per edge
+	accepted atomic.Int64   // events answered 202: copies included
+	copies   atomic.Int64   // of accepted, the copies of an event accepted before or beside
 	perPixel []atomic.Int64 // events to be stored per pixel (index of scaleSetup.pixels)
 	buckets  []atomic.Int64 // 202s per 250 ms since start
 	start    time.Time
