@@ -9,7 +9,7 @@ var Table = []Setting{
 	{Name: "SVC_METRICS_ADDR", Group: GroupProcess, Kind: String, Default: "127.0.0.1:9464",
 		ReadBy: with(roles, Bench), Meaning: "Prometheus metrics at `/metrics` (`off` disables)"},
 	{Name: "SVC_REDIS_URL", Group: GroupProcess, Kind: String, Default: "redis://127.0.0.1:6379/0",
-		ReadBy: with(roles, Admin, Bench, Tests), Meaning: "Redis: keys, pixels, rate limits, idempotency, webhook schedule, batch-id claims"},
+		ReadBy: with(roles, Admin, Bench, Tests), Meaning: "Redis: keys, pixels, rate limits, idempotency, webhook schedule, batch-id and event-id claims"},
 	{Name: "SVC_REDIS_CLUSTER", Group: GroupProcess, Kind: List,
 		ReadBy: with(roles, Admin, Bench, Tests), Meaning: "seed addresses (`host:port,host:port,…`) of a Redis Cluster, used by every role and admin command in place of `SVC_REDIS_URL`; hash tags keep what one script touches in one slot (`deploy/README.md`)"},
 	{Name: "SVC_LOG_LEVEL", Group: GroupProcess, Kind: String, Default: "info",
