@@ -313,6 +313,46 @@ func TestGeneratedBodies(t *testing.T) {
 	}
 }
 
+// TestGeneratedEventIDs: with -event-ids every event of a body carries the id
+// EventID(run, j, i) of the request number written into it, the rest of each event as
+// BatchJSON writes it; the body stays JSON and another request gets other ids.
+func TestGeneratedEventIDs(t *testing.T) {
+	gen := Generate(GenConfig{BatchSize: 50, Pixels: 2, InvalidFrac: 0.1, Bodies: 3, Seed: 9, Now: time.Now()})
+	for i := range gen {
+		body, slots := BatchJSONWithIDs(&gen[i], "pxl_x", "1a2b")
+		var plain struct {
+			Events []map[string]any `json:"events"`
+		}
+		if err := json.Unmarshal(BatchJSON(&gen[i], "pxl_x"), &plain); err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range []int64{0, 7, 123456789012} {
+			SetEventIDs(body, slots, j)
+			var v struct {
+				PixelID string           `json:"pixel_id"`
+				Events  []map[string]any `json:"events"`
+			}
+			if err := json.Unmarshal(body, &v); err != nil {
+				t.Fatalf("batch %d, request %d: not JSON: %v\n%s", i, j, err, body)
+			}
+			if v.PixelID != "pxl_x" || len(v.Events) != 50 {
+				t.Fatalf("batch %d: %d events", i, len(v.Events))
+			}
+			for k, e := range v.Events {
+				if e["event_id"] != EventID("1a2b", j, k) {
+					t.Fatalf("request %d, event %d: event_id %v, want %s", j, k, e["event_id"], EventID("1a2b", j, k))
+				}
+				delete(e, "event_id")
+				a, _ := json.Marshal(e)
+				b, _ := json.Marshal(plain.Events[k])
+				if !bytes.Equal(a, b) {
+					t.Fatalf("event %d: %s, want %s", k, a, b)
+				}
+			}
+		}
+	}
+}
+
 func TestParsers(t *testing.T) {
 	body := []byte(`{"accepted": 48,"rejected":2,"rejections":[],"request_id":"req_1"}`)
 	if jsonInt(body, "accepted") != 48 || jsonInt(body, "rejected") != 2 || jsonInt(body, "nope") != -1 {

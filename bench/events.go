@@ -128,6 +128,53 @@ func BatchJSON(b *GenBatch, pixelID string) []byte {
 	return append(dst, "]}"...)
 }
 
+// EventIDDigits is the width of the request number in a generated event_id.
+const EventIDDigits = 12
+
+// BatchJSONWithIDs is BatchJSON with a client event_id on every event,
+// "<run>-<request number>-<index>", the request number written as EventIDDigits zeros:
+// slots are the offsets of those digits in the body, which SetEventIDs fills in for
+// each request, so that every event of a run has an id of its own.
+func BatchJSONWithIDs(b *GenBatch, pixelID, run string) (body []byte, slots []int) {
+	dst := make([]byte, 0, 64+len(b.Events)*240)
+	dst = append(dst, `{"pixel_id":`...)
+	dst = strconv.AppendQuote(dst, pixelID)
+	dst = append(dst, `,"events":[`...)
+	var ev []byte
+	for i := range b.Events {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = append(append(append(dst, `{"event_id":"`...), run...), '-')
+		slots = append(slots, len(dst))
+		for range EventIDDigits {
+			dst = append(dst, '0')
+		}
+		dst = append(strconv.AppendInt(append(dst, '-'), int64(i), 10), `",`...)
+		ev = AppendEventJSON(ev[:0], &b.Events[i])
+		dst = append(dst, ev[1:]...) // the event's members, after its "{"
+	}
+	return append(dst, "]}"...), slots
+}
+
+// SetEventIDs writes request number j into the event ids of body at slots
+// (BatchJSONWithIDs).
+func SetEventIDs(body []byte, slots []int, j int64) {
+	var digits [EventIDDigits]byte
+	for k := EventIDDigits - 1; k >= 0; k-- {
+		digits[k] = byte('0' + j%10)
+		j /= 10
+	}
+	for _, at := range slots {
+		copy(body[at:at+EventIDDigits], digits[:])
+	}
+}
+
+// EventID is the event_id SetEventIDs gives event i of request j of run.
+func EventID(run string, j int64, i int) string {
+	return fmt.Sprintf("%s-%0*d-%d", run, EventIDDigits, j, i)
+}
+
 // Valid is how many of b's events are valid.
 func (b *GenBatch) Valid() int {
 	n := 0

@@ -36,6 +36,7 @@ type ingestFlags struct {
 	chDB        string
 	keepRunning bool
 	vegeta      string
+	eventIDs    bool
 }
 
 // parseIngestFlags registers and parses the flags of an ingest-like scenario (ingest,
@@ -58,6 +59,7 @@ func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingest
 	fs.IntVar(&f.bodies, "bodies", 512, "distinct batch bodies generated up front")
 	fs.BoolVar(&f.noIdem, "no-idempotency-key", false, "send no Idempotency-Key header (then -retry resends create duplicates)")
 	fs.Uint64Var(&f.seed, "seed", 1, "generator seed")
+	fs.BoolVar(&f.eventIDs, "event-ids", false, "give every event a client event_id of its own (<run>-<request>-<index>), so that the consumer claims each: what event-id deduplication costs (not with vegeta)")
 	fs.Float64Var(&f.heapTol, "heap-tolerance", 20, "soak: largest heap growth (%) from the first to the last fifth that counts as flat")
 	fs.Float64Var(&f.goroutTol, "goroutine-tolerance", 20, "soak: largest goroutine growth that counts as flat")
 	fs.DurationVar(&f.probeEvery, "probe-every", 200*time.Millisecond, "e2e: interval between freshness probes")
@@ -65,7 +67,7 @@ func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingest
 	fs.DurationVar(&f.probeWait, "probe-wait", 30*time.Second, "e2e: after the load, how long to wait for probes still unseen")
 	fs.StringVar(&f.via, "via", "auto", "e2e: where to look for probes: api (GET /pixel-rollups), clickhouse, or auto (api when served)")
 	fs.StringVar(&f.chHTTP, "clickhouse-http", envOr("BENCH_CLICKHOUSE_HTTP", "http://127.0.0.1:8123"), "e2e with -via clickhouse: ClickHouse HTTP interface")
-	fs.StringVar(&f.chDB, "db", settings.New().String("SVC_CLICKHOUSE_DB"), "e2e with -via clickhouse: the service's ClickHouse database")
+	fs.StringVar(&f.chDB, "db", settings.New().String("SVC_CLICKHOUSE_DB"), "the service's ClickHouse database: e2e with -via clickhouse reads it; with -event-ids the run drops the consumer's claims on its ids, which are kept per database")
 	if scenario == "vegeta" {
 		fs.StringVar(&f.vegeta, "vegeta", envOr("BENCH_VEGETA", "vegeta"), "the vegeta binary (bench/run-standard.sh installs it)")
 	}
@@ -83,6 +85,9 @@ func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingest
 	}
 	if f.invalid < 0 || f.invalid > 1 || f.retry < 0 || f.retry >= 1 {
 		return nil, errors.New("-invalid must be in 0..1 and -retry in 0..1 (exclusive)")
+	}
+	if f.eventIDs && scenario == "vegeta" {
+		return nil, errors.New("-event-ids: vegeta sends bodies from files, one per distinct body; it cannot give each request ids of its own")
 	}
 	return &f, nil
 }
@@ -149,9 +154,12 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 	f := *pf
 	title := fmt.Sprintf("%s: POST /events, %d events per batch, %.0f req/s (%.0f events/s) for %s",
 		scenario, f.batch, f.rate, f.rate*float64(f.batch), f.duration)
+	if f.eventIDs {
+		title += ", every event with an event_id"
+	}
 	rep := newReport(scenario, title, &f.common, args)
 	for k, v := range map[string]any{"batch": f.batch, "keys": f.keys, "pixels": f.pixels, "invalid": f.invalid,
-		"retry": f.retry, "bodies": f.bodies, "idempotency_key": !f.noIdem, "seed": f.seed} {
+		"retry": f.retry, "bodies": f.bodies, "idempotency_key": !f.noIdem, "seed": f.seed, "event_ids": f.eventIDs} {
 		rep.Params[k] = v
 	}
 	run := runID()
@@ -167,9 +175,14 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 	gen := Generate(GenConfig{BatchSize: f.batch, Pixels: f.pixels, InvalidFrac: f.invalid, Bodies: f.bodies,
 		Seed: f.seed, Now: time.Now()})
 	bodies := make([][]byte, len(gen))
+	slots := make([][]int, len(gen)) // -event-ids: where each body's ids take the request number
 	valid := make([]int, len(gen))
 	for i := range gen {
-		bodies[i] = BatchJSON(&gen[i], fx.PixelIDs[gen[i].Pixel])
+		if f.eventIDs {
+			bodies[i], slots[i] = BatchJSONWithIDs(&gen[i], fx.PixelIDs[gen[i].Pixel], run)
+		} else {
+			bodies[i] = BatchJSON(&gen[i], fx.PixelIDs[gen[i].Pixel])
+		}
 		valid[i] = gen[i].Valid()
 	}
 	hc, err := hostClient(f.target, f.workers, f.timeout)
@@ -182,6 +195,7 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 		req  *fasthttp.Request
 		resp *fasthttp.Response
 		idem []byte
+		body []byte // -event-ids: the body with this request's ids
 	}
 	states := make([]wstate, f.workers)
 	for i := range states {
@@ -207,7 +221,13 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 			st.idem = plan.appendIdemKey(st.idem[:0], j)
 			st.req.Header.SetBytesV("Idempotency-Key", st.idem)
 		}
-		st.req.SetBodyRaw(bodies[b])
+		if f.eventIDs {
+			st.body = append(st.body[:0], bodies[b]...)
+			SetEventIDs(st.body, slots[b], j)
+			st.req.SetBodyRaw(st.body)
+		} else {
+			st.req.SetBodyRaw(bodies[b])
+		}
 		out := doHTTP(hc, st.req, st.resp, f.timeout)
 		out.Sent = len(gen[b].Events)
 		if out.OK {
@@ -265,6 +285,16 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 		}
 		if err != nil {
 			rep.Notes = append(rep.Notes, "cleanup: "+err.Error())
+		}
+	}
+	if f.eventIDs {
+		if err := forgetEventClaims(ctx, fx, f.chDB, run, rep.Requests.Scheduled, func(j int64) *GenBatch {
+			if _, retry := plan.original(j); retry {
+				return nil // it sent an earlier request's ids
+			}
+			return &gen[plan.body(j)]
+		}); err != nil {
+			rep.Notes = append(rep.Notes, "cleanup of the event-id claims: "+err.Error())
 		}
 	}
 	if scenario == "soak" {

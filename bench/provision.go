@@ -145,3 +145,37 @@ func (f *Fixture) ForgetRequests(ctx context.Context, n int64, name func(j int64
 	f.forgotten = true
 	return nil
 }
+
+// forgetEventClaims drops the rollup consumer's claims on the event ids of n requests
+// (-event-ids; about 27 B each, kept the event-id window and more): request j sent
+// batch(j) with ids EventID(run, j, i) (nil: it sent no ids of its own), claimed under
+// database db. By name, in pipelines of up to 20,000 ids per pixel.
+func forgetEventClaims(ctx context.Context, fx *Fixture, db, run string, n int64, batch func(j int64) *GenBatch) error {
+	byPixel := map[int][]schema.UUID{}
+	flush := func(px int) error {
+		err := rollup.ForgetEventClaims(ctx, fx.rdb, db, schema.TopicEvents, rollup.DefaultEventIDWindow,
+			schema.UUID(fx.Pixels[px]), byPixel[px])
+		byPixel[px] = byPixel[px][:0]
+		return err
+	}
+	for j := int64(0); j < n; j++ {
+		b := batch(j)
+		if b == nil {
+			continue
+		}
+		for i := range b.Events {
+			byPixel[b.Pixel] = append(byPixel[b.Pixel], schema.ClientEventID([]byte(EventID(run, j, i))))
+		}
+		if len(byPixel[b.Pixel]) >= 20000 {
+			if err := flush(b.Pixel); err != nil {
+				return err
+			}
+		}
+	}
+	for px := range byPixel {
+		if err := flush(px); err != nil {
+			return err
+		}
+	}
+	return nil
+}

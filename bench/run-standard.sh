@@ -9,9 +9,11 @@
 # Environment:
 #   BENCH_SCALE=1      multiply every duration (0.5 for a quicker pass)
 #   BENCH_NOTE=...     what else shared the machine; goes into each report
-#   BENCH_ONLY="ingest200k e2e"  run only these steps (ingest200k ingest300k ingest500k vegeta e2e read soak direct)
+#   BENCH_ONLY="ingest200k e2e"  run only these steps (ingest200k ingest300k ingest500k vegeta ids e2e read soak direct)
 #                      "vegeta" adds, after each ingest step run, the same scenario driven
-#                      by vegeta and the comparison of the two
+#                      by vegeta and the comparison of the two; "ids" adds, after
+#                      ingest-200k and ingest-500k, the same with every event carrying a
+#                      client event_id of its own (-event-ids) and the comparison of the two
 #   BENCH_VEGETA=path  a vegeta binary to use instead of installing one
 set -euo pipefail
 
@@ -20,7 +22,7 @@ cd "$root"
 svc=$root/bin/svc
 [ -x "$svc" ] || { echo "bin/svc missing: run make build" >&2; exit 1; }
 scale=${BENCH_SCALE:-1}
-only=${BENCH_ONLY:-ingest200k ingest300k ingest500k vegeta e2e read soak direct}
+only=${BENCH_ONLY:-ingest200k ingest300k ingest500k vegeta ids e2e read soak direct}
 stamp=$(date -u +%Y%m%d-%H%M%S)
 out=$root/bench/results/$stamp
 mkdir -p "$out"
@@ -201,7 +203,22 @@ ingest_step() { # ingest_step NAME ARGS...: svc bench ingest, then its vegeta tw
   vegeta_step "$name" "$@"
 }
 
+# ids_step NAME ARGS...: after ingest step NAME, the same load with every event carrying
+# a client event_id of its own (the consumer claims each in Redis: what event-id
+# deduplication costs), as NAME-ids, and both sets of figures side by side.
+ids_step() {
+  local name=$1; shift
+  want ids || return 0
+  step "$name-ids" ingest "$@" -event-ids -db "$db"
+  if [ -f "$out/$name.json" ] && [ -f "$out/$name-ids.json" ]; then
+    echo "== $name: without event ids (A) against with them (B)" | tee -a "$out/summary.txt"
+    "$svc" bench compare "$out/$name.json" "$out/$name-ids.json" | tee -a "$out/summary.txt"
+    echo >>"$out/summary.txt"
+  fi
+}
+
 want ingest200k && ingest_step ingest-200k -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
+want ingest200k && ids_step ingest-200k -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
 # The same load against the edge alone: `svc ingest` with its own embedded broker and no
 # consumer, so neither the rollup consumer nor ClickHouse's inserts share the two cores.
 # The difference to ingest-200k is what the pipeline's back half costs the edge's tail.
@@ -227,6 +244,7 @@ want ingest200k && edge_step ingest-200k-edge ingest -rate 4000 -duration "$(dur
 want ingest300k && ingest_step ingest-300k -rate 6000 -duration "$(dur 30)" -batch 50
 # The throughput target: 10,000 req/s of 50 events for 60 s, every request 202.
 want ingest500k && ingest_step ingest-500k -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024
+want ingest500k && ids_step ingest-500k -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024
 # The same as the issue first measured it: no Idempotency-Key (so no idempotency record in
 # Redis per request; the consumer's batch claim still makes each batch count once).
 want ingest500k && ingest_step ingest-500k-plain -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024 -no-idempotency-key
