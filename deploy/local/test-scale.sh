@@ -8,10 +8,11 @@
 #      set: every key operation, script and pipeline of the service against the cluster
 #      (ClickHouse: the single server of `make services`);
 #   2. over both clusters: TestScaleOnClusters (two edges and two consumers; an edge, a
-#      consumer, a Redis master and a ClickHouse replica killed under load; exact totals),
-#      TestReplicaReadBack (the consumer's read-back from the replicas) and
-#      TestRebuildTwiceOnReplicas (a privacy rebuild run twice is not lost to the
-#      Replicated tables' deduplication);
+#      consumer, a Redis master and a ClickHouse replica killed under load; exact totals,
+#      each event_id once), TestEventIDCopiesSurviveARedisFailover (the master of an
+#      event-id claim group killed under a load repeating event ids), TestReplicaReadBack
+#      (the consumer's read-back from the replicas) and TestRebuildTwiceOnReplicas (a
+#      privacy rebuild run twice is not lost to the Replicated tables' deduplication);
 #
 # and stops both clusters on the way out, pass or fail (SCALE_KEEP=1 leaves them
 # running). `make test` must have its services up (the Makefile target sees to it).
@@ -34,7 +35,7 @@ SVC_REDIS_CLUSTER=$redis $GO test -count=1 -timeout 10m -p 2 ./api/... ./ingest/
 
 echo "test-scale: the multi-process test over both clusters ($redis; svc_cluster at $clickhouse)"
 SVC_REDIS_CLUSTER=$redis SVC_CLICKHOUSE_CLUSTER=svc_cluster SVC_CLICKHOUSE_ADDR=$clickhouse \
-  $GO test -count=1 -timeout 10m -v -run '^(TestScaleOnClusters|TestReplicaReadBack|TestRebuildTwiceOnReplicas)$' ./e2e/ ./rollup/ ./privacy/ |
+  $GO test -count=1 -timeout 10m -v -run '^(TestScaleOnClusters|TestReplicaReadBack|TestRebuildTwiceOnReplicas|TestEventIDCopiesSurviveARedisFailover)$' ./e2e/ ./rollup/ ./privacy/ |
   grep -vE '^(=== RUN|redis: .*pool\.go)'
 
 echo "test-scale: passed in $(($(date +%s) - start)) s"
