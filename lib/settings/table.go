@@ -210,6 +210,8 @@ var Table = []Setting{
 		ReadBy: []string{Tests}, Meaning: "idempotent POST /events requests `TestIdempotencyFootprint` sends"},
 	{Name: "SVC_FOOTPRINT_MAX", Group: GroupTests, Kind: Int, Default: "120",
 		ReadBy: []string{Tests}, Meaning: "the most Redis bytes per idempotent request `TestIdempotencyFootprint` accepts"},
+	{Name: "SVC_EVENT_CLAIM_N", Group: GroupTests, Kind: Int, Default: "200000",
+		ReadBy: []string{Tests}, Meaning: "event-id claims `TestEventClaimFootprint` makes to measure their Redis memory and time (`deploy/README.md`)"},
 	{Name: "SVC_REDIS_PORT", Group: GroupScripts, Kind: Int, Default: "6379",
 		ReadBy: []string{Scripts}, Meaning: "port of the local Redis that `deploy/local/services.sh` starts"},
 	{Name: "SVC_CLICKHOUSE_PORT", Group: GroupScripts, Kind: Int, Default: "9000",
