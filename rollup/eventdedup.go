@@ -54,6 +54,9 @@ const claimChunk = 64
 // claims made before.
 const eventClaimSpan = 12 * time.Hour
 
+// callsPerPipeline bounds the calls of one pipeline of claims.
+const callsPerPipeline = 256
+
 // eventClaimTable is the timing of event-id claims for window: a claim lives at least
 // window + eventIDLagMargin + 1 min, at most one epoch longer.
 func eventClaimTable(window time.Duration) idempotency.Table {
@@ -249,14 +252,22 @@ func (c *consumer) claimEvents(ctx context.Context) (err error) {
 			packed, owners = packed[end:], owners[n:]
 		}
 	}
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	cmds, err := eventClaimLibrary.Pipelined(qctx, c.cfg.Redis, "claim_events", keys, args)
-	for _, k := range keys {
-		c.unsynced[k] = true // written, or perhaps written
-	}
-	if err != nil {
-		return err
+	// Pipelines of at most callsPerPipeline calls (about 16,000 claims, a fraction of a
+	// second of Redis's time): a pipeline's answers must all arrive within the client's
+	// read timeout.
+	cmds := make([]*redis.Cmd, 0, len(keys))
+	for from := 0; from < len(keys); from += callsPerPipeline {
+		to := min(from+callsPerPipeline, len(keys))
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		part, err := eventClaimLibrary.Pipelined(qctx, c.cfg.Redis, "claim_events", keys[from:to], args[from:to])
+		cancel()
+		for _, k := range keys[from:to] {
+			c.unsynced[k] = true // written, or perhaps written
+		}
+		if err != nil {
+			return err
+		}
+		cmds = append(cmds, part...)
 	}
 	for i, cmd := range cmds {
 		got, err := cmd.Text()
