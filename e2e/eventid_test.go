@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +16,6 @@ import (
 	"svc/lib/svctest"
 	"svc/rollup"
 	"svc/schema"
-	"svc/schema/workspace"
 )
 
 // TestEventIDDeduplicatesThroughThePipeline: the issue's cases, HTTP in, GET
@@ -28,7 +28,7 @@ import (
 //  4. The window's edge: order-1 accepted 9 s after the stored copy (past the 8 s window)
 //     is stored, and counts again.
 //
-// The copies across batches are counted in the pixel's duplicates per day.
+// Every copy is listed by GET /rejections (rule duplicate_event_id).
 func TestEventIDDeduplicatesThroughThePipeline(t *testing.T) {
 	in := newInstance(t)
 	in.env = append(in.env, "SVC_ROLLUP_BATCH_INTERVAL=200ms", "SVC_EVENT_ID_WINDOW=8s")
@@ -46,7 +46,6 @@ func TestEventIDDeduplicatesThroughThePipeline(t *testing.T) {
 			ids = append(ids, schema.ClientEventID([]byte(id)))
 		}
 		_ = rollup.ForgetEventClaims(ctx, rdb, db, schema.TopicEvents, 8*time.Second, schema.UUID(pxUUID), ids)
-		rdb.Del(ctx, "svc:pixel:"+pxUUID.String()+":duplicates")
 	}()
 	in.start()
 
@@ -105,16 +104,34 @@ func TestEventIDDeduplicatesThroughThePipeline(t *testing.T) {
 	post("k7", `{"accepted":1,`, ev("marker-2", 1))
 	check("marker-2", 5, "20.0000", 2)
 
-	days, err := workspace.NewDuplicates(rdb).Days(ctx, pxUUID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	total := int64(0)
-	for _, n := range days {
-		total += n
-	}
-	if total != 2 {
-		t.Fatalf("the pixel's duplicates per day %v: want 2 in all (order-1 in k2 and k4)", days)
+	// The copies are kept as rejections: the one inside a batch by the edge (its value
+	// the client's event_id), the two across batches by the consumer (the id it maps to).
+	var got []string
+	svctest.WaitFor(t, 30*time.Second, "three duplicate_event_id rejections", func() bool {
+		st, b := in.get(secret, "/v1/rejections?pixel_id="+px+"&rule=duplicate_event_id")
+		if st != 200 {
+			t.Fatalf("GET /v1/rejections: %d %s", st, b)
+		}
+		var page struct {
+			Data []struct {
+				Status int             `json:"status"`
+				Field  string          `json:"field"`
+				Value  json.RawMessage `json:"value"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal(b, &page); err != nil {
+			t.Fatal(err)
+		}
+		got = got[:0]
+		for _, r := range page.Data {
+			got = append(got, fmt.Sprintf("%d %s %s", r.Status, r.Field, r.Value))
+		}
+		sort.Strings(got)
+		return len(got) >= 3
+	})
+	o1 := fmt.Sprintf("202 event_id %q", uuid.UUID(order1).String())
+	if want := []string{o1, o1, `202 event_id "order-2"`}; strings.Join(got, "|") != strings.Join(want, "|") {
+		t.Fatalf("GET /rejections?rule=duplicate_event_id: %q, want %q", got, want)
 	}
 }
 

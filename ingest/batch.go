@@ -224,7 +224,7 @@ func (p *Parser) event(b *Batch, idx int) {
 		if p.seen(b, e.ID) {
 			// The first accepted copy is the event; a later one is refused, so that an
 			// event_id counts once however often a batch repeats it.
-			p.reject(b, &st, idx, "event_id", "duplicate_event_id", string(st.clientID))
+			p.reject(b, &st, idx, "event_id", schema.RuleDuplicateEventID, string(st.clientID))
 			b.Duplicates++
 			return
 		}

@@ -17,7 +17,6 @@ import (
 	"svc/lib/logs"
 	"svc/lib/process"
 	"svc/schema"
-	"svc/schema/workspace"
 )
 
 // errKilled is returned when the test hook stops the consumer between an INSERT and
@@ -55,25 +54,24 @@ type consumer struct {
 	wm      *watermarks   // the completeness watermark (watermark.go)
 
 	mu       sync.Mutex
-	dead     bool                         // stopped by the test hook: callbacks do nothing
-	scratch  schema.Batch                 // decode buffer
-	held     []*kgo.Record                // polled, not yet handled
-	label    string                       // kafka_topic of the topic's incarnation (incarnation.go); "" until read
-	stored   map[int32]int64              // partition → highest offset in ClickHouse (-1: none); absent: unknown
-	commit   map[int32]kgo.EpochOffset    // offsets to commit after the next flush
-	dlq      []*kgo.Record                // dead letters to produce before the next commit
-	first    time.Time                    // arrival of the oldest unflushed work; zero if none
-	unsure   bool                         // the last INSERT failed: it may have landed
-	lastID   string                       // query_id of the last INSERT
-	handled  map[int32]int64              // partition → highest offset handled (guards redelivery within a batch)
-	claims   map[recordPos]bool           // held records whose batch id was claimed: true = duplicate
-	events   eventClaims                  // buffers of the client event-id claims (eventdedup.go)
-	eventDup map[recordPos]uint64         // held records whose event ids were claimed: bit i = event i is a copy
-	dupDays  map[workspace.PixelDay]int64 // copies dropped since the last flush, per pixel and day
-	unsynced map[string]bool              // claim keys written, not yet known to be on a replica
-	replicas *process.Replicas            // waits for the claims' replication (nil without Redis)
-	failures int                          // consecutive failed steps (flush or read-back)
-	flushBad bool                         // the last flush failed
+	dead     bool                      // stopped by the test hook: callbacks do nothing
+	scratch  schema.Batch              // decode buffer
+	held     []*kgo.Record             // polled, not yet handled
+	label    string                    // kafka_topic of the topic's incarnation (incarnation.go); "" until read
+	stored   map[int32]int64           // partition → highest offset in ClickHouse (-1: none); absent: unknown
+	commit   map[int32]kgo.EpochOffset // offsets to commit after the next flush
+	dlq      []*kgo.Record             // to produce before the next commit: dead letters, rejection records of copies
+	first    time.Time                 // arrival of the oldest unflushed work; zero if none
+	unsure   bool                      // the last INSERT failed: it may have landed
+	lastID   string                    // query_id of the last INSERT
+	handled  map[int32]int64           // partition → highest offset handled (guards redelivery within a batch)
+	claims   map[recordPos]bool        // held records whose batch id was claimed: true = duplicate
+	events   eventClaims               // buffers of the client event-id claims (eventdedup.go)
+	eventDup map[recordPos]uint64      // held records whose event ids were claimed: bit i = event i is a copy
+	unsynced map[string]bool           // claim keys written, not yet known to be on a replica
+	replicas *process.Replicas         // waits for the claims' replication (nil without Redis)
+	failures int                       // consecutive failed steps (flush or read-back)
+	flushBad bool                      // the last flush failed
 	retryAt  time.Time
 }
 
@@ -93,7 +91,6 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		events: eventClaims{table: eventClaimTable(cfg.eventIDWindow()),
 			window: int64(cfg.eventIDWindow() / time.Second)},
 		eventDup: map[recordPos]uint64{},
-		dupDays:  map[workspace.PixelDay]int64{},
 		unsynced: map[string]bool{},
 		privacy:  newPrivacyFence(cfg),
 	}
@@ -341,7 +338,7 @@ func (c *consumer) handleOne(r *kgo.Record) {
 		return
 	}
 	if copies != 0 {
-		c.countCopies(&c.scratch, copies)
+		c.countCopies(r, &c.scratch, copies)
 	}
 	c.sink.AddExcept(&c.scratch, p, r.Offset, copies)
 }

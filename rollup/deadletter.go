@@ -23,7 +23,9 @@ func deadLetter(r *kgo.Record, topic, reason string, err error) *kgo.Record {
 
 type dlqKey struct{}
 
-// dlqInfo rides in a dead letter's Context: the metric reason and origin partition.
+// dlqInfo rides in a dead letter's Context: the metric reason and origin partition. A
+// record with no reason is no dead letter but the rejection record of copies of
+// client event ids (eventdedup.go), produced at the same step.
 type dlqInfo struct {
 	reason    string
 	partition int32
@@ -45,6 +47,9 @@ func (c *consumer) flushDeadLetters(ctx context.Context) error {
 			continue
 		}
 		info, _ := pr.Record.Context.Value(dlqKey{}).(dlqInfo)
+		if info.reason == "" {
+			continue // the rejection record of copies of event ids (eventdedup.go)
+		}
 		c.m.deadLetters.WithLabelValues(info.reason).Inc()
 		c.log.Warn("dead letter", "reason", string(headerValue(pr.Record, schema.HeaderDLQReason)),
 			"origin", string(headerValue(pr.Record, "svc-dlq-origin")))

@@ -16,7 +16,7 @@ import (
 	"svc/lib/idempotency"
 	"svc/lib/redisfn"
 	"svc/schema"
-	"svc/schema/workspace"
+	"svc/schema/rejection"
 )
 
 // Client event ids (DESIGN.md, "Exactly once", 4). An event that carried a client
@@ -301,27 +301,34 @@ func (c *consumer) duplicateEvents(r *kgo.Record) uint64 {
 	return m
 }
 
-// countCopies counts the copies dropped from the decoded batch b (bit i: event i).
-func (c *consumer) countCopies(b *schema.Batch, copies uint64) {
-	n := bits.OnesCount64(copies)
-	c.m.duplicateEvents.Add(float64(n))
-	c.dupDays[workspace.PixelDay{Pixel: uuid.UUID(b.Pixel), Day: int32(b.ReceivedAt / msPerDay)}] += int64(n)
+// countCopies counts the copies dropped from the decoded batch b of record r (bit i:
+// event i), and queues their rejection record (copyRejections) to be produced before
+// the flush's INSERT, with the dead letters.
+func (c *consumer) countCopies(r *kgo.Record, b *schema.Batch, copies uint64) {
+	c.m.duplicateEvents.Add(float64(bits.OnesCount64(copies)))
+	c.dlq = append(c.dlq, copyRejections(r, b, copies))
 }
 
-// saveCopies adds the copies dropped since the last flush to the pixels' counts
-// (workspace.Duplicates): after the flush's INSERT, before its commit. A failure is
-// logged and tried again after the next flush; it fails no flush.
-func (c *consumer) saveCopies(ctx context.Context) {
-	if len(c.dupDays) == 0 || c.cfg.Redis == nil {
-		return
+// copyRejections is the rejection record (schema/rejection, topic rejections.v1) of the
+// copies dropped from the decoded batch b of record r, as the edge writes one for the
+// events a 202 rejected: GET /rejections lists them under the request_id of the copy's
+// 202, status 202, field event_id, rule duplicate_event_id. The index is the event's
+// position among the events the 202 accepted, and the value the id the client's
+// event_id maps to (the record does not carry the client's string). At least once: a
+// consumer killed between producing it and its commit may produce it again.
+func copyRejections(r *kgo.Record, b *schema.Batch, copies uint64) *kgo.Record {
+	rec := rejection.Record{Sandbox: b.Sandbox, Workspace: b.Workspace, Pixel: b.Pixel, Key: b.Key,
+		ReceivedAt: b.ReceivedAt, RequestID: b.RequestID, Status: 202, Events: len(b.Events)}
+	for i := range b.Events {
+		if copies&(1<<i) != 0 {
+			rec.Entries = append(rec.Entries, rejection.Entry{Index: i, Field: "event_id", Rule: schema.RuleDuplicateEventID,
+				Value: rejection.Redact("event_id", uuid.UUID(b.Events[i].ID).String())})
+		}
 	}
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := workspace.NewDuplicates(c.cfg.Redis).Add(qctx, c.dupDays); err != nil {
-		c.log.Warn("count duplicate events per pixel (tried again after the next flush)", "err", err)
-		return
-	}
-	clear(c.dupDays)
+	key := b.Pixel
+	return &kgo.Record{Topic: schema.TopicRejections, Key: key[:], Value: rejection.Append(nil, &rec),
+		Headers: []kgo.RecordHeader{{Key: schema.HeaderSchema, Value: []byte(rejection.SchemaV1)}},
+		Context: context.WithValue(context.Background(), dlqKey{}, dlqInfo{partition: r.Partition})}
 }
 
 // checkRecord reads r as the consumer's decode does, with the same checks, into s

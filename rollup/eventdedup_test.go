@@ -14,7 +14,6 @@ import (
 
 	"svc/schema"
 	"svc/schema/apitest"
-	"svc/schema/workspace"
 )
 
 // idBatch is a batch of pixel pix accepted at received (Unix ms), one purchase of value
@@ -53,8 +52,9 @@ func (e *world) forgetClaims(t *testing.T, window time.Duration, pixels int, ids
 // dropped before the INSERT; the same id on another pixel, and a copy accepted exactly
 // the window after the stored one, are stored (the latter starting a new window, whose
 // copies are dropped again). Rollups and raw table hold exactly the stored events; the
-// copies are counted in svc_rollup_duplicate_events_total and per pixel and day. A new
-// group reading everything again changes nothing.
+// copies are counted in svc_rollup_duplicate_events_total and kept as rejections (rule
+// duplicate_event_id, the rejections table GET /rejections reads). A new group reading
+// everything again changes nothing.
 func TestCopiesOfAClientEventIDAreDropped(t *testing.T) {
 	w := newWorld(t, 2)
 	rdb := apitest.Redis(t)
@@ -96,7 +96,7 @@ func TestCopiesOfAClientEventIDAreDropped(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg := w.config("g-eventids")
-	cfg.Redis, cfg.EventIDWindow = rdb, window
+	cfg.Redis, cfg.EventIDWindow, cfg.RejectionSamples = rdb, window, 100
 	stop := w.start(cfg)
 	w.waitExact(20 * time.Second)
 	if err := stop(); err != nil {
@@ -105,19 +105,26 @@ func TestCopiesOfAClientEventIDAreDropped(t *testing.T) {
 	if got := metric(t, cfg.Registerer, "svc_rollup_duplicate_events_total"); got != float64(copies) {
 		t.Fatalf("svc_rollup_duplicate_events_total %v, want %d", got, copies)
 	}
+	// Each copy is kept as a rejection (GET /rejections): rule duplicate_event_id.
 	var px0 schema.UUID
 	px0[0] = 0x50
-	days, err := workspace.NewDuplicates(rdb).Days(context.Background(), uuid.UUID(px0))
-	if err != nil {
-		t.Fatal(err)
+	q := `SELECT sum(rejections), countIf(field = 'event_id' AND status = 202 AND value = ?) FROM rejections
+		WHERE pixel_id = toUUID(?) AND rule = 'duplicate_event_id'`
+	var n uint64
+	var xs uint64
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if err := w.conn.QueryRow(context.Background(), q, fmt.Sprintf("%q", uuid.UUID(schema.ClientEventID([]byte("x")))),
+			uuid.UUID(px0).String()).Scan(&n, &xs); err != nil {
+			t.Fatal(err)
+		}
+		if n >= uint64(copies) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	defer rdb.Del(context.Background(), "svc:pixel:"+uuid.UUID(px0).String()+":duplicates")
-	n := int64(0)
-	for _, c := range days {
-		n += c
-	}
-	if n < int64(copies) {
-		t.Fatalf("the pixel's days count %v duplicates, want %d", days, copies)
+	if n != uint64(copies) || xs != 3 {
+		t.Fatalf("rejections of rule duplicate_event_id: %d (of them x: %d); want %d (x: 3)", n, xs, copies)
 	}
 	cfg2 := w.config("g-eventids-2")
 	cfg2.Redis, cfg2.EventIDWindow = rdb, window

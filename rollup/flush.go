@@ -28,7 +28,6 @@ func (c *consumer) flush(ctx context.Context) error {
 		return err
 	}
 	c.wm.didFlush(c.handled) // every handled record is flushed now
-	c.saveCopies(ctx)
 	c.commitHandled(ctx)
 	c.first, c.failures, c.retryAt, c.flushBad = time.Time{}, 0, time.Time{}, false
 	return nil

@@ -8,6 +8,11 @@ import "crypto/sha256"
 // deduplicate by (pixel, event id) without a field of its own in the record, so records
 // written before the consumer did so are deduplicated as well.
 
+// RuleDuplicateEventID is the rule of a rejection of an event that is a later copy of
+// an event_id the pixel already has: in the 202 for a copy within the batch (the edge),
+// and in GET /rejections for a copy of an earlier batch's event too (the consumer).
+const RuleDuplicateEventID = "duplicate_event_id"
+
 // ClientEventID maps a client's event_id to the event's UUID: the first 16 bytes of its
 // SHA-256, with the version nibble set to 8 (RFC 9562's custom version) and the RFC 4122
 // variant. The same event_id always gives the same UUID.

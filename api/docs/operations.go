@@ -146,7 +146,7 @@ var Operations = map[string]Op{
 		"A bad event is rejected alone (rejections[]); when none is acceptable the answer is 422. " +
 		"An event_id deduplicates per pixel for 48 hours: the first accepted copy is stored, every later one dropped. " +
 		"A copy within the same batch is refused here (rule duplicate_event_id, counted in duplicates); " +
-		"a copy of an event sent in an earlier batch is dropped after the 202, which cannot know of it (the developer pages say how to see those).",
+		"a copy of an event sent in an earlier batch is dropped after the 202, which cannot know of it; GET /rejections lists it (rule duplicate_event_id).",
 		Body: "Batch", BodyExample: exBatch, Status: 202, Response: ref("EventsAccepted"),
 		Example: map[string]any{"accepted": 1, "rejected": 0, "duplicates": 0, "rejections": []any{}, "request_id": "req_01J9Z8Q4W3X2V1T0S9R8Q7P6N5"},
 		Codes:   []problem.Code{problem.InvalidRequest, problem.NotFound, problem.ServiceUnavailable}},
