@@ -20,7 +20,9 @@ import (
 	json "github.com/goccy/go-json"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/lib/process"
 	"svc/lib/svctest"
+	"svc/rollup"
 	"svc/schema"
 )
 
@@ -69,6 +71,10 @@ func newInstance(t *testing.T) *instance {
 	t.Cleanup(func() {
 		in.stop()
 		exec.Command("clickhouse-client", "--port", chPort(), "-q", "DROP DATABASE IF EXISTS "+db).Run()
+		if rdb, err := process.OpenRedis(context.Background(), svctest.RedisConfig()); err == nil {
+			_, _ = rollup.DropEventClaims(context.Background(), rdb, db) // the database's event-id claims
+			rdb.Close()
+		}
 	})
 	return in
 }

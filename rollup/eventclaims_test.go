@@ -214,3 +214,66 @@ func copyValues(packed [][]byte) [][]byte {
 	}
 	return out
 }
+
+// TestForgetAndDropEventClaims: ForgetEventClaims drops exactly the claims named (a copy
+// of a forgotten event is claimed afresh, one of a kept event is still a copy), and
+// DropEmptyEventClaimTables removes only the tables left with no claim: once every
+// claim is forgotten, no key of the database's tables is left.
+func TestForgetAndDropEventClaims(t *testing.T) {
+	rdb := apitest.Redis(t)
+	ctx := context.Background()
+	db := fmt.Sprintf("forget_%d", time.Now().UnixNano())
+	defer DropEventClaims(ctx, rdb, db)
+	window := DefaultEventIDWindow
+	now := time.Now()
+	var pixels [2]schema.UUID
+	pixels[0][0], pixels[1][0] = 1, 2
+	ids := make([]schema.UUID, 300)
+	for i := range ids {
+		ids[i] = schema.ClientEventID([]byte(fmt.Sprintf("forget-%d", i)))
+	}
+	// claim makes (or re-checks) the claims of px's ids for record offset o, and returns
+	// how many were copies.
+	claim := func(px schema.UUID, o int64) int {
+		var groups [256][]byte
+		for i, id := range ids {
+			f, g := eventKey(px, id)
+			groups[g] = appendEventClaim(groups[g], f, now.UnixMilli(), 0, o, uint8(i%64))
+		}
+		var keys []string
+		var packed [][]byte
+		for g, p := range groups {
+			if len(p) > 0 {
+				keys, packed = append(keys, eventClaimDir(db, schema.TopicEvents, byte(g))), append(packed, p)
+			}
+		}
+		return strings.Count(strings.Join(claimAt(t, rdb, db, window, now, keys, packed), ""), "1")
+	}
+	if n := claim(pixels[0], 1) + claim(pixels[1], 2); n != 0 {
+		t.Fatalf("%d fresh events taken for copies", n)
+	}
+	if err := ForgetEventClaims(ctx, rdb, db, schema.TopicEvents, window, pixels[0], ids); err != nil {
+		t.Fatal(err)
+	}
+	dropped, err := DropEmptyEventClaimTables(ctx, rdb, db, schema.TopicEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := claim(pixels[1], 3); n != len(ids) {
+		t.Fatalf("after forgetting another pixel's claims (and dropping %d tables), %d of %d copies found", dropped, n, len(ids))
+	}
+	if n := claim(pixels[0], 4); n != 0 {
+		t.Fatalf("%d forgotten events still taken for copies", n)
+	}
+	for _, px := range pixels {
+		if err := ForgetEventClaims(ctx, rdb, db, schema.TopicEvents, window, px, ids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := DropEmptyEventClaimTables(ctx, rdb, db, schema.TopicEvents); err != nil {
+		t.Fatal(err)
+	}
+	if _, keys := tableMemory(t, rdb, db); keys != 0 {
+		t.Fatalf("%d keys left once every claim was forgotten and the empty tables dropped", keys)
+	}
+}

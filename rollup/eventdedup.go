@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -14,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/idempotency"
+	"svc/lib/process"
 	"svc/lib/redisfn"
 	"svc/schema"
 	"svc/schema/rejection"
@@ -372,4 +374,61 @@ func ForgetEventClaims(ctx context.Context, rdb redis.Cmdable, db, topic string,
 		err = nil
 	}
 	return err
+}
+
+// DropEmptyEventClaimTables removes the event-claim tables of topic under database db
+// that hold no claim any more (every shard empty but for its placeholder), with their
+// directories: what ForgetEventClaims leaves after a tool forgot all it made (the load
+// generator). A table holding any claim is left alone. It returns how many it dropped.
+func DropEmptyEventClaimTables(ctx context.Context, rdb redis.UniversalClient, db, topic string) (int, error) {
+	dropped := 0
+	for g := range 256 {
+		dir := eventClaimDir(db, topic, byte(g))
+		base := dir[:len(dir)-1]
+		epochs, err := rdb.HGetAll(ctx, dir).Result()
+		if err != nil {
+			return dropped, err
+		}
+		if len(epochs) == 0 {
+			continue
+		}
+		var lens []*redis.IntCmd
+		var holders []*redis.BoolCmd // the placeholder "" is there
+		_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for name, m := range epochs {
+				var level, split, n int
+				if _, err := fmt.Sscanf(m, "%d %d %d", &level, &split, &n); err != nil {
+					return fmt.Errorf("table %s: directory entry %q = %q", base, name, m)
+				}
+				e, _ := strconv.ParseInt(name, 10, 64)
+				for s := 0; s < 1<<level+split; s++ {
+					k := idempotency.ShardKey(base, e, s)
+					lens, holders = append(lens, p.HLen(ctx, k)), append(holders, p.HExists(ctx, k, ""))
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return dropped, err
+		}
+		empty := true
+		for i, l := range lens {
+			empty = empty && (l.Val() == 0 || l.Val() == 1 && holders[i].Val())
+		}
+		if !empty {
+			continue
+		}
+		if _, err := idempotency.Drop(ctx, rdb, base); err != nil {
+			return dropped, err
+		}
+		dropped++
+	}
+	return dropped, nil
+}
+
+// DropEventClaims drops every event-id claim kept for database db, of every topic (a
+// scratch database's, as it is dropped: tests, the load generator's suite). It scans
+// the keyspace.
+func DropEventClaims(ctx context.Context, rdb redis.UniversalClient, db string) (int, error) {
+	return process.UnlinkPattern(ctx, rdb, "svc:eid:{"+db+":*")
 }

@@ -30,22 +30,6 @@ func (e *world) idBatch(pix int, received int64, ids ...string) *schema.Batch {
 	return b
 }
 
-// forgetClaims drops the claims a test made on the world's pixels.
-func (e *world) forgetClaims(t *testing.T, window time.Duration, pixels int, ids ...string) {
-	rdb := apitest.Redis(t)
-	var uids []schema.UUID
-	for _, id := range ids {
-		uids = append(uids, schema.ClientEventID([]byte(id)))
-	}
-	for pix := range pixels {
-		var px schema.UUID
-		px[0], px[1] = 0x50, byte(pix)
-		if err := ForgetEventClaims(context.Background(), rdb, e.ch.Database, schema.TopicEvents, window, px, uids); err != nil {
-			t.Error(err)
-		}
-	}
-}
-
 // TestCopiesOfAClientEventIDAreDropped: the first copy of a pixel's client event id is
 // stored; a copy in a later batch (with another value), a second copy inside one
 // record, and copies up to a second short of the window after the stored one are
@@ -59,7 +43,6 @@ func TestCopiesOfAClientEventIDAreDropped(t *testing.T) {
 	w := newWorld(t, 2)
 	rdb := apitest.Redis(t)
 	const window = time.Hour
-	defer w.forgetClaims(t, window, 2, "x", "y", "z", "w")
 	t0 := time.Now().Truncate(time.Second).Add(-time.Minute).UnixMilli()
 	sec := int64(1000)
 	type rec struct {
@@ -145,13 +128,6 @@ func TestEventIDCopiesExactThroughKillsAndRebalances(t *testing.T) {
 	w := newWorld(t, 4)
 	w.copies = true
 	rdb := apitest.Redis(t)
-	defer func() {
-		var ids []string
-		for i := range 1500 {
-			ids = append(ids, fmt.Sprintf("ev-%d", i))
-		}
-		w.forgetClaims(t, DefaultEventIDWindow, 3, ids...)
-	}()
 	w.produce(300)
 	cfg := w.config("g-eventid-kill")
 	cfg.Redis = rdb

@@ -19,6 +19,7 @@ import (
 
 	"svc/lib/chpool"
 	"svc/lib/kafkabroker"
+	"svc/lib/process"
 	"svc/lib/svctest"
 	"svc/schema"
 	"svc/schema/chtest"
@@ -59,6 +60,7 @@ func newWorld(t *testing.T, partitions int) *world {
 		seen: map[string]bool{}, parts: partitions}
 	e.ws[0], e.ws[15] = 0xAA, byte(e.rng.IntN(256))
 	e.newBroker()
+	t.Cleanup(func() { dropClaimsOf(ch.Database) }) // the database goes: its event-id claims too
 	return e
 }
 
@@ -335,6 +337,15 @@ func diff(got, want []string) string {
 
 func uuidString(u schema.UUID) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", u[0:4], u[4:6], u[6:8], u[8:10], u[10:16])
+}
+
+// dropClaimsOf drops the event-id claims kept for database db, when Redis answers.
+func dropClaimsOf(db string) {
+	ctx := context.Background()
+	if rdb, err := process.OpenRedis(ctx, svctest.RedisConfig()); err == nil {
+		_, _ = DropEventClaims(ctx, rdb, db)
+		rdb.Close()
+	}
 }
 
 // TestMain removes the svc binary the end-to-end test builds (svctest.Binary).
