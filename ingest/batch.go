@@ -233,6 +233,16 @@ func (p *Parser) event(b *Batch, idx int) {
 	b.clientID = append(b.clientID, st.clientID != nil)
 }
 
+// anyClientID reports whether an event of b carries a client event_id.
+func (b *Batch) anyClientID() bool {
+	for _, c := range b.clientID {
+		if c {
+			return true
+		}
+	}
+	return false
+}
+
 // seen reports whether an event of b already carries the client event id id, and
 // notes id for the event about to be appended when not.
 func (p *Parser) seen(b *Batch, id schema.UUID) bool {

@@ -283,8 +283,13 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 		ReceivedAt: time.Now().UnixMilli(), RequestID: r.ID, Events: b.Events})
 	body, _ := json.Marshal(Accepted{Accepted: len(b.Events), Rejected: len(b.Rejections), Duplicates: b.Duplicates,
 		Rejections: nonNil(b.Rejections), RequestID: r.ID})
+	clientIDs := noClientIDs
+	if b.anyClientID() {
+		clientIDs = someClientIDs
+	}
 	w.rec = kgo.Record{Topic: schema.TopicEvents, Key: w.rec.Key[:0], Value: w.buf,
-		Headers: append(w.rec.Headers[:0], kgo.RecordHeader{Key: schema.HeaderSchema, Value: schemaV1})}
+		Headers: append(w.rec.Headers[:0], kgo.RecordHeader{Key: schema.HeaderSchema, Value: schemaV1},
+			kgo.RecordHeader{Key: schema.HeaderClientIDs, Value: clientIDs})}
 	if idem {
 		w.rec.Headers = append(w.rec.Headers, kgo.RecordHeader{Key: schema.HeaderBatchID, Value: append(w.batchID[:0], base[:]...)})
 	}
@@ -360,6 +365,10 @@ func (e *Edge) pixel(r *httpserver.Request, raw string) (workspace.Pixel, error)
 }
 
 var schemaV1 = []byte(schema.SchemaEventsV1)
+
+// The values of schema.HeaderClientIDs: the consumer scans a record for client event
+// ids only when it may hold one.
+var noClientIDs, someClientIDs = []byte("0"), []byte("1")
 
 // idBase is the seed of the events' ids: from the Idempotency-Key when there is one (so
 // a retry carries the same ids, and the batch id lets the consumer drop a second copy),

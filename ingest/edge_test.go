@@ -542,7 +542,26 @@ func TestEventIDTwiceInOneBatchIsOneEvent(t *testing.T) {
 		b.Events[1].ID != schema.ClientEventID([]byte("order-2")) {
 		t.Fatalf("events %+v", b.Events)
 	}
+	// The record says that some of its events carry a client id; one without says none.
+	if v := headerOf(recs[0], schema.HeaderClientIDs); v != "1" {
+		t.Fatalf("header %s = %q, want 1", schema.HeaderClientIDs, v)
+	}
+	if r := rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), eventJSON("purchase", "", true))); r.Status != 202 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if recs := rg.records(t); len(recs) != 2 || headerOf(recs[1], schema.HeaderClientIDs) != "0" {
+		t.Fatalf("%d records; a batch without event_id has header %s = %q, want 0", len(recs), schema.HeaderClientIDs, headerOf(recs[len(recs)-1], schema.HeaderClientIDs))
+	}
 	if d := rg.counter(t, "svc_ingest_events_total", map[string]string{"outcome": "rejected", "reason": "duplicate_event_id"}); d != 2 {
 		t.Fatalf("svc_ingest_events_total{reason=duplicate_event_id} %v, want 2", d)
 	}
+}
+
+func headerOf(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return "(absent)"
 }

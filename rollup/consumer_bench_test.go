@@ -181,7 +181,8 @@ func produceBench(b *testing.B, seeds []string, records int) {
 			for k := range bt.Events {
 				bt.Events[k].ID[3], bt.Events[k].ID[4] = byte(done>>8), byte(done>>16) // distinct ids
 			}
-			rs = append(rs, &kgo.Record{Topic: schema.TopicEvents, Key: bt.Pixel[:], Value: schema.AppendBatch(nil, bt)})
+			rs = append(rs, &kgo.Record{Topic: schema.TopicEvents, Key: bt.Pixel[:], Value: schema.AppendBatch(nil, bt),
+				Headers: []kgo.RecordHeader{{Key: schema.HeaderClientIDs, Value: []byte("0")}}}) // as the edge: no event_id
 		}
 		if err := prod.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
 			b.Fatal(err)

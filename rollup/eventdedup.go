@@ -220,6 +220,9 @@ func (c *consumer) claimEvents(ctx context.Context) (err error) {
 		if h, ok := c.handled[r.Partition]; ok && r.Offset <= h {
 			continue // redelivered while this member holds it: skipped
 		}
+		if v := headerValue(r, schema.HeaderClientIDs); len(v) == 1 && v[0] == '0' {
+			continue // the edge says no event carries a client id: nothing to read
+		}
 		if _, err := checkRecord(r, &ec.scan); err != nil {
 			continue // a dead letter: it claims nothing
 		}

@@ -60,6 +60,10 @@ func TestCopiesOfAClientEventIDAreDropped(t *testing.T) {
 		{w.idBatch(0, t0+3604*sec, "y", "z"), []bool{false, true}}, // y within its new window; z (stored at t0+4 s) at the end of its own
 	}
 	recs[1].b.Events[0].Value = 990000 // the copy carries another value: the stored one stays
+	// A record whose edge says none of its events carries a client id is not read for
+	// them (schema.HeaderClientIDs): its x is stored though it would be a copy.
+	said := rec{w.idBatch(0, t0+3605*sec, "x"), []bool{true}}
+	recs = append(recs, said)
 	var krecs []*kgo.Record
 	copies := 0
 	for _, r := range recs {
@@ -73,7 +77,11 @@ func TestCopiesOfAClientEventIDAreDropped(t *testing.T) {
 			}
 		}
 		w.addAll(&kept)
-		krecs = append(krecs, record(r.b, int32(r.b.Pixel[1])%2))
+		kr := record(r.b, int32(r.b.Pixel[1])%2)
+		if r.b == said.b {
+			kr.Headers = append(kr.Headers, kgo.RecordHeader{Key: schema.HeaderClientIDs, Value: []byte("0")})
+		}
+		krecs = append(krecs, kr)
 	}
 	if err := w.prod.ProduceSync(context.Background(), krecs...).FirstErr(); err != nil {
 		t.Fatal(err)

@@ -6,7 +6,9 @@
 //
 // One Kafka record carries one accepted batch (1–50 events) for one pixel. The record key
 // is the pixel's 16-byte UUID, so that a pixel's batches stay in order on one partition.
-// The record carries the header "svc-schema" = "events.v1". The value is binary, all
+// The record carries the header "svc-schema" = "events.v1", and, from edges since issue
+// 27, "svc-client-ids" = "1" when an event carries an id from a client's event_id, "0"
+// when none does (HeaderClientIDs). The value is binary, all
 // integers big-endian or unsigned varints (uv) / zig-zag varints (sv):
 //
 //	magic        2 bytes  'S' 'E'
@@ -57,6 +59,11 @@ const (
 	// Kafka's acknowledgement and recording the response); the consumer stores the
 	// first and skips the other.
 	HeaderBatchID = "svc-batch"
+	// HeaderClientIDs says whether any event of the record carries an id from a
+	// client's event_id (schema.UUID.FromClient): "1" when some do, "0" when none does.
+	// Edges write it since issue 27; the consumer claims event ids only of records that
+	// may hold one ("1", or no header: an edge before it).
+	HeaderClientIDs = "svc-client-ids"
 )
 
 // InsertQueryPrefix starts the query id of every INSERT of the consumer (rollup): the
