@@ -33,9 +33,11 @@ echo "test-scale: the Redis-backed suites against the Redis Cluster ($redis)"
 SVC_REDIS_CLUSTER=$redis $GO test -count=1 -timeout 10m -p 2 ./api/... ./ingest/... ./webhooks/... ./rollup/... ./privacy/... \
   ./lib/httpserver/ ./lib/idempotency/ ./lib/limits/ ./lib/redisfn/ ./schema/workspace/
 
+# One package at a time (-p 1): the e2e tests kill a Redis master and a ClickHouse replica,
+# which the other packages' cluster tests must not meet halfway.
 echo "test-scale: the multi-process test over both clusters ($redis; svc_cluster at $clickhouse)"
 SVC_REDIS_CLUSTER=$redis SVC_CLICKHOUSE_CLUSTER=svc_cluster SVC_CLICKHOUSE_ADDR=$clickhouse \
-  $GO test -count=1 -timeout 10m -v -run '^(TestScaleOnClusters|TestReplicaReadBack|TestRebuildTwiceOnReplicas|TestEventIDCopiesSurviveARedisFailover)$' ./e2e/ ./rollup/ ./privacy/ |
+  $GO test -count=1 -timeout 10m -p 1 -v -run '^(TestScaleOnClusters|TestReplicaReadBack|TestRebuildTwiceOnReplicas|TestEventIDCopiesSurviveARedisFailover)$' ./e2e/ ./rollup/ ./privacy/ |
   grep -vE '^(=== RUN|redis: .*pool\.go)'
 
 echo "test-scale: passed in $(($(date +%s) - start)) s"
