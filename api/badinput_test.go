@@ -21,9 +21,10 @@ func TestNoServerErrorOnBadInput(t *testing.T) {
 		cur(`{"l":"plan_actuals","i":"` + uuid.NewString() + `","d":"0001-01-01"}`),
 		cur(`{"l":"pixel_rollups","d":"2026-01-01","n":"'\\","c":"\u0000"}`), cur(`{"l":"plans","i":"x"}`), cur("null")}
 	paths := []string{"/plans", "/plans/" + plan.String(), "/plans/" + plan.String() + "/lines", "/plans/" + plan.String() + "/actuals",
-		"/campaigns", "/campaigns/x/actuals", "/studies", "/findings", "/pixel-rollups?pixel_id=" + tn.PixelID(), "/account", "/me"}
+		"/campaigns", "/campaigns/x/actuals", "/studies", "/findings", "/pixel-rollups?pixel_id=" + tn.PixelID(), "/account", "/me",
+		"/pixels", "/pixels/" + tn.PixelID()}
 	params := []string{"limit", "cursor", "offset", "status", "channel", "kind", "plan_id", "campaign_id", "study_id", "line_id",
-		"metric", "from", "to", "event_name", "pixel_id"}
+		"metric", "from", "to", "event_name", "pixel_id", "days"}
 	for pi, name := range params {
 		for vi, v := range values {
 			for _, p := range []string{paths[(pi+vi)%len(paths)], paths[(pi*7+vi*3+1)%len(paths)]} {
@@ -39,7 +40,7 @@ func TestNoServerErrorOnBadInput(t *testing.T) {
 		}
 	}
 	for _, v := range values[:12] {
-		for _, p := range []string{"/plans/", "/campaigns/", "/studies/", "/findings/"} {
+		for _, p := range []string{"/plans/", "/campaigns/", "/studies/", "/findings/", "/pixels/", "/batches/"} {
 			if r := e.Do(t, "GET", p+url.PathEscape(v), tn.Secret, ""); r.Status >= 500 {
 				t.Fatalf("GET %s%q: %d %s", p, v, r.Status, r.Body)
 			}

@@ -49,6 +49,7 @@ func TestIDOfAnotherKindIsAnsweredAsMalformed(t *testing.T) {
 		{ids.Study, "GET", "/studies/%s", "", 404, "not_found", ""},
 		{ids.Finding, "GET", "/findings/%s", "", 404, "not_found", ""},
 		{ids.Erasure, "GET", "/erasures/%s", "", 404, "not_found", ""},
+		{ids.Pixel, "GET", "/pixels/%s", "", 404, "not_found", ""},
 		{ids.Pixel, "GET", "/pixel-rollups?pixel_id=%s", "", 422, "invalid_request", "pixel_id"},
 		{ids.Plan, "GET", "/campaigns?plan_id=%s", "", 422, "invalid_request", "plan_id"},
 		{ids.Campaign, "GET", "/studies?campaign_id=%s", "", 422, "invalid_request", "campaign_id"},

@@ -109,6 +109,8 @@ func (a *API) Routes() []httpserver.Route {
 	}
 	rs = append(rs, a.erasureRoutes()...)
 	rs = append(rs, a.rejectionRoutes()...)
+	rs = append(rs, a.batchRoutes()...)
+	rs = append(rs, a.pixelRoutes()...)
 	return append(rs, a.catalogRoutes()...)
 }
 

@@ -27,6 +27,7 @@ import (
 	"svc/schema"
 	"svc/schema/apitest"
 	"svc/schema/chtest"
+	"svc/schema/rollups"
 	"svc/schema/workspace"
 )
 
@@ -38,7 +39,12 @@ type pipeline struct {
 	seeds []string
 }
 
-func newPipeline(t *testing.T, samples int) *pipeline {
+func newPipeline(t *testing.T, samples int) *pipeline { return newPipelineOf(t, samples, false) }
+
+// newPipelineOf is newPipeline; withRedis gives the consumer Redis (batch and event-id
+// claims, the published watermark) and the read API the database's name (watermarks),
+// and removes the claims and the watermark at cleanup.
+func newPipelineOf(t *testing.T, samples int, withRedis bool) *pipeline {
 	t.Helper()
 	ch, conn := chtest.NewDB(t)
 	bc := kafkabroker.Config{EmbeddedAddr: "127.0.0.1:0", DataDir: t.TempDir(), Partitions: 2}
@@ -63,6 +69,14 @@ func newPipeline(t *testing.T, samples int) *pipeline {
 		SessionTimeout: 3 * time.Second, RebalanceTimeout: 10 * time.Second, Table: "events", Topic: schema.TopicEvents,
 		DeadTopic: schema.TopicDeadEvent, Kafka: kafkabroker.Config{Brokers: k.Addrs(), EmbeddedAddr: "127.0.0.1:0", Partitions: 2}, ClickHouse: ch,
 		Registerer: prometheus.NewRegistry(), RejectionSamples: samples}
+	if withRedis {
+		cfg.Redis, a.Database = rdb, ch.Database
+		t.Cleanup(func() {
+			ctx := context.Background()
+			_, _ = rollup.DropEventClaims(ctx, rdb, ch.Database)
+			rdb.Del(ctx, rollups.WatermarkKey(ch.Database))
+		})
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- rollup.Run(ctx, cfg) }()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"io"
 	"net/http"
 	"net/url"
@@ -36,6 +37,7 @@ import (
 type rig struct {
 	*apitest.Server
 	ch    chpool.Config
+	conn  driver.Conn
 	seeds []string
 }
 
@@ -62,7 +64,7 @@ func newRig(t *testing.T) *rig {
 	if _, err := catalog.SeedShowroom(context.Background(), s.Keys, conn); err != nil {
 		t.Fatal(err)
 	}
-	return &rig{Server: s, ch: ch, seeds: k.Addrs()}
+	return &rig{Server: s, ch: ch, conn: conn, seeds: k.Addrs()}
 }
 
 // attempt is one HTTP exchange the client made.

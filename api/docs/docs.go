@@ -47,6 +47,7 @@ var Pages = []Page{
 	{"events", "Events and hashing"},
 	{"rollups", "Daily pixel rollups"},
 	{"rejections", "Rejected events"},
+	{"pipeline", "Pixel health and the life of a batch"},
 	{"plans-and-actuals", "Plans and actuals"},
 	{"webhooks", "Webhooks"},
 	{"limits", "Limits"},

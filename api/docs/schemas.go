@@ -333,5 +333,11 @@ func components() map[string]Schema {
 	for k, v := range rejectionComponents() {
 		m[k] = v
 	}
+	for k, v := range visibilityComponents() {
+		if _, dup := m[k]; dup {
+			panic("docs: schema " + k + " declared twice") // a programming error, caught by every test
+		}
+		m[k] = v
+	}
 	return m
 }

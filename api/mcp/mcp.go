@@ -63,6 +63,9 @@ var Tools = []Tool{
 	{"findings", "Findings", "Findings of studies; filter with study_id.", "/findings"},
 	{"finding", "One finding", "One finding by id (fnd_… or UUID).", "/findings/{id}"},
 	{"pixel_rollups", "Daily pixel rollups", "Daily rollups of a pixel's events per local day, event name and currency; time_zone (an IANA name such as America/New_York) picks the zone of the days, default the pixel's reporting zone.", "/pixel-rollups"},
+	{"pixels", "Pixels and their health", "The workspace's pixels (cursor paging), each with its name, reporting zone and, per local day (days, default 7, at most 31), events received, accepted, rejected by rule and dropped as duplicates, the last accepted event's time and the pipeline's lag for it.", "/pixels"},
+	{"pixel", "One pixel and its health", "One pixel by id (pxl_… or UUID): name, reporting zone, per local day (days) events received, accepted, rejected by rule and duplicates, last accepted event, the pipeline's lag.", "/pixels/{id}"},
+	{"batch", "The life of one batch", "What became of one POST /events request, by its request_id (req_…): when it was received, events accepted (stored), rejected by rule and dropped as duplicates, the Kafka partition and offset it was written at, when ClickHouse stored it, and the local days of the pixel's zone it counted in.", "/batches/{id}"},
 	{"rejections", "Rejected events of a pixel", "A pixel's rejected events and refused batches, newest first: request_id, time, field, rule and value received (identity values withheld); filter with since and rule; meta.rejections and meta.not_stored count them exactly.", "/rejections"},
 	// Erasure records (identities:erase), read-only: the status and proof of erasures
 	// a customer's backend requested. Requesting one is deliberately not a tool: it is
@@ -73,7 +76,7 @@ var Tools = []Tool{
 
 // idKinds is the id kind of each collection whose item a tool path names (/plans/{id}…).
 var idKinds = map[string]ids.Prefix{"/plans/": ids.Plan, "/campaigns/": ids.Campaign,
-	"/studies/": ids.Study, "/findings/": ids.Finding, "/erasures/": ids.Erasure}
+	"/studies/": ids.Study, "/findings/": ids.Finding, "/erasures/": ids.Erasure, "/batches/": ids.Request, "/pixels/": ids.Pixel}
 
 // idKind is the kind of the tool's {id} ("" when its path has none).
 func (t Tool) idKind() ids.Prefix {
@@ -101,7 +104,7 @@ type Endpoint struct {
 // New returns the endpoint.
 func New() *Endpoint {
 	e := &Endpoint{server: sdk.NewServer(&sdk.Implementation{Name: "svc", Title: "svc API", Version: httpserver.Stable}, &sdk.ServerOptions{
-		Instructions: "Read-only tools over the svc API (media plans, campaigns, studies, findings, actuals, daily pixel rollups, erasure records). " +
+		Instructions: "Read-only tools over the svc API (media plans, campaigns, studies, findings, actuals, daily pixel rollups, pixels and their health, the life of a batch, rejections, erasure records). " +
 			"They use the caller's API key, its scopes and its rate limits; a failing tool returns the API's problem document.",
 	})}
 	for _, t := range Tools {
@@ -307,6 +310,14 @@ func (t Tool) request(args map[string]any) (string, url.Values, *problem.Problem
 		s := scalar(v)
 		if k != "id" || kind == "" {
 			q.Set(k, s)
+			continue
+		}
+		if kind == ids.Request { // not a UUID kind
+			if !ids.ValidRequestID(s) {
+				return "", nil, problem.Invalid("id is not a request id (req_ and 24 hex digits).",
+					problem.FieldError{Field: "id", Rule: "id", Value: s, Pointer: "/id", Detail: "tool argument id"})
+			}
+			path = strings.Replace(path, "{id}", s, 1)
 			continue
 		}
 		u, err := ids.Parse(kind, s)

@@ -181,6 +181,19 @@ func TestToolsAtTheCurrentAndPreviousRevision(t *testing.T) {
 				t.Fatalf("pixel_rollups with an unknown zone: %v", p)
 			}
 			check("erasures", map[string]any{"status": "completed"})
+			px := check("pixel", map[string]any{"id": "pxl_" + catalog.ShowroomPixel.String(), "days": 2})
+			if len(px["days"].([]any)) != 2 {
+				t.Errorf("pixel: %v", px)
+			}
+			if pxs := check("pixels", map[string]any{"limit": 1})["data"].([]any); len(pxs) != 1 {
+				t.Errorf("pixels: %v", pxs)
+			}
+			for id, code := range map[string]string{"req_nope": "invalid_request", "req_0123456789abcdef01234567": "not_found"} {
+				res := call(t, cs, "batch", map[string]any{"id": id})
+				if p := structured(t, res); !res.IsError || p["code"] != code {
+					t.Errorf("batch %s: %v, want %s", id, p, code)
+				}
+			}
 		})
 	}
 }

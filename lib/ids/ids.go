@@ -29,6 +29,9 @@ const (
 	Endpoint Prefix = "whk_"
 	Event    Prefix = "evt_"
 	Erasure  Prefix = "era_"
+	// Request prefixes request ids (RequestID): 24 hex digits, not a UUID, so not
+	// for Parse (ValidRequestID checks one).
+	Request Prefix = "req_"
 )
 
 // ErrMalformed is returned for input that is neither prefix+UUID nor a raw UUID. Every
@@ -73,4 +76,17 @@ func RequestID() string {
 	copy(out[:], "req_")
 	hex.Encode(out[4:], b[:])
 	return string(out[:])
+}
+
+// ValidRequestID reports whether s is a request id as RequestID makes them.
+func ValidRequestID(s string) bool {
+	if len(s) != len(Request)+24 || s[:len(Request)] != string(Request) {
+		return false
+	}
+	for i := len(Request); i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }

@@ -86,3 +86,20 @@ func IngestedThrough(ctx context.Context, rdb redis.UniversalClient, db string) 
 	}
 	return time.UnixMilli(low).UTC(), true, nil
 }
+
+// Watermarks returns the partition count published for the topic (0: none yet) and the
+// partitions' values W_p (a partition absent has none yet).
+func Watermarks(ctx context.Context, rdb redis.UniversalClient, db string) (int, map[int32]time.Time, error) {
+	m, err := rdb.HGetAll(ctx, WatermarkKey(db)).Result()
+	if err != nil {
+		return 0, nil, fmt.Errorf("read the watermark: %w", err)
+	}
+	n, _ := strconv.Atoi(m["n"])
+	out := map[int32]time.Time{}
+	for p := 0; p < n; p++ {
+		if v, err := strconv.ParseInt(m[strconv.Itoa(p)], 10, 64); err == nil {
+			out[int32(p)] = time.UnixMilli(v).UTC()
+		}
+	}
+	return max(n, 0), out, nil
+}
