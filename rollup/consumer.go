@@ -270,17 +270,23 @@ func (c *consumer) handle(ctx context.Context) {
 	}
 }
 
-// loadStored reads the stored offsets of held partitions that are not known yet.
-func (c *consumer) loadStored(ctx context.Context) error {
+// unknownPartitions lists, once each, the partitions of held records that stored has no
+// entry for (their stored offset is not read yet).
+func unknownPartitions(held []*kgo.Record, stored map[int32]int64) []int32 {
 	var missing []int32
 	seen := map[int32]bool{}
-	for _, r := range c.held {
-		if _, ok := c.stored[r.Partition]; !ok && !seen[r.Partition] {
+	for _, r := range held {
+		if _, ok := stored[r.Partition]; !ok && !seen[r.Partition] {
 			seen[r.Partition] = true
 			missing = append(missing, r.Partition)
 		}
 	}
-	return c.readStored(ctx, missing)
+	return missing
+}
+
+// loadStored reads the stored offsets of held partitions that are not known yet.
+func (c *consumer) loadStored(ctx context.Context) error {
+	return c.readStored(ctx, unknownPartitions(c.held, c.stored))
 }
 
 func (c *consumer) readStored(ctx context.Context, parts []int32) error {

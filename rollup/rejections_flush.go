@@ -137,15 +137,7 @@ func (c *rejConsumer) apply(d *decodedRej) {
 // loadStored reads the stored offsets of held partitions not known yet (after waiting
 // for every rejections INSERT running on the server).
 func (c *rejConsumer) loadStored(ctx context.Context) error {
-	var missing []int32
-	seen := map[int32]bool{}
-	for _, r := range c.held {
-		if _, ok := c.stored[r.Partition]; !ok && !seen[r.Partition] {
-			seen[r.Partition] = true
-			missing = append(missing, r.Partition)
-		}
-	}
-	return c.readStored(ctx, missing)
+	return c.readStored(ctx, unknownPartitions(c.held, c.stored))
 }
 
 func (c *rejConsumer) readStored(ctx context.Context, parts []int32) error {
