@@ -159,7 +159,7 @@ var Table = []Setting{
 	{Name: "SVC_WEBHOOKS_CONCURRENCY", Group: GroupWebhooks, Kind: Int, Default: "8",
 		ReadBy: webhooks, Meaning: "delivery attempts in flight per process (1..256)"},
 	{Name: "SVC_WEBHOOKS_ALLOW_NETS", Group: GroupWebhooks, Kind: List,
-		ReadBy: webhooks, Meaning: "internal ranges deliveries may reach (comma-separated CIDRs or addresses; `127.0.0.0/8` for a receiver on this machine): otherwise an endpoint at a loopback, private (RFC 1918, `fc00::/7`), link-local, CGNAT, multicast, unspecified, broadcast or reserved address, literal or resolved, is refused at creation and on every connection; cloud-metadata addresses always are"},
+		ReadBy: with(webhooks, App), Meaning: "internal ranges deliveries may reach (comma-separated CIDRs or addresses; `127.0.0.0/8` for a receiver on this machine): otherwise an endpoint at a loopback, private (RFC 1918, `fc00::/7`), link-local, CGNAT, multicast, unspecified, broadcast or reserved address, literal or resolved, is refused at creation and on every connection; cloud-metadata addresses always are"},
 	{Name: "SVC_WEBHOOKS_SCAN_INTERVAL", Group: GroupWebhooks, Kind: Duration, Default: "1m",
 		ReadBy: webhooks, Meaning: "how often the triggers look for closed days and expiring keys"},
 	{Name: "SVC_WEBHOOKS_DAY_GRACE", Group: GroupWebhooks, Kind: Duration, Default: "1h",
@@ -167,7 +167,7 @@ var Table = []Setting{
 	{Name: "SVC_WEBHOOKS_KEY_EXPIRING_WITHIN", Group: GroupWebhooks, Kind: Duration, Default: "168h",
 		ReadBy: webhooks, Meaning: "notice given before a key expires (`key.expiring`)"},
 	{Name: "SVC_WEBHOOKS_REDIS_PREFIX", Group: GroupWebhooks, Kind: String, Default: "svc:wh:",
-		ReadBy: webhooks, Meaning: "prefix of every Redis key of the webhooks role"},
+		ReadBy: with(webhooks, App), Meaning: "prefix of every Redis key of the webhooks role (the application reads and changes endpoints, secrets and deliveries under it)"},
 	{Name: "SVC_WEBHOOKS_WORKER", Group: GroupWebhooks, Kind: String, Shown: "host-pid",
 		ReadBy: webhooks, Meaning: "this process's name in the delivery log (default: host name and pid)"},
 
