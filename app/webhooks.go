@@ -266,7 +266,7 @@ func (a *App) disableEndpoint(c *call) error {
 	if ep == nil {
 		return err
 	}
-	if _, err := a.Webhooks.DisableEndpoint(c.Context(), ep.ID, "disabled by "+c.session.Email); err != nil {
+	if _, err := a.Webhooks.DisableEndpoint(c.Context(), ep.ID, "disabled in the application"); err != nil {
 		return err
 	}
 	return a.endpointChanged(c, "webhook endpoint disable", ep.ID, "")
