@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -189,6 +190,7 @@ func TestEventClaimFootprint(t *testing.T) {
 	var m0, m1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&m0)
+	u0 := redisUsec(t, rdb)
 	start := time.Now()
 	for i := 0; i < len(rs); i += 200 { // polls of 200 records
 		c.held = rs[i:min(i+200, len(rs))]
@@ -197,6 +199,7 @@ func TestEventClaimFootprint(t *testing.T) {
 		}
 	}
 	took := time.Since(start)
+	u1 := redisUsec(t, rdb)
 	runtime.GC()
 	runtime.ReadMemStats(&m1)
 	claims := c.events.held()
@@ -204,9 +207,9 @@ func TestEventClaimFootprint(t *testing.T) {
 		t.Fatalf("%d claims held, want %d", claims, len(rs)*50)
 	}
 	bytes, keys := logMemory(t, rdb, db)
-	t.Logf("%d claims: consumer %.0f ns and %.1f B of heap a claim (with the Redis round trips); Redis %.1f B a claim (%d keys)",
+	t.Logf("%d claims: consumer %.0f ns and %.1f B of heap a claim (with the Redis round trips); Redis %.3f µs and %.1f B a claim (%d keys)",
 		claims, float64(took.Nanoseconds())/float64(claims), float64(m1.HeapAlloc-m0.HeapAlloc)/float64(claims),
-		float64(bytes)/float64(claims), keys)
+		float64(u1-u0)/float64(claims), float64(bytes)/float64(claims), keys)
 	if per := float64(bytes) / float64(claims); per > 24 {
 		t.Fatalf("Redis %.1f B a claim; the capacity model (deploy/README.md) counts 19 to 21", per)
 	}
@@ -307,4 +310,36 @@ func BenchmarkEventIndexClaim(b *testing.B) {
 	for i := range fields {
 		ix.claim(fields[i], now, uint64(i))
 	}
+}
+
+// redisUsec is the time Redis spent in commands so far (INFO commandstats, summed over
+// every command and, on a cluster, every master), in microseconds.
+func redisUsec(t testing.TB, rdb redis.UniversalClient) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var total int64
+	read := func(c redis.Cmdable) error {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if _, rest, ok := strings.Cut(line, ",usec="); ok {
+				v, _, _ := strings.Cut(rest, ",")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				total += n
+			}
+		}
+		return nil
+	}
+	var err error
+	if cl, ok := rdb.(*redis.ClusterClient); ok {
+		err = cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return read(m) })
+	} else {
+		err = read(rdb)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return total
 }
