@@ -217,6 +217,11 @@ func TestEventClaimFootprint(t *testing.T) {
 	// A new owner reads the logs: every event of the same records is its own claim, a
 	// copy in a new record (offsets past them) is a copy.
 	d := claimConsumer(rdb, db, DefaultEventIDWindow)
+	start = time.Now()
+	if _, err := d.eventIndexOf(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("a new owner read the %d claims back in %v", d.events.held(), time.Since(start).Round(time.Millisecond))
 	d.held = rs
 	if err := d.claimEvents(ctx); err != nil {
 		t.Fatal(err)
