@@ -17,11 +17,13 @@ import (
 const (
 	KindDayClosed        = "rollup.day_closed"
 	KindKeyExpiring      = "key.expiring"
-	KindErasureCompleted = "erasure.completed" // erasure.go
+	KindErasureCompleted = "erasure.completed"       // erasure.go
+	KindRejectionsRising = "pixel.rejections_rising" // alerts.go
+	KindPixelSilent      = "pixel.silent"            // alerts.go
 )
 
 // Kinds lists every outbound event kind.
-var Kinds = []string{KindDayClosed, KindKeyExpiring, KindErasureCompleted}
+var Kinds = []string{KindDayClosed, KindKeyExpiring, KindErasureCompleted, KindRejectionsRising, KindPixelSilent}
 
 // eventNamespace derives stable event ids (UUID v5) from what an event is about.
 var eventNamespace = uuid.MustParse("8f0c8a52-4f4e-4d0a-9b7e-3c7f1f0f5e21")
@@ -39,7 +41,8 @@ type Event struct {
 	Kind        string
 	WorkspaceID uuid.UUID
 	CreatedAt   time.Time
-	// Data is the kind's payload (DayClosed, KeyExpiring), the envelope's data member.
+	// Data is the kind's payload (DayClosed, KeyExpiring, RejectionsRising, PixelSilent…),
+	// the envelope's data member.
 	Data any
 }
 
