@@ -82,7 +82,8 @@ func newAlertWorld(t *testing.T, a workspace.Alerts) *alertWorld {
 	return w
 }
 
-// send posts one batch of valid and invalid events for pixel and checks the 202.
+// send posts one batch of valid and invalid events for pixel and checks the answer:
+// 202, or 422 when none is valid.
 func (w *alertWorld) send(t *testing.T, pixel uuid.UUID, valid, invalid int) {
 	t.Helper()
 	at := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
@@ -95,6 +96,10 @@ func (w *alertWorld) send(t *testing.T, pixel uuid.UUID, valid, invalid int) {
 	}
 	body := `{"pixel_id":"pxl_` + pixel.String() + `","events":[` + strings.Join(evs, ",") + `]}`
 	r := w.srv.Do(t, "POST", "/events", w.tn.Secret, body)
+	if valid == 0 { // a batch of none acceptable is refused whole, its rejections recorded
+		apitest.Problem(t, r, 422, "invalid_request")
+		return
+	}
 	if r.Status != 202 {
 		t.Fatalf("POST /events: %d %s", r.Status, r.Body)
 	}
@@ -243,6 +248,7 @@ func TestPixelSilentFiresOnceAndClears(t *testing.T) {
 	want(t, got[0]["data"].(map[string]any), map[string]any{"pixel_id": w.tn.PixelID(), "state": "firing",
 		"since": last[px].Format(time.RFC3339), "silent_after_seconds": 60, "cleared_at": nil})
 
+	time.Sleep(time.Until(last[px].Add(1100 * time.Millisecond))) // received_at is in whole seconds
 	w.send(t, px, 1, 0)
 	w.stored(t, px, 2, 0)
 	got = w.tick(t, 1)
