@@ -20,6 +20,7 @@ import (
 	"svc/rollup"
 	"svc/schema"
 	"svc/schema/apitest"
+	"svc/schema/rollups"
 	"svc/schema/workspace"
 )
 
@@ -194,6 +195,10 @@ func TestRejectionsRisingFiresOncePerEpisode(t *testing.T) {
 		"window_end": end.Format(time.RFC3339), "window_start": end.Add(-5 * time.Minute).Format(time.RFC3339),
 		"since": end.Format(time.RFC3339), "rejected_by_rule": map[string]any{"iso4217": 10.0}})
 	first := got[0]["id"]
+	w.e.clock.Add(2 * time.Minute) // later ticks, whose windows still hold the rejections: nothing new
+	if got := w.tick(t, 2); len(got) != 1 {
+		t.Fatalf("%d deliveries two minutes on, want still one: %v", len(got), got)
+	}
 
 	w.send(t, px, 50, 0) // 10 of 80: 0.125
 	w.stored(t, px, 70, 10)
@@ -241,12 +246,27 @@ func TestPixelSilentFiresOnceAndClears(t *testing.T) {
 		t.Fatalf("silent after %s: %v", time.Since(last[px]), got)
 	}
 	w.e.clock.Set(last[px].Add(time.Minute + time.Second))
+	// A consumer that stalled at the last event (its partition's watermark there): not
+	// a silence, nothing is known past it.
+	ctx, db := context.Background(), w.e.cfg.ClickHouse.Database
+	stalled := map[int32]time.Time{0: last[px], 1: last[px]}
+	if err := rollups.WatermarkRaise(ctx, w.e.rdb, db, 2, stalled); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.tick(t, 2); len(got) != 0 {
+		t.Fatalf("silent while the consumer is behind: %v", got)
+	}
+	w.e.rdb.Del(ctx, rollups.WatermarkKey(db))
 	got := w.tick(t, 3)
 	if len(got) != 1 || got[0]["type"] != KindPixelSilent {
 		t.Fatalf("%d deliveries, want exactly one pixel.silent: %v", len(got), got)
 	}
 	want(t, got[0]["data"].(map[string]any), map[string]any{"pixel_id": w.tn.PixelID(), "state": "firing",
 		"since": last[px].Format(time.RFC3339), "silent_after_seconds": 60, "cleared_at": nil})
+	w.e.clock.Add(5 * time.Minute)
+	if got := w.tick(t, 2); len(got) != 1 {
+		t.Fatalf("%d deliveries five minutes on, want still one: %v", len(got), got)
+	}
 
 	time.Sleep(time.Until(last[px].Add(1100 * time.Millisecond))) // received_at is in whole seconds
 	w.send(t, px, 1, 0)
