@@ -78,7 +78,9 @@ func newAlertWorld(t *testing.T, a workspace.Alerts) *alertWorld {
 	if err := workspace.NewAlertSettings(e.rdb).Set(context.Background(), w.tn.Workspace.ID, a); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = workspace.NewAlertSettings(e.rdb).Set(context.Background(), w.tn.Workspace.ID, workspace.Alerts{}) })
+	t.Cleanup(func() {
+		_ = workspace.NewAlertSettings(e.rdb).Set(context.Background(), w.tn.Workspace.ID, workspace.Alerts{})
+	})
 	w.tr = &Triggers{Config: e.cfg, Emitter: e.emitter(), Keys: srv.Keys, Conn: e.conn, Log: e.log, Now: e.clock.Now}
 	return w
 }
