@@ -120,6 +120,26 @@ func rowBound(samplesCap int, flushEvery time.Duration, kinds int64) int64 {
 	return int64(samplesCap) + flushes*kinds
 }
 
+// answered counts the answers of status in a report's errors ("<status> <code>" → n).
+func answered(errs map[string]int64, status int) int64 {
+	var n int64
+	prefix := strconv.Itoa(status) + " "
+	for k, v := range errs {
+		if strings.HasPrefix(k, prefix) {
+			n += v
+		}
+	}
+	return n
+}
+
+// expectedRejections is what the flood's answers say the table must count: a 422 (a
+// batch none of whose events is acceptable) one rejection per event, a 429 or 409
+// (refused before its events were read) one. Other answers (503, transport errors) are
+// not recorded.
+func expectedRejections(errs map[string]int64, batch int) int64 {
+	return answered(errs, 422)*int64(batch) + answered(errs, 429) + answered(errs, 409)
+}
+
 // judge fills g's verdicts.
 func (g *RejectionsGrowth) judge(flushEvery time.Duration) {
 	g.Exact = g.Rejected == g.Expected

@@ -94,7 +94,7 @@ func floodMain(ctx context.Context, args []string) error {
 
 	res.Requests, res.ByCode, res.Latency = frep.Requests, frep.Errors, frep.Latency
 	if frep.Elapsed > 0 {
-		res.TakenPerSecond = round(float64(frep.Errors["invalid_request"])/frep.Elapsed, 1)
+		res.TakenPerSecond = round(float64(answered(frep.Errors, 422))/frep.Elapsed, 1)
 	}
 	res.With = normalFigures(rep, f.batch)
 	if res.Alone != nil {
@@ -104,8 +104,7 @@ func floodMain(ctx context.Context, args []string) error {
 		res.Verdict = "no baseline (-baseline=false): the normal traffic's figures beside the flood only"
 	}
 	g := &res.Table
-	// Each 422 carries one rejection per event; a 429 or 409 refused whole, one.
-	g.Expected = frep.Errors["invalid_request"]*int64(f.batch) + frep.Errors["rate_limited"] + frep.Errors["quota_exceeded"]
+	g.Expected = expectedRejections(frep.Errors, f.batch)
 	g.Waited = round(table.settle(ctx, fl.Workspace.String(), g.Expected, ff.settle).Seconds(), 1)
 	if err := table.growth(fl.Workspace.String(), g); err != nil {
 		return err
