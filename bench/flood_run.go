@@ -74,10 +74,15 @@ func floodMain(ctx context.Context, args []string) error {
 	url := f.target + "/events"
 
 	if ff.baseline {
+		// Its own connections, so that the run beside the flood does not inherit warm ones.
+		ahc, err := hostClient(f.target, f.workers, f.timeout)
+		if err != nil {
+			return err
+		}
 		alone := newReport("flood-normal-alone", title, &f.common, args)
 		plan := newIngestPlan(&f, run+"a", len(bodies), len(fx.Secrets))
 		fmt.Printf("== flood: the normal traffic alone first (%s)\n", f.duration)
-		runLoad(ctx, &f.common, alone, poster(hc, url, f.workers, f.timeout, bodies, sent, auth, plan), nil)
+		runLoad(ctx, &f.common, alone, poster(ahc, url, f.workers, f.timeout, bodies, sent, auth, plan), nil)
 		a := normalFigures(alone, f.batch)
 		res.Alone = &a
 		forget(ctx, fx, rep, plan, alone.Requests.Scheduled)
