@@ -36,6 +36,7 @@ type floodFlags struct {
 	flushEvery time.Duration
 	settle     time.Duration
 	baseline   bool
+	warmup     time.Duration
 	holdP99    float64
 }
 
@@ -49,6 +50,7 @@ func (ff *floodFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&ff.flushEvery, "flush-interval", r.Duration("SVC_ROLLUP_BATCH_INTERVAL"), "the rejections consumer's flush interval (SVC_ROLLUP_BATCH_INTERVAL): each flush may add one count row per pixel, minute, status, field and rule")
 	fs.DurationVar(&ff.settle, "settle", 2*time.Minute, "after the load, how long to wait for the rejections table to hold every rejection")
 	fs.BoolVar(&ff.baseline, "baseline", true, "first run the normal traffic alone for -duration, the figures the flood run is held against")
+	fs.DurationVar(&ff.warmup, "warmup", 2*time.Second, "before the baseline, the normal traffic for this long, not recorded (the workspace's keys and pixels cold in the caches; 0: none)")
 	fs.Float64Var(&ff.holdP99, "hold-p99", 1.5, "the normal traffic's p99 holds when at most this many times its p99 alone")
 }
 
@@ -60,6 +62,8 @@ func (ff *floodFlags) validate() error {
 		return errors.New("-flood-workers, -flood-pixels and -flood-keys must be at least 1")
 	case ff.samples < 0 || ff.flushEvery <= 0:
 		return errors.New("-samples must not be negative and -flush-interval must be positive")
+	case ff.warmup < 0:
+		return errors.New("-warmup must not be negative")
 	case ff.holdP99 < 1:
 		return errors.New("-hold-p99 must be at least 1")
 	}

@@ -73,6 +73,14 @@ func floodMain(ctx context.Context, args []string) error {
 	auth, fauth := bearer(fx.Secrets), bearer(fl.Secrets)
 	url := f.target + "/events"
 
+	if ff.warmup > 0 {
+		wc := f.common
+		wc.duration, wc.quiet, wc.metrics = ff.warmup, true, ""
+		plan := newIngestPlan(&f, run+"w", len(bodies), len(fx.Secrets))
+		warm := newReport("flood-warmup", title, &wc, args)
+		runLoad(ctx, &wc, warm, poster(hc, url, f.workers, f.timeout, bodies, sent, auth, plan), nil)
+		forget(ctx, fx, rep, plan, warm.Requests.Scheduled)
+	}
 	if ff.baseline {
 		// Its own connections, so that the run beside the flood does not inherit warm ones.
 		ahc, err := hostClient(f.target, f.workers, f.timeout)
