@@ -48,7 +48,8 @@ func pixelsIn(ws uuid.UUID, sandbox bool, pixels []uuid.UUID) (string, []any) {
 // readWindows reads, per pixel, the events accepted and rejected with received_at in
 // [from, to) (whole minutes). Accepted: pixel_accepted_minutes; rejected: the
 // rejections table's exact counts (stored samples and the counts past the cap), one per
-// rejection as GET /pixels counts them (a batch refused whole is one).
+// rejection as GET /pixels counts them (each rejected event, also in a 422 of none
+// acceptable; a 429 or 409 refused before its events were read, one).
 func readWindows(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bool, pixels []uuid.UUID, from, to time.Time) (map[uuid.UUID]*pixelWindow, error) {
 	out := map[uuid.UUID]*pixelWindow{}
 	for _, p := range pixels {
