@@ -28,7 +28,7 @@ var userCommands = Commands{
 
 // readOnly are the commands that change nothing: they are not written to the audit log.
 var readOnly = map[string]bool{"key list": true, "audit list": true, "webhook inbound-log": true,
-	"webhook endpoint list": true, "webhook deliveries": true}
+	"webhook endpoint list": true, "webhook deliveries": true, "workspace alerts": true}
 
 // adminApp is what svc admin reads of the application's settings: the base URL of
 // sign-in links and the audit log's retention.

@@ -40,7 +40,7 @@ type ingestFlags struct {
 }
 
 // parseIngestFlags registers and parses the flags of an ingest-like scenario (ingest,
-// e2e, soak, vegeta).
+// e2e, soak, vegeta, and flood's normal traffic).
 func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingestFlags, error) {
 	var f ingestFlags
 	rate, dur := 4000.0, 30*time.Second
@@ -49,6 +49,8 @@ func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingest
 		rate, dur = 1000, 60*time.Second
 	case "soak":
 		rate, dur = 1000, 10*time.Minute
+	case "flood": // the normal traffic beside the flood: 2,000 × 50 = 100k events/s
+		rate, dur = 2000, 30*time.Second
 	}
 	f.register(fs, rate, dur)
 	fs.IntVar(&f.batch, "batch", 50, "events per request (1..50)")

@@ -45,6 +45,8 @@ type Report struct {
 	Samples []Sample `json:"samples,omitempty"`
 	CPU     *CPU     `json:"cpu,omitempty"`
 	Soak    *Soak    `json:"soak,omitempty"`
+	// Flood is the flood scenario's invalid traffic and what it left (flood.go).
+	Flood *FloodResult `json:"flood,omitempty"`
 	// External is the load generator's own report when it was not svc bench (vegeta).
 	External *External `json:"external,omitempty"`
 	Notes    []string  `json:"notes,omitempty"`
@@ -213,6 +215,9 @@ func PrintSummary(w io.Writer, rep *Report) {
 	}
 	if s := rep.Soak; s != nil {
 		fmt.Fprintf(tw, "soak\t%s\n", s.Verdict)
+	}
+	if f := rep.Flood; f != nil {
+		printFlood(tw, f)
 	}
 	if x := rep.External; x != nil {
 		fmt.Fprintf(tw, "%s's own report\t%s: %d requests, %.1f req/s sent, %.1f ok/s, success %.2f%%, status %s\n",

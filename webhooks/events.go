@@ -29,7 +29,8 @@ type Event struct {
 	Kind        string
 	WorkspaceID uuid.UUID
 	CreatedAt   time.Time
-	// Data is the kind's payload (DayClosed, KeyExpiring), the envelope's data member.
+	// Data is the kind's payload (DayClosed, KeyExpiring, RejectionsRising, PixelSilent…),
+	// the envelope's data member.
 	Data any
 }
 

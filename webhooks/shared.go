@@ -30,6 +30,8 @@ const (
 	KindDayClosed        = webhook.KindDayClosed
 	KindKeyExpiring      = webhook.KindKeyExpiring
 	KindErasureCompleted = webhook.KindErasureCompleted
+	KindRejectionsRising = webhook.KindRejectionsRising
+	KindPixelSilent      = webhook.KindPixelSilent
 
 	Processed = webhook.Processed
 	Ignored   = webhook.Ignored

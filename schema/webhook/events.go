@@ -7,10 +7,13 @@ const (
 	KindDayClosed        = "rollup.day_closed"
 	KindKeyExpiring      = "key.expiring"
 	KindErasureCompleted = "erasure.completed"
+	// The pixel alerts (webhooks/alerts.go), each sent when it starts and when it clears.
+	KindRejectionsRising = "pixel.rejections_rising"
+	KindPixelSilent      = "pixel.silent"
 )
 
 // Kinds lists every outbound event kind.
-var Kinds = []string{KindDayClosed, KindKeyExpiring, KindErasureCompleted}
+var Kinds = []string{KindDayClosed, KindKeyExpiring, KindErasureCompleted, KindRejectionsRising, KindPixelSilent}
 
 // Envelope is the JSON body of every delivery.
 type Envelope struct {
