@@ -119,6 +119,8 @@ func (a *App) Routes() []httpserver.Route {
 		p("POST", "/app/pixels", "Create a pixel.", a.createPixel, a.admin),
 		p("GET", "/app/pixels/{id}", "A pixel: its daily rollups, charted.", a.pixelPage, a.signedIn),
 		p("POST", "/app/pixels/{id}/time-zone", "Set a pixel's time zone.", a.pixelZone, a.admin),
+		p("GET", "/app/pixels/{id}/live", "A pixel's live events: accepted and rejected, as stored.", a.livePage, a.signedIn),
+		p("GET", "/app/pixels/{id}/live/feed", "What arrived for a pixel after a cursor (JSON, for the live page).", a.liveFeed, a.signedIn),
 		p("GET", "/app/members", "Members of the workspace and their roles.", a.membersPage, a.signedIn),
 		p("POST", "/app/members", "Invite someone: a one-time sign-in link.", a.inviteMember, a.admin),
 		p("GET", "/app/audit", "The workspace's audit log.", a.auditPage, a.signedIn),
