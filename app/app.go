@@ -124,5 +124,10 @@ func (a *App) Routes() []httpserver.Route {
 		p("GET", "/app/members", "Members of the workspace and their roles.", a.membersPage, a.signedIn),
 		p("POST", "/app/members", "Invite someone: a one-time sign-in link.", a.inviteMember, a.admin),
 		p("GET", "/app/audit", "The workspace's audit log.", a.auditPage, a.signedIn),
+		p("GET", "/app/workspace", "The workspace: retention, erasure requests, members and their roles.", a.workspacePage, a.signedIn),
+		p("POST", "/app/workspace/retention", "Set the workspace's raw-event retention.", a.setRetention, a.admin),
+		p("POST", "/app/workspace/erasures", "Request an erasure.", a.requestErasure, a.admin),
+		p("POST", "/app/workspace/members/role", "Change a member's role.", a.setMemberRole, a.admin),
+		p("POST", "/app/workspace/members/remove", "Remove a member.", a.removeMember, a.admin),
 	}
 }
