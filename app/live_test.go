@@ -43,8 +43,8 @@ const digestMark = "DIGEST-MUST-NOT-SHOW-0123456789a"
 
 // The live view: what was stored for the pixel, accepted and rejected with the rule and
 // field, identity only as "email digest present"; the feed resumes after its cursor;
-// sampling past the limit is counted; a bad cursor is a 400 problem; another
-// workspace's pixel 404s.
+// sampling past the limit is counted; a bad cursor is a 422 problem (invalid_request,
+// as the API's query parameters); another workspace's pixel 404s.
 func TestLiveView(t *testing.T) {
 	rg := newRig(t, false)
 	ctx := context.Background()
@@ -103,7 +103,7 @@ func TestLiveView(t *testing.T) {
 		t.Fatalf("sampling: %v %+v", err, pg)
 	}
 	// A bad cursor is a problem document; another workspace's pixel is not found.
-	if a := viewer.get("/app/pixels/" + id + "/live/feed?cursor=x"); a.Status != 400 || !strings.Contains(a.Body, `"code":"invalid_request"`) ||
+	if a := viewer.get("/app/pixels/" + id + "/live/feed?cursor=x"); a.Status != 422 || !strings.Contains(a.Body, `"code":"invalid_request"`) ||
 		a.Header.Get("Content-Type") != "application/problem+json" {
 		t.Fatalf("a bad cursor: %d %s", a.Status, a.Body)
 	}
