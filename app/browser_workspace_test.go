@@ -106,23 +106,24 @@ func TestWorkspaceInABrowser(t *testing.T) {
 	tb.visit("/app/workspace", "#retention-form")
 	tb.shot("workspace")
 	tb.do(chromedp.Click(chromedp.ID("unlimited")), chromedp.SendKeys(chromedp.ID("days"), "30"),
-		chromedp.Click(chromedp.ID("retention-submit")), chromedp.WaitVisible(chromedp.ID("notice")))
+		chromedp.Click(chromedp.ID("retention-submit")))
+	waitDone(tb, "retention")
 	if r := tb.text("#retention"); !strings.Contains(r, "30 days") {
 		t.Fatalf("retention: %q", r)
 	}
 	row := func(who string) string { return `#ws-members tr[data-member="` + who + `"]` }
-	tb.do(chromedp.SetValue(chromedp.CSS(row(bob)+" select"), "admin"), chromedp.Click(chromedp.CSS(row(bob)+" .role-submit")),
-		chromedp.WaitVisible(chromedp.ID("notice")))
+	tb.do(chromedp.SetValue(chromedp.CSS(row(bob)+" select"), "admin"), chromedp.Click(chromedp.CSS(row(bob)+" .role-submit")))
+	waitDone(tb, "role")
 	if r := tb.text(row(bob) + " td.role"); r != "admin" {
 		t.Fatalf("bob's role: %q", r)
 	}
-	tb.do(chromedp.Click(chromedp.CSS(row(eve)+" .remove-confirm")), chromedp.Click(chromedp.CSS(row(eve)+" .remove-submit")),
-		chromedp.WaitVisible(chromedp.ID("notice")))
+	tb.do(chromedp.Click(chromedp.CSS(row(eve)+" .remove-confirm")), chromedp.Click(chromedp.CSS(row(eve)+" .remove-submit")))
+	waitDone(tb, "removed")
 	if n := run(tb, chromedp.Evaluate[int](`document.querySelectorAll('#ws-members tr[data-member="`+eve+`"]').length`)); n != 0 {
 		t.Fatal("eve is still listed")
 	}
-	tb.do(chromedp.SendKeys(chromedp.ID("erase-email"), "gone@example.com"), chromedp.Click(chromedp.ID("erasure-submit")),
-		chromedp.WaitVisible(chromedp.ID("notice")))
+	tb.do(chromedp.SendKeys(chromedp.ID("erase-email"), "gone@example.com"), chromedp.Click(chromedp.ID("erasure-submit")))
+	waitDone(tb, "erasure")
 	if e := tb.text("#erasures tbody"); !strings.Contains(e, "pending") || strings.Contains(e, "gone@") {
 		t.Fatalf("the erasures: %q", e)
 	}
@@ -185,4 +186,18 @@ func waitText(t *testing.T, tb *tab, sel string, within time.Duration, ok func(s
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// waitDone waits for the page a workspace form led to (/app/workspace?done=what): the
+// page before it may show another notice.
+func waitDone(tb *tab, what string) {
+	tb.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.HasSuffix(tb.location(), "/app/workspace?done="+what) {
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("the form did not lead to done=%s (at %s)", what, tb.location())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tb.do(chromedp.WaitVisible(chromedp.ID("notice")))
 }
