@@ -129,7 +129,8 @@ func (a *App) requestErasure(c *call) error {
 	defer cancel()
 	conn, err := a.rollups(ctx)
 	if err != nil {
-		return err
+		a.Log.Warn("erasure request: ClickHouse unavailable", "request_id", c.ID, "err", err.Error())
+		return a.renderWorkspace(c, 503, workspaceData{Error: "The erasure cannot be recorded right now (the analytics store does not answer); nothing was changed. Try again shortly."})
 	}
 	now := a.Now().UTC().Truncate(time.Second)
 	e := &erasure.Erasure{ID: uuid.New(), Workspace: c.ws.ID, Sandbox: c.ws.Showroom, Email: digest, Suppress: c.form.Get("suppress") == "yes",

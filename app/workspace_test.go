@@ -5,7 +5,9 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"svc/lib/ids"
 	"svc/schema/workspace"
 )
 
@@ -101,5 +103,30 @@ func TestWorkspaceScreen(t *testing.T) {
 	}
 	if strings.Contains(strings.ToLower(log.String()), "gone.person") {
 		t.Fatal("the audit log holds the erased address")
+	}
+}
+
+// Without ClickHouse the workspace screen still works but for the erasures: the list
+// says it cannot be read, a request is refused (503, nothing recorded), the retention
+// still changes; the live view says it cannot read (503).
+func TestWorkspaceWithoutClickHouse(t *testing.T) {
+	rg := newRig(t, false)
+	rg.app.conn = nil
+	rg.app.Config.ClickHouse.Addr, rg.app.Config.ClickHouse.DialTimeout = "127.0.0.1:1", 200*time.Millisecond
+	ws := rg.Workspace(t, false)
+	px := rg.Pixel(t, ws.ID)
+	adm := rg.member(t, ws, uniqueEmail("admin"), RoleAdmin)
+	const page = "/app/workspace"
+	if p := adm.get(page); p.Status != 200 || !strings.Contains(p.Body, "erasure requests cannot be read") {
+		t.Fatalf("the page: %d\n%s", p.Status, p.Body)
+	}
+	if p := adm.post(page, page+"/erasures", url.Values{"email": {"x@example.com"}}); p.Status != 503 || !strings.Contains(p.Body, "nothing was changed") {
+		t.Fatalf("an erasure: %d", p.Status)
+	}
+	if p := adm.post(page, page+"/retention", url.Values{"days": {"30"}}); p.Status != 303 {
+		t.Fatalf("retention: %d", p.Status)
+	}
+	if p := adm.get("/app/pixels/" + ids.Format(ids.Pixel, px.ID) + "/live"); p.Status != 503 || !strings.Contains(p.Body, "cannot be read right now") {
+		t.Fatalf("the live view: %d", p.Status)
 	}
 }
