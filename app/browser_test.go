@@ -51,13 +51,15 @@ type dev struct {
 	env []string
 }
 
-func startDev(t *testing.T) *dev {
+// startDev starts `svc dev`; extra are more VAR=value settings.
+func startDev(t *testing.T, extra ...string) *dev {
 	cfg := chtest.Config(t) // a fresh database name; skips without ClickHouse
 	addr := svctest.FreeAddr(t)
 	d := &dev{url: "http://" + addr}
 	d.env = append(os.Environ(), "SVC_HTTP_ADDR="+addr, "SVC_METRICS_ADDR=off", "SVC_EMBEDDED_KAFKA_ADDR="+svctest.FreeAddr(t),
 		"SVC_DATA_DIR="+t.TempDir(), "SVC_CLICKHOUSE_DB="+cfg.Database, "SVC_KAFKA_PARTITIONS=2", "SVC_ROLLUP_BATCH_INTERVAL=100ms",
 		"SVC_APP_ADDRESS_ATTEMPTS=100000") // every attempt of every run comes from loopback
+	d.env = append(d.env, extra...)
 	svctest.Run(t, d.env, "migrate")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -28,7 +28,7 @@ func TestWorkspaceInABrowser(t *testing.T) {
 
 	// Three viewers join through their links in a second browser; carol stays signed in.
 	vt := newTab(t, d.url)
-	vt.shots = 60
+	vt.shots = 44
 	for _, who := range []string{bob, eve, carol} {
 		l := d.admin(t, "sign_in_url", "user", "invite", "--workspace", ws, "--email", who, "--role", "viewer")
 		vt.do(chromedp.Navigate(l), chromedp.WaitVisible(chromedp.ID("set-password")),

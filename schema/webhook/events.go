@@ -1,0 +1,24 @@
+package webhook
+
+import "time"
+
+// Event kinds delivered to outbound endpoints (payloads in webhooks/README.md).
+const (
+	KindDayClosed        = "rollup.day_closed"
+	KindKeyExpiring      = "key.expiring"
+	KindErasureCompleted = "erasure.completed"
+)
+
+// Kinds lists every outbound event kind.
+var Kinds = []string{KindDayClosed, KindKeyExpiring, KindErasureCompleted}
+
+// Envelope is the JSON body of every delivery.
+type Envelope struct {
+	ID              string    `json:"id"`
+	IDUUID          string    `json:"id_uuid"`
+	Type            string    `json:"type"`
+	CreatedAt       time.Time `json:"created_at"`
+	WorkspaceID     string    `json:"workspace_id"`
+	WorkspaceIDUUID string    `json:"workspace_id_uuid"`
+	Data            any       `json:"data"`
+}
