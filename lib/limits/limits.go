@@ -18,8 +18,10 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -221,4 +223,24 @@ func Draft(d *Decision) string {
 // Windows returns the burst and daily windows of a key with the given quotas.
 func Windows(burst, daily int) (Window, Window) {
 	return Window{"burst", burst, 60}, Window{"daily", daily, 86400}
+}
+
+// LastTaken is when key id last spent (or was refunded) a request, read from its daily
+// window's state ("<spent>:<unix ms>", written by every take): nothing is written for
+// it, so it costs the requests nothing. ok is false when the state is gone (no request
+// within the daily window and a second: the key's TTL) or in the older format.
+func (l *Limiter) LastTaken(ctx context.Context, id string) (at time.Time, ok bool, err error) {
+	v, err := l.rdb.Get(ctx, Keys(id)[0]).Result()
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	_, ms, found := strings.Cut(v, ":")
+	n, perr := strconv.ParseFloat(ms, 64)
+	if !found || perr != nil || n <= 0 {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMilli(int64(n)).UTC(), true, nil
 }
