@@ -150,6 +150,28 @@ func (tb *tab) location() string {
 	return loc
 }
 
+// submit clicks sel (a form's button) and waits until the page it leads to has loaded
+// and shows want: a wait for an element the old page has too would return before the
+// submission lands, and a navigation then would abort it.
+func (tb *tab) submit(sel, want string) {
+	tb.t.Helper()
+	tb.do(chromedp.Evaluate[chromedp.Void](`window.__before = true`), chromedp.Click(chromedp.CSS(sel)))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
+		old, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__before === true || document.readyState !== "complete"`))
+		cancel()
+		if err == nil && !old { // an error: the old page is going away
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("browser: %s led to no new page (at %s)", sel, tb.location())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.do(chromedp.WaitVisible(chromedp.CSS(want)))
+}
+
 // visit opens path (or a whole URL) and waits for sel; the page must not have broken its
 // CSP.
 func (tb *tab) visit(path, sel string) {

@@ -130,7 +130,7 @@ func TestWebhooksInABrowser(t *testing.T) {
 
 	// The receiver recovers; Resend delivers the same event (id and body) again.
 	rc.status.Store(200)
-	tb.do(chromedp.Click(chromedp.CSS("button.resend")), chromedp.WaitVisible(chromedp.ID("endpoint-facts")))
+	tb.submit("button.resend", "#endpoint-facts")
 	tb.noCSPViolation()
 	waitPage(tb, endpointPath, "#deliveries", "delivered", 30*time.Second)
 	if row := tb.text("#deliveries tr[data-attempt='2']"); !strings.Contains(row, "200") || !strings.Contains(row, "delivered") {
