@@ -16,6 +16,7 @@ import (
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 	"github.com/google/uuid"
 
 	"svc/lib/chpool"
@@ -426,11 +427,21 @@ func TestApplicationInABrowser(t *testing.T) {
 		t.Fatalf("the members screen's link: %q", l)
 	}
 	tb.shot("members")
-	// On a phone's screen.
+	// On a phone's screen: every screen fits its width (wide tables scroll in their own
+	// box, the page does not).
 	tb.do(chromedp.EmulateViewport(390, 844, chromedp.EmulateScale(2)))
+	for _, p := range []struct{ path, sel string }{{"/app/api-keys", "#keys"}, {"/app/pixels", "main"},
+		{"/app/members", "main"}, {"/app/audit", "main"}, {"/app/webhooks", "main"}, {"/app/workspace", "main"}} {
+		tb.visit(p.path, p.sel)
+		if w := run(tb, chromedp.Evaluate[int](`document.documentElement.scrollWidth - window.innerWidth`)); w > 0 {
+			wide := run(tb, chromedp.Evaluate[[]string](`[...document.querySelectorAll("body *")].filter(e => e.getBoundingClientRect().right > window.innerWidth + 1 && !(e.closest(".scroll") && getComputedStyle(e).position === "static")).slice(0, 8).map(e => e.tagName + "#" + e.id + "." + e.className)`))
+			t.Fatalf("%s on a 390-pixel screen is %d pixels too wide: %v", p.path, w, wide)
+		}
+	}
 	tb.visit("/app/api-keys", "#keys")
 	tb.shot("api-keys-phone")
 	tb.do(chromedp.EmulateViewport(1280, 900))
+	keyboardCreatesAKey(tb)
 
 	// Sign out: a copy of the session cookie opens nothing any more.
 	cookies, err := chromedp.Call(tb.ctx, network.GetCookies, network.GetCookiesParams{URLs: []string{d.url}})
@@ -462,5 +473,44 @@ func TestApplicationInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.ID("sign-in")), chromedp.WaitVisible(chromedp.ID("keys")))
 	if n := tb.dialogs.Load(); n != 0 {
 		t.Fatalf("%d dialogs opened", n)
+	}
+}
+
+// keyboardCreatesAKey creates a key from the keyboard: Tab from the top of the API keys
+// screen reaches the skip link first, then, in order, a scope's checkbox (Space toggles
+// it) and the create button, where Enter submits the form; the new secret shows.
+func keyboardCreatesAKey(tb *tab) {
+	tb.t.Helper()
+	tb.visit("/app/api-keys", "#keys")
+	focused := func() string {
+		return run(tb, chromedp.Evaluate[string](`(document.activeElement.id || "") + "|" + (document.activeElement.className || "") + "|" + (document.activeElement.value || "")`))
+	}
+	tb.do(chromedp.KeyEvent(kb.Tab))
+	if f := focused(); !strings.Contains(f, "skip") {
+		tb.t.Fatalf("the first Tab focuses %q, want the skip link", f)
+	}
+	tabTo := func(want string) {
+		for range 80 {
+			tb.do(chromedp.KeyEvent(kb.Tab))
+			if strings.Contains(focused(), want) {
+				return
+			}
+		}
+		tb.t.Fatalf("Tab never reaches %q", want)
+	}
+	tabTo("events:write")
+	isChecked := func() bool { return run(tb, chromedp.Evaluate[bool](`document.activeElement.checked`)) }
+	before := isChecked()
+	tb.do(chromedp.KeyEvent(" "))
+	if isChecked() == before {
+		tb.t.Fatal("Space does not toggle the focused scope's checkbox")
+	}
+	if before { // it was ticked (the form's default): tick it again
+		tb.do(chromedp.KeyEvent(" "))
+	}
+	tabTo("create-key-submit")
+	tb.do(chromedp.KeyEvent(kb.Enter), chromedp.WaitVisible(chromedp.ID("secret")))
+	if s := run(tb, chromedp.Value(chromedp.ID("secret"))); !strings.HasPrefix(s, "svc_live_") {
+		tb.t.Fatalf("the key created with the keyboard: secret %q", s)
 	}
 }
