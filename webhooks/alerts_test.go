@@ -286,3 +286,36 @@ func TestPixelSilentFiresOnceAndClears(t *testing.T) {
 		t.Errorf("cleared: %v", d)
 	}
 }
+
+// TestAcceptedMinutesRetention: the scan drops the days of pixel_accepted_minutes older
+// than acceptedMinutesKept (partitions by day of reception) and keeps the later ones.
+func TestAcceptedMinutesRetention(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ws, px := uuid.New(), uuid.New()
+	now := e.clock.Now()
+	old, edge, kept := now.Add(-acceptedMinutesKept-48*time.Hour), now.Add(-acceptedMinutesKept+24*time.Hour), now.Add(-time.Hour)
+	for _, at := range []time.Time{old, edge, kept} {
+		if err := e.conn.Exec(ctx, "INSERT INTO pixel_accepted_minutes SELECT toUUID(?), 0, toUUID(?), toStartOfMinute(toDateTime(?)), toDate(toDateTime(?)), countState(), maxState(toDateTime(?, 'UTC')) FROM system.one",
+			ws.String(), px.String(), at.Unix(), at.Unix(), at.Unix()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr := &Triggers{Config: e.cfg, Emitter: e.emitter(), Keys: workspace.NewStore(e.rdb), Conn: e.conn, Log: e.log, Now: e.clock.Now}
+	if err := tr.ScanOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var minutes []time.Time
+	err := scanRows(ctx, e.conn, "SELECT minute FROM pixel_accepted_minutes WHERE pixel_id = toUUID(?) ORDER BY minute", []any{px.String()},
+		func(s rowScanner) error {
+			var m time.Time
+			minutes = append(minutes, m)
+			return s.Scan(&minutes[len(minutes)-1])
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(minutes) != 2 || !minutes[0].Equal(edge.Truncate(time.Minute)) {
+		t.Fatalf("minutes after the retention: %v, want the two of the last %v", minutes, acceptedMinutesKept)
+	}
+}

@@ -12,7 +12,8 @@ import (
 	"svc/schema/migrations"
 )
 
-// The inbound log's retention (Config.InboundRetention, 30 days by default).
+// The inbound log's retention (Config.InboundRetention, 30 days by default), and the
+// accepted-minutes table's (acceptedMinutesKept) the alerts read.
 //
 // ClickHouse 18.16 has no table TTL (it came with 19.6; `TTL …` is a syntax error on
 // 18.16, in CREATE and in ALTER), and the schema runs on 18.16 and on current releases
@@ -56,42 +57,87 @@ func FirstKeptMonth(now time.Time, retention time.Duration) time.Time {
 	return time.Date(c.Year(), c.Month(), 1, 0, 0, 0, 0, time.UTC)
 }
 
+// acceptedMinutesKept is how long pixel_accepted_minutes keeps a day of reception: the
+// alerts read at most the longest pixel.silent period back (workspace.MaxSilentAfter,
+// 7 days), plus a week of margin.
+const acceptedMinutesKept = 15 * 24 * time.Hour
+
+// minutesRetentionIfDue drops the days of pixel_accepted_minutes older than
+// acceptedMinutesKept, if no process did within retentionEvery.
+func (tr *Triggers) minutesRetentionIfDue(ctx context.Context) error {
+	if tr.Conn == nil {
+		return nil
+	}
+	st := tr.Emitter.Store
+	ok, err := st.takeTurn(ctx, "minutes_retention", retentionEvery)
+	if err != nil || !ok {
+		return err
+	}
+	c := tr.Now().UTC().Add(-acceptedMinutesKept)
+	cut := time.Date(c.Year(), c.Month(), c.Day(), 0, 0, 0, 0, time.UTC)
+	days, err := dropPartitionsBefore(ctx, tr.Conn, tr.Config.ClickHouse, acceptedMinutes, cut)
+	if err != nil {
+		st.giveTurnBack(context.WithoutCancel(ctx), "minutes_retention")
+		return fmt.Errorf("accepted minutes retention: %w", err)
+	}
+	if len(days) > 0 {
+		tr.Log.Info("accepted minutes retention: days dropped", "days", days, "kept_from", cut.Format(time.DateOnly))
+	}
+	return nil
+}
+
+// partitioned names a table partitioned by a function of a time column, for
+// dropPartitionsBefore.
+type partitioned struct{ table, key, column string }
+
+var (
+	inboundLog      = partitioned{"webhook_inbound", "toYYYYMM(received_at)", "received_at"}
+	acceptedMinutes = partitioned{"pixel_accepted_minutes", "toYYYYMMDD(minute)", "minute"}
+)
+
 // DropInboundBefore drops every month of webhook_inbound before the month of before
-// and returns them (YYYYMM). Months are found through the plain table (Distributed
-// when clustered: every shard's), dropped on the MergeTree tables.
+// and returns them (YYYYMM).
 func DropInboundBefore(ctx context.Context, conn driver.Conn, c chpool.Config, before time.Time) ([]uint32, error) {
-	rows, err := conn.Query(ctx, "SELECT DISTINCT toYYYYMM(received_at) AS m FROM "+c.Database+
-		".webhook_inbound WHERE received_at < toDateTime("+strconv.FormatInt(before.Unix(), 10)+") ORDER BY m")
+	return dropPartitionsBefore(ctx, conn, c, inboundLog, before)
+}
+
+// dropPartitionsBefore drops every partition of t holding only rows before before (its
+// key must be a function of the column that is monotonic, before at a partition's start)
+// and returns them. Partitions are found through the plain table (Distributed when
+// clustered: every shard's), dropped on the MergeTree tables.
+func dropPartitionsBefore(ctx context.Context, conn driver.Conn, c chpool.Config, t partitioned, before time.Time) ([]uint32, error) {
+	rows, err := conn.Query(ctx, "SELECT DISTINCT "+t.key+" AS m FROM "+c.Database+"."+t.table+
+		" WHERE "+t.column+" < toDateTime("+strconv.FormatInt(before.Unix(), 10)+") ORDER BY m")
 	if err != nil {
 		return nil, err
 	}
-	var months []uint32
+	var parts []uint32
 	for rows.Next() {
 		var m uint32
 		if err := rows.Scan(&m); err != nil {
 			rows.Close()
 			return nil, err
 		}
-		months = append(months, m)
+		parts = append(parts, m)
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	for i, m := range months {
-		if err := conn.Exec(ctx, dropMonthSQL(c, m)); err != nil {
-			return months[:i], err
+	for i, m := range parts {
+		if err := conn.Exec(ctx, dropPartitionSQL(c, t.table, m)); err != nil {
+			return parts[:i], err
 		}
 	}
-	return months, nil
+	return parts, nil
 }
 
-// dropMonthSQL drops month (YYYYMM) of webhook_inbound: of the per-shard tables ON
-// CLUSTER when the schema is clustered (a Distributed table has no partitions).
-func dropMonthSQL(c chpool.Config, month uint32) string {
-	alter := "ALTER TABLE " + c.Database + ".webhook_inbound"
+// dropPartitionSQL drops partition id of table: of the per-shard tables ON CLUSTER when
+// the schema is clustered (a Distributed table has no partitions).
+func dropPartitionSQL(c chpool.Config, table string, id uint32) string {
+	alter := "ALTER TABLE " + c.Database + "." + table
 	if c.Cluster != "" {
 		alter += migrations.LocalSuffix + " ON CLUSTER " + c.Cluster
 	}
-	return alter + " DROP PARTITION " + strconv.FormatUint(uint64(month), 10)
+	return alter + " DROP PARTITION " + strconv.FormatUint(uint64(id), 10)
 }

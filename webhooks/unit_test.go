@@ -116,10 +116,10 @@ func TestInboundRetentionStatements(t *testing.T) {
 			t.Errorf("FirstKeptMonth(%s) = %s, want %s", now, got, want)
 		}
 	}
-	if got := dropMonthSQL(chpool.Config{Database: "svc"}, 202609); got != "ALTER TABLE svc.webhook_inbound DROP PARTITION 202609" {
+	if got := dropPartitionSQL(chpool.Config{Database: "svc"}, "webhook_inbound", 202609); got != "ALTER TABLE svc.webhook_inbound DROP PARTITION 202609" {
 		t.Errorf("single node: %s", got)
 	}
-	if got := dropMonthSQL(chpool.Config{Database: "svc", Cluster: "c1"}, 202609); got != "ALTER TABLE svc.webhook_inbound_local ON CLUSTER c1 DROP PARTITION 202609" {
+	if got := dropPartitionSQL(chpool.Config{Database: "svc", Cluster: "c1"}, "webhook_inbound", 202609); got != "ALTER TABLE svc.webhook_inbound_local ON CLUSTER c1 DROP PARTITION 202609" {
 		t.Errorf("clustered: %s", got)
 	}
 }

@@ -5,8 +5,11 @@
 -- workspace, environment, pixel, minute and event day (the day key lets an erasure
 -- rebuild a day's rows like every rollup's: rollups.RollupTables); states merge:
 -- countMerge(events_state), maxMerge(last_state) = the latest received_at.
--- Not partitioned, like the other rollups: a single partition keeps each
--- materialized-view write one part. No backfill: the alerts look at recent minutes only.
+-- Partitioned by the day of reception: an INSERT's events were received within
+-- seconds, so a materialized-view write is one part (two across midnight), and the
+-- webhooks role drops the days older than it reads (webhooks/retention.go: 15 days,
+-- beyond the longest pixel.silent period). No backfill: the alerts look at recent
+-- minutes only.
 -- cluster: shard_by=cityHash64(pixel_id)
 CREATE TABLE IF NOT EXISTS {db}.pixel_accepted_minutes
 (
@@ -19,6 +22,7 @@ CREATE TABLE IF NOT EXISTS {db}.pixel_accepted_minutes
     last_state    AggregateFunction(max, DateTime('UTC'))
 )
 ENGINE = AggregatingMergeTree
+PARTITION BY toYYYYMMDD(minute)
 ORDER BY (workspace_id, sandbox, pixel_id, minute, event_date)
 ;
 
