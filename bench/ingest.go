@@ -264,9 +264,11 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 		close(probesDone)
 	}
 	noteForks := watchForks(ctx, fx.Redis())
+	noteRedis := watchRedisWork(ctx, fx.Redis())
 	runLoad(ctx, &f.common, rep, do, extra)
 	<-probesDone
 	noteForks(rep)
+	noteRedis(rep)
 	if probe != nil {
 		probe.wait(ctx, f.probeWait)
 		rep.Freshness = probe.report(rep.Started)
