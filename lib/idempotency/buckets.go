@@ -101,6 +101,19 @@ local function b_get(b, f)
   return nil
 end
 
+-- b_each runs cmd on key with the items of list, at most 400 at a time (Lua's unpack
+-- has a limit).
+local function b_each(cmd, key, list, head)
+  for i = 1, #list, 400 do
+    if head then
+      redis.call(cmd, key, head[1], head[2], unpack(list, i, math.min(#list, i + 399)))
+      head = nil
+    else
+      redis.call(cmd, key, unpack(list, i, math.min(#list, i + 399)))
+    end
+  end
+end
+
 local function b_stamp(now)
   local m = math.floor(now / 60000) % 65536
   return string.char(math.floor(m / 256), m % 256)
@@ -139,7 +152,7 @@ local function b_sweep(b, key)
     end
   end
   if #gone > 0 then
-    redis.call('HDEL', key, unpack(gone))
+    b_each('HDEL', key, gone)
     b.count = b.count - #gone
     if b.dir then b_setdir(b) end
   end
@@ -163,11 +176,11 @@ local function b_split(b)
     end
   end
   if #gone > 0 then
-    redis.call('HSET', to, '', swept or string.format('%d', b.now), unpack(moved))
+    b_each('HSET', to, moved, {'', swept or string.format('%d', b.now)})
     local at = redis.call('PEXPIRETIME', from)
     if at <= 0 then at = b_expiry(b) end
     redis.call('PEXPIREAT', to, at)
-    redis.call('HDEL', from, unpack(gone))
+    b_each('HDEL', from, gone)
   end
   b.split = b.split + 1
   if b.split == size then b.level, b.split = b.level + 1, 0 end
