@@ -18,6 +18,7 @@ type idemState struct {
 	key, fp string
 	outcome idempotency.Outcome
 	stored  *idempotency.Stored
+	res     idempotency.Reservation
 }
 
 // gateLibrary holds the hot path's take from the windows, gate: one request from both
@@ -41,10 +42,11 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 	defer func() { s.Deps.Metrics.RedisGate.Observe(time.Since(start).Seconds()) }()
 	if idem != nil {
 		var err error
-		idem.outcome, idem.stored, err = s.Deps.Idem.Reserve(r.Context(), kid, idem.key, idem.fp, r.route.TakeoverAfter, r.ID)
+		idem.res, err = s.Deps.Idem.Reserve(r.Context(), kid, idem.key, idem.fp, r.route.TakeoverAfter, r.ID)
 		if err != nil {
 			return limits.Decision{}, err
 		}
+		idem.outcome, idem.stored = idem.res.Outcome, idem.res.Stored
 		if idem.outcome == idempotency.Reuse || idem.outcome == idempotency.InUse {
 			return s.Deps.Limits.Peek(r.Context(), kid, burst, daily)
 		}
@@ -177,7 +179,7 @@ func (s *Server) idempotent(r *Request) {
 	// and runs again: the consumer drops that second copy of an event batch by its batch
 	// id.
 	start := time.Now()
-	err := s.Deps.Idem.Complete(r.Context(), kid, in.key, in.fp, idempotency.Stored{Status: st,
+	err := s.Deps.Idem.CompleteReserved(r.Context(), in.res, kid, in.key, in.fp, idempotency.Stored{Status: st,
 		ContentType: string(r.Ctx.Response.Header.ContentType()), Body: r.Ctx.Response.Body()})
 	s.Deps.Metrics.RedisStore.Observe(time.Since(start).Seconds())
 	if err != nil {

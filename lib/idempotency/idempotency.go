@@ -170,9 +170,9 @@ local function r_large(t, f)
   return t.base .. 'a' .. b_hex(f)
 end
 
--- reserve: a = {now, f, fp, pending ms, takeover ms, owner, ...}. {0} proceed, the
--- reservation made (also when it takes over an expired takeover time or a lapsed
--- reservation); {1, record} replay, {2} reuse, {3} in use: nothing written.
+-- reserve: a = {now, f, fp, pending ms, takeover ms, owner, ...}. {0, bucket} proceed,
+-- the reservation made in that bucket (also when it takes over an expired takeover time
+-- or a lapsed reservation); {1, record} replay, {2} reuse, {3} in use: nothing written.
 local function reserve(dk, a)
   local t, f, fp = r_table(dk, a), a[2], a[3]
   local v = b_get(t, f)
@@ -197,7 +197,7 @@ local function reserve(dk, a)
   local takeover, at = tonumber(a[5]), 0
   if takeover > 0 then at = t.now + takeover end
   b_put(t, f, 'P' .. fp .. a[6] .. string.format('%d %d', t.now + tonumber(a[4]), at))
-  return {0}
+  return {0, t.key}
 end
 
 -- complete: a = {now, f, record, ...}: the record replaces whatever f holds (usually
@@ -237,21 +237,63 @@ local function peek(dk, a)
 end
 `
 
+// Reservation is what Reserve decided: its outcome, the answer to replay (Replay), and
+// where the reservation was written (Proceed), for CompleteReserved.
+type Reservation struct {
+	Outcome Outcome
+	Stored  *Stored
+	bucket  string
+}
+
 // Reserve looks key id's record of idemKey up and, when the request may run (Proceed),
 // reserves it for the request requestID with its fingerprint fp, for takeover (the
 // route's TakeoverAfter; 0: none), in one call on the record's group. Replay comes with
 // the stored answer; Reuse and InUse write nothing.
-func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string, takeover time.Duration, requestID string) (Outcome, *Stored, error) {
+func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string, takeover time.Duration, requestID string) (Reservation, error) {
 	res, err := s.run(ctx, "reserve_record", keyID, idemKey, fp, s.PendingTTL.Milliseconds(), takeover.Milliseconds(),
 		owner(requestID)).Slice()
 	if err != nil {
-		return 0, nil, err
+		return Reservation{}, err
 	}
 	if len(res) == 0 {
-		return 0, nil, fmt.Errorf("idempotency: reserve returned nothing")
+		return Reservation{}, fmt.Errorf("idempotency: reserve returned nothing")
 	}
-	o, st := outcomeOf(res)
-	return o, st, nil
+	var r Reservation
+	r.Outcome, r.Stored = outcomeOf(res)
+	if r.Outcome == Proceed && len(res) > 1 {
+		r.bucket, _ = res[1].(string)
+	}
+	return r, nil
+}
+
+// CompleteReserved is Complete for the request that made res (Proceed): one HSET of the
+// record into the bucket res was written to, no function call. Where that field was not
+// there any more (its bucket split meanwhile, or the reservation lapsed or was released)
+// it takes the HSET back and runs Complete. An answer too long for a field goes through
+// Complete.
+func (s *Store) CompleteReserved(ctx context.Context, res Reservation, keyID, idemKey, fp string, st Stored) error {
+	rec := doneRecord(fp, st)
+	if res.bucket == "" || len(rec) > MaxValue-stampLen {
+		return s.Complete(ctx, keyID, idemKey, fp, st)
+	}
+	_, f := record(keyID, idemKey)
+	added, err := s.rdb.HSet(ctx, res.bucket, f, stamp(s.Now())+rec).Result()
+	if err != nil || added == 0 {
+		return err
+	}
+	if err := s.rdb.HDel(ctx, res.bucket, f).Err(); err != nil {
+		return err
+	}
+	return s.Complete(ctx, keyID, idemKey, fp, st)
+}
+
+// stampLen is the bytes of a bucket value's write time (LuaBuckets' b_stamp).
+const stampLen = 2
+
+// stamp is b_stamp: the Unix minute of now, mod 65536, big-endian.
+func stamp(now time.Time) string {
+	m := (now.UnixMilli() / 60000) % 65536
+	return string([]byte{byte(m >> 8), byte(m)})
 }
 
 // outcomeOf reads reserve's result (see luaRecords).

@@ -237,6 +237,7 @@ type testStore struct {
 	keyID string
 	now   time.Time
 	used  []string
+	last  Reservation
 }
 
 func newTestStore(t *testing.T) *testStore {
@@ -250,11 +251,12 @@ func newTestStore(t *testing.T) *testStore {
 func (ts *testStore) reserve(idemKey, fp string, takeover time.Duration, reqID string) (Outcome, *Stored) {
 	ts.t.Helper()
 	ts.used = append(ts.used, idemKey)
-	o, st, err := ts.Reserve(context.Background(), ts.keyID, idemKey, fp, takeover, reqID)
+	r, err := ts.Reserve(context.Background(), ts.keyID, idemKey, fp, takeover, reqID)
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	return o, st
+	ts.last = r
+	return r.Outcome, r.Stored
 }
 
 func (ts *testStore) peek(idemKey string) State {
@@ -356,5 +358,43 @@ func TestLuaTableUsesTheGoConstants(t *testing.T) {
 		if !strings.Contains(LuaTable, want) {
 			t.Errorf("LuaTable lacks %q", want)
 		}
+	}
+}
+
+// CompleteReserved writes the answer over the reservation with one HSET (stamped as the
+// Lua functions stamp), and where the reservation is not in its bucket any more (its
+// bucket split, or it was dropped) it leaves no stray field and stores the answer where a
+// lookup finds it.
+func TestCompleteReservedWritesOverTheReservation(t *testing.T) {
+	ts := newTestStore(t)
+	ctx := context.Background()
+	fp := Fingerprint("POST", "/events", []byte("a"))
+	if o, _ := ts.reserve("c1", fp, 0, "req_1"); o != Proceed || ts.last.bucket == "" {
+		t.Fatalf("reserve: %v, bucket %q", o, ts.last.bucket)
+	}
+	if err := ts.CompleteReserved(ctx, ts.last, ts.keyID, "c1", fp, clean202); err != nil {
+		t.Fatal(err)
+	}
+	_, f := record(ts.keyID, "c1")
+	if v := ts.rdb.HGet(ctx, ts.last.bucket, f).Val(); !strings.HasPrefix(v, stamp(ts.now)+"D") {
+		t.Fatalf("the record in its bucket is %q, want the stamp and the done record", v)
+	}
+	if o, st := ts.reserve("c1", fp, 0, "req_2"); o != Replay || !sameStored(st, clean202) {
+		t.Fatalf("replay: %v %+v", o, st)
+	}
+
+	ts.reserve("c2", fp, 0, "req_3")
+	moved := ts.last
+	_, f2 := record(ts.keyID, "c2")
+	ts.rdb.HDel(ctx, moved.bucket, f2) // as if a split had moved it to a new bucket
+	moved.bucket = moved.bucket + "x"
+	if err := ts.CompleteReserved(ctx, moved, ts.keyID, "c2", fp, oneRejection); err != nil {
+		t.Fatal(err)
+	}
+	if n := ts.rdb.Exists(ctx, moved.bucket).Val(); n != 0 {
+		t.Fatalf("a stray field was left in %s", moved.bucket)
+	}
+	if o, st := ts.reserve("c2", fp, 0, "req_4"); o != Replay || !sameStored(st, oneRejection) {
+		t.Fatalf("replay after the fallback: %v %+v", o, st)
 	}
 }
