@@ -439,7 +439,7 @@ func TestCPUPerEvent(t *testing.T) {
 		t.Errorf("a run without accepted events has CPU per event %v", none.PerEvent)
 	}
 	rep := sampleReport()
-	rep.CPU, rep.Redis = c, redisWork(nil, map[string]cmdStat{"fcall": {2000, 20000}}, 1000)
+	rep.CPU, rep.Redis = c, redisWork(nil, map[string]cmdStat{"fcall": {2000, 20000}}, 1000, 0)
 	var text, page bytes.Buffer
 	PrintSummary(&text, rep)
 	if err := RenderHTML(&page, rep); err != nil {
@@ -461,17 +461,19 @@ func TestRedisWorkFromCommandStats(t *testing.T) {
 	before := parseCommandStats("# Commandstats\r\n" +
 		"cmdstat_fcall:calls=100,usec=1000,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_hget:calls=500,usec=400,usec_per_call=0.80,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hset:calls=100,usec=100,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_info:calls=3,usec=90,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n")
 	after := parseCommandStats("# Commandstats\r\n" +
 		"cmdstat_fcall:calls=2100,usec=21000,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_evalsha:calls=1100,usec=5000,usec_per_call=4.55,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_hget:calls=8500,usec=6800,usec_per_call=0.80,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hset:calls=8100,usec=6500,usec_per_call=0.80,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_client|setinfo:calls=10,usec=10,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n" +
 		"cmdstat_info:calls=9,usec=270,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n")
 	if got := after["client|setinfo"]; got != (cmdStat{10, 10}) {
 		t.Fatalf("parsed client|setinfo as %+v", got)
 	}
-	w := redisWork(before, after, 1000)
+	w := redisWork(before, after, 1000, 0)
 	// fcall 20,000 + evalsha 5,000 + client|setinfo 10 usec over 1,000 requests.
 	if w.UsecPerRequest != 25.01 || w.CallsPerRequest != 3.11 {
 		t.Errorf("%v µs in %v calls per request, want 25.01 in 3.11", w.UsecPerRequest, w.CallsPerRequest)
@@ -485,7 +487,12 @@ func TestRedisWorkFromCommandStats(t *testing.T) {
 	if top := w.TopCommands(); len(top) != 4 || !strings.HasPrefix(top[0], "fcall 20.00 µs × 2.00") {
 		t.Errorf("top commands %q", top)
 	}
-	if redisWork(before, after, 0) != nil {
+	if redisWork(before, after, 0, 0) != nil {
 		t.Error("figures per request without requests")
+	}
+	// svc's own HSETs (the stored answers: 1,000 here) count at HSET's average: 8,000
+	// calls took 6,400 usec, so 800 usec more.
+	if w := redisWork(before, after, 1000, 1000); w.UsecPerRequest != 25.81 || w.CallsPerRequest != 4.11 {
+		t.Errorf("with the stored answers' HSETs: %v µs in %v calls per request, want 25.81 in 4.11", w.UsecPerRequest, w.CallsPerRequest)
 	}
 }

@@ -268,7 +268,14 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 	runLoad(ctx, &f.common, rep, do, extra)
 	<-probesDone
 	noteForks(rep)
-	noteRedis(rep)
+	var answers int64 // the stored answers: svc's own HSETs
+	if !f.noIdem {
+		answers = rep.Requests.OK - retries.Load()
+		if probe != nil {
+			answers += int64(probe.count())
+		}
+	}
+	noteRedis(rep, answers)
 	if probe != nil {
 		probe.wait(ctx, f.probeWait)
 		rep.Freshness = probe.report(rep.Started)

@@ -136,7 +136,7 @@ func readMain(ctx context.Context, args []string) error {
 	}
 	noteRedis := watchRedisWork(ctx, fx.Redis())
 	runLoad(ctx, &c, rep, do, nil)
-	noteRedis(rep)
+	noteRedis(rep, 0)
 	return finish(&c, rep)
 }
 

@@ -21,9 +21,11 @@ type RedisWork struct {
 	Requests int64 `json:"requests"` // completed requests the figures are per
 	// UsecPerRequest sums the top-level commands' usec: every command but those our
 	// functions and scripts call (nestedCommands), whose time is already in the FCALL
-	// or EVALSHA that ran them.
+	// or EVALSHA that ran them; plus the HSETs svc sends itself (one per stored
+	// idempotent answer, DirectHSETs), at HSET's average usec per call.
 	UsecPerRequest  float64 `json:"usec_per_request"`
 	CallsPerRequest float64 `json:"calls_per_request"`
+	DirectHSETs     int64   `json:"direct_hsets,omitempty"`
 	// ByCommand is each command's calls and usec per request; a nested command's
 	// figures include its calls from inside functions.
 	ByCommand map[string]CommandWork `json:"by_command"`
@@ -83,12 +85,12 @@ func parseCommandStats(info string) map[string]cmdStat {
 }
 
 // redisWork is the work between two commandstats snapshots, per request (nil without
-// requests).
-func redisWork(before, after map[string]cmdStat, requests int64) *RedisWork {
+// requests); hsets of the HSETs were sent by svc itself (see UsecPerRequest).
+func redisWork(before, after map[string]cmdStat, requests, hsets int64) *RedisWork {
 	if requests <= 0 {
 		return nil
 	}
-	w := &RedisWork{Requests: requests, ByCommand: map[string]CommandWork{}}
+	w := &RedisWork{Requests: requests, ByCommand: map[string]CommandWork{}, DirectHSETs: hsets}
 	n := float64(requests)
 	var usec, calls int64
 	for name, a := range after {
@@ -107,6 +109,12 @@ func redisWork(before, after map[string]cmdStat, requests int64) *RedisWork {
 			usec += du
 			calls += dc
 		}
+	}
+	if h := after["hset"].calls - before["hset"].calls; hsets > 0 && h > 0 {
+		du := float64(after["hset"].usec - before["hset"].usec)
+		w.UsecPerRequest = round((float64(usec)+float64(min(hsets, h))*du/float64(h))/n, 2)
+		w.CallsPerRequest = round(float64(calls+min(hsets, h))/n, 2)
+		return w
 	}
 	w.UsecPerRequest = round(float64(usec)/n, 2)
 	w.CallsPerRequest = round(float64(calls)/n, 2)
@@ -138,16 +146,17 @@ func redisCommandStats(ctx context.Context, rdb redis.UniversalClient) (map[stri
 const redisSettle = time.Second
 
 // watchRedisWork reads Redis's commandstats now; the function it returns reads them
-// again (after redisSettle) and sets rep.Redis per completed request (a note when Redis
-// cannot be asked).
-func watchRedisWork(ctx context.Context, rdb redis.UniversalClient) func(*Report) {
+// again (after redisSettle) and sets rep.Redis per completed request, hsets of the HSETs
+// svc sent itself (the stored answers: the run's first, not replayed, idempotent 2xx),
+// or a note when Redis cannot be asked.
+func watchRedisWork(ctx context.Context, rdb redis.UniversalClient) func(rep *Report, hsets int64) {
 	before, err := redisCommandStats(ctx, rdb)
-	return func(rep *Report) {
+	return func(rep *Report, hsets int64) {
 		if err == nil {
 			time.Sleep(redisSettle)
 			var after map[string]cmdStat
 			if after, err = redisCommandStats(ctx, rdb); err == nil {
-				rep.Redis = redisWork(before, after, rep.Requests.Completed)
+				rep.Redis = redisWork(before, after, rep.Requests.Completed, hsets)
 				return
 			}
 		}

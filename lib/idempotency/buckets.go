@@ -13,7 +13,7 @@ import (
 //
 //	<base>d    string "<level> <split> <count>": the directory (linear hashing), absent:
 //	           "0 0 0"
-//	<base><n>  hash: field -> <written at: 2 bytes, Unix minutes mod 65536> value, and
+//	<base><n>  hash: field -> <written at: 1 byte, the Unix quarter hour mod 256> value, and
 //	           "" -> when the bucket was last swept (Unix ms)
 //
 // A field's bucket is h mod 2^level, or h mod 2^(level+1) when that is below split, where
@@ -24,8 +24,8 @@ import (
 // the directory, now + Every + Life + Skew + SweepMargin. Every write to a bucket comes
 // at most Every + SweepMargin after its last sweep (a write that does not read the sweep
 // time, Complete, follows a reservation that did by less than SweepMargin), so no record
-// expires with its bucket before Life + Skew; a record lives at most Life + Skew + Every
-// + 1 min. A sweep costs about one HGETALL of the bucket, once per Every per bucket,
+// expires with its bucket before Life + Skew; a record lives at most about Life + Skew +
+// Every + 30 min (its write time is kept in quarter hours). A sweep costs about one HGETALL of the bucket, once per Every per bucket,
 // while the bucket takes about its size × Every / Life writes in that time.
 //
 // Buckets grow by linear hashing as in Table: the directory also holds an estimate of the
@@ -36,7 +36,8 @@ import (
 // fields, under Redis's hash-max-listpack-entries (128). Buckets never merge: one the
 // sweeps emptied keeps its sweep time and expiry, and costs its key. Every key of a table
 // shares the base's hash tag. Fields are at least 5 bytes, their first five uniformly
-// distributed (a hash); fields and values within MaxValue - 2 bytes.
+// distributed (a hash); fields and values within MaxValue - 1 bytes. The write time wraps
+// every 64 h, longer than a record can wait for its sweep.
 type Buckets struct {
 	Life  time.Duration // a record lives at least Life + Skew after its last write
 	Every time.Duration // a bucket is swept at most this often
@@ -97,7 +98,7 @@ local function b_get(b, f)
   local key = b_locate(b, f)
   local r = redis.call('HMGET', key, f, '')
   b.key, b.swept = key, r[2]
-  if r[1] then return string.sub(r[1], 3) end
+  if r[1] then return string.sub(r[1], 2) end
   return nil
 end
 
@@ -115,8 +116,7 @@ local function b_each(cmd, key, list, head)
 end
 
 local function b_stamp(now)
-  local m = math.floor(now / 60000) % 65536
-  return string.char(math.floor(m / 256), m % 256)
+  return string.char(math.floor(now / 900000) % 256)
 end
 
 local function b_expiry(b)
@@ -142,13 +142,12 @@ end
 
 local function b_sweep(b, key)
   local all = redis.call('HGETALL', key)
-  local m = math.floor(b.now / 60000)
-  local keep = math.ceil((b.life + b.skew) / 60000) + 1
+  local q = math.floor(b.now / 900000)
+  local keep = math.ceil((b.life + b.skew) / 900000) + 1
   local gone = {}
   for i = 1, #all, 2 do
     if all[i] ~= '' then
-      local x, y = string.byte(all[i + 1], 1, 2)
-      if (m - (x or 0) * 256 - (y or 0)) % 65536 > keep then gone[#gone + 1] = all[i] end
+      if (q - (string.byte(all[i + 1], 1) or q)) % 256 > keep then gone[#gone + 1] = all[i] end
     end
   end
   if #gone > 0 then

@@ -15,7 +15,7 @@
 //
 //	"P" <fingerprint> <owner> <lapses at, Unix ms> " " <takeover at, Unix ms; 0: never>   reserved
 //	"D" <fingerprint> <packed answer>                                                      done
-//	"L" <fingerprint>      done, the answer too long for a field (over MaxValue - 2 bytes
+//	"L" <fingerprint>      done, the answer too long for a field (over MaxValue - 1 bytes
 //	                       in all): "D" <fingerprint> <packed answer> is the string
 //	                       svc:idem4:{<byte, hex>}:a<field, hex>, expiring with the record
 //
@@ -204,7 +204,7 @@ end
 -- the reservation, made moments before: one HSET).
 local function complete(dk, a)
   local t, f, rec = r_table(dk, a), a[2], a[3]
-  if #rec > 62 then
+  if #rec > 63 then
     redis.call('SET', r_large(t, f), rec, 'PXAT', b_expiry(t))
     rec = 'L' .. string.sub(rec, 2, 9)
   end
@@ -288,12 +288,11 @@ func (s *Store) CompleteReserved(ctx context.Context, res Reservation, keyID, id
 }
 
 // stampLen is the bytes of a bucket value's write time (LuaBuckets' b_stamp).
-const stampLen = 2
+const stampLen = 1
 
-// stamp is b_stamp: the Unix minute of now, mod 65536, big-endian.
+// stamp is b_stamp: the Unix quarter hour of now, mod 256.
 func stamp(now time.Time) string {
-	m := (now.UnixMilli() / 60000) % 65536
-	return string([]byte{byte(m >> 8), byte(m)})
+	return string([]byte{byte(now.UnixMilli() / 900000 % 256)})
 }
 
 // outcomeOf reads reserve's result (see luaRecords).
