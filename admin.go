@@ -54,7 +54,7 @@ type Commands map[string]Command
 // Builtin are this package's commands: the key screens (workspaces, pixels, keys, their
 // time zones, raw-event retention) and the catalog's loading (imports, the showroom
 // seed). The webhooks role's live in its package; main.go hands every set to Main.
-var Builtin = Merge(timeZoneCommands, retentionCommands, catalogCommands, userCommands, Commands{
+var Builtin = Merge(timeZoneCommands, retentionCommands, alertCommands, catalogCommands, userCommands, Commands{
 	"workspace create": {"--name NAME [--showroom] [--time-zone ZONE]", workspaceCreate},
 	"pixel create":     {"--workspace ID [--name NAME] [--time-zone ZONE]", pixelCreate},
 	"key create":       {"--workspace ID --env live|sandbox --scopes a,b [--expires RFC3339] [--allow CIDR,...] [--version V] [--burst N] [--daily N]", keyCreate},

@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -22,13 +23,15 @@ import (
 // The application's people (svc admin user …) and the audit log every change of svc
 // admin is written to, the log the application writes too (app.Audit).
 var userCommands = Commands{
-	"user invite": {"--workspace ID --email EMAIL [--role admin|viewer] (prints a one-time sign-in link, valid 24 h)", userInvite},
-	"audit list":  {"--workspace ID [--limit N] (newest first; --workspace ops: changes of no workspace)", auditList},
+	"user invite":   {"--workspace ID --email EMAIL [--role admin|viewer] (prints a one-time sign-in link, valid 24 h)", userInvite},
+	"user set-role": {"--workspace ID --email EMAIL --role admin|viewer (never the workspace's last admin to viewer)", userSetRole},
+	"user remove":   {"--workspace ID --email EMAIL (ends the membership; never the workspace's last admin)", userRemove},
+	"audit list":    {"--workspace ID [--limit N] (newest first; --workspace ops: changes of no workspace)", auditList},
 }
 
 // readOnly are the commands that change nothing: they are not written to the audit log.
 var readOnly = map[string]bool{"key list": true, "audit list": true, "webhook inbound-log": true,
-	"webhook endpoint list": true, "webhook deliveries": true}
+	"webhook endpoint list": true, "webhook deliveries": true, "workspace alerts": true}
 
 // adminApp is what svc admin reads of the application's settings: the base URL of
 // sign-in links and the audit log's retention.
@@ -146,4 +149,57 @@ func flagValue(args []string, name string) string {
 // auditFailed is the error of a change made but not written to the audit log.
 func auditFailed(name string, err error) error {
 	return fmt.Errorf("%s: done, but not written to the audit log: %w", name, err)
+}
+
+// memberArgs reads --workspace and --email (and --role when role is not nil).
+func memberArgs(ctx context.Context, e *Env, name string, args []string, role *string) (uuid.UUID, string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	ws := fs.String("workspace", "", "workspace id (org_… or UUID)")
+	email := fs.String("email", "", "the member's email")
+	if role != nil {
+		fs.StringVar(role, "role", "", "admin or viewer")
+	}
+	if _, err := ParseArgs(fs, args, 0); err != nil {
+		return uuid.Nil, "", err
+	}
+	w, err := WorkspaceArg(ctx, e.Keys, *ws)
+	if err != nil {
+		return uuid.Nil, "", err
+	}
+	addr, err := app.NormalEmail(*email)
+	return w.ID, addr, err
+}
+
+// userSetRole changes a member's role through the application's store (app.Users.SetRole).
+func userSetRole(ctx context.Context, e *Env, args []string) (any, error) {
+	var role string
+	ws, email, err := memberArgs(ctx, e, "user set-role", args, &role)
+	if err != nil {
+		return nil, err
+	}
+	before, after, err := app.NewUsers(e.Redis).SetRole(ctx, ws, email, role)
+	if err != nil {
+		return nil, memberErr(err)
+	}
+	return map[string]any{"workspace_id": ids.Format(ids.Org, ws), "email": email, "role": after.Role, "previous_role": before.Role}, nil
+}
+
+// userRemove ends a membership through the application's store (app.Users.Remove).
+func userRemove(ctx context.Context, e *Env, args []string) (any, error) {
+	ws, email, err := memberArgs(ctx, e, "user remove", args, nil)
+	if err != nil {
+		return nil, err
+	}
+	m, err := app.NewUsers(e.Redis).Remove(ctx, ws, email)
+	if err != nil {
+		return nil, memberErr(err)
+	}
+	return map[string]any{"workspace_id": ids.Format(ids.Org, ws), "email": email, "removed": true, "role": m.Role}, nil
+}
+
+func memberErr(err error) error {
+	if errors.Is(err, app.ErrNotFound) {
+		return errors.New("no member of the workspace has this email")
+	}
+	return err
 }

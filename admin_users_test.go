@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -73,5 +74,50 @@ func TestAdminInviteAndAudit(t *testing.T) {
 		"user invite ada@example.com " + strings.Join(args, " ")}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// svc admin user set-role and user remove change members through the application's
+// store: a viewer made admin, a member removed, the last admin neither demoted nor
+// removed, an unknown member refused.
+func TestAdminMemberRoleAndRemoval(t *testing.T) {
+	rdb := apitest.Redis(t)
+	ks := workspace.NewStore(rdb)
+	ctx := context.Background()
+	w, err := ks.CreateWorkspace(ctx, "members test", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	org := ids.Format(ids.Org, w.ID)
+	users := app.NewUsers(rdb)
+	for email, role := range map[string]string{"ada@example.com": app.RoleAdmin, "bob@example.com": app.RoleViewer} {
+		if _, err := users.Join(ctx, w.ID, email, role, "test"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &Env{Keys: ks, Redis: rdb, Out: &bytes.Buffer{}, Who: "svc admin (test@host)"}
+	run := func(cmd string, args ...string) (any, error) {
+		return Builtin[cmd].Run(ctx, e, append([]string{"--workspace", org}, args...))
+	}
+	if _, err := run("user set-role", "--email", "Ada@Example.com", "--role", "viewer"); !errors.Is(err, app.ErrLastAdmin) {
+		t.Fatalf("demoting the last admin: %v", err)
+	}
+	if _, err := run("user remove", "--email", "ada@example.com"); !errors.Is(err, app.ErrLastAdmin) {
+		t.Fatalf("removing the last admin: %v", err)
+	}
+	if out, err := run("user set-role", "--email", "bob@example.com", "--role", "admin"); err != nil || out.(map[string]any)["previous_role"] != "viewer" {
+		t.Fatalf("bob made admin: %v %v", out, err)
+	}
+	if _, err := run("user remove", "--email", "ada@example.com"); err != nil {
+		t.Fatalf("removing ada once bob is admin: %v", err)
+	}
+	if _, err := users.Member(ctx, w.ID, "ada@example.com"); !errors.Is(err, app.ErrNotFound) {
+		t.Fatalf("ada is still a member: %v", err)
+	}
+	if wss, _ := users.Workspaces(ctx, "ada@example.com"); len(wss) != 0 {
+		t.Fatalf("ada still lists %v", wss)
+	}
+	if _, err := run("user remove", "--email", "nobody@example.com"); err == nil || strings.Contains(err.Error(), "nobody") {
+		t.Fatalf("an unknown member: %v", err)
 	}
 }

@@ -19,8 +19,9 @@ package main
 
 import (
 	"context"
-	_ "embed"
+	"embed"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -39,7 +40,20 @@ import (
 //go:embed CHANGELOG.md
 var changelog []byte
 
-func init() { docs.UseChangelog(changelog) }
+// screens are the application's screenshots its browser tests saved, the one copy the
+// developer page "application" shows.
+//
+//go:embed app/testdata/screens/*.png
+var screens embed.FS
+
+func init() {
+	docs.UseChangelog(changelog)
+	sub, err := fs.Sub(screens, "app/testdata/screens")
+	if err != nil {
+		panic(err)
+	}
+	docs.UseScreens(sub)
+}
 
 // command is one subcommand: it gets its arguments (without its name) and a context that
 // is cancelled on SIGINT or SIGTERM. A role (a long-running process) writes only JSON

@@ -52,10 +52,10 @@ func (a *API) postErasure(r *httpserver.Request) error {
 		Stage: erasure.StagePending, RequestedAt: now, KeyID: r.Key.ID, RequestID: r.ID}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
-	if err := erasure.Write(ctx, a.Conn, now, e); err != nil {
-		return a.storeErr(r, err)
-	}
-	if err := erasure.NewRegistry(a.Keys.Redis()).Register(ctx, e.Identity()); err != nil {
+	if err := erasure.Submit(ctx, a.Conn, erasure.NewRegistry(a.Keys.Redis()), e, now); err != nil {
+		if !errors.Is(err, erasure.ErrNotRegistered) {
+			return a.storeErr(r, err)
+		}
 		if a.Log != nil {
 			a.Log.Error("register erased identity", "request_id", r.ID, "err", err.Error())
 		}

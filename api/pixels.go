@@ -15,7 +15,6 @@ import (
 	"svc/lib/paging"
 	"svc/lib/problem"
 	"svc/schema"
-	"svc/schema/rollups"
 	"svc/schema/trace"
 	"svc/schema/workspace"
 )
@@ -158,13 +157,13 @@ func (a *API) healths(r *httpserver.Request, pixels []workspace.Pixel, days int)
 		out[i] = PixelHealth{ID: ids.Format(ids.Pixel, px.ID), IDUUID: px.ID.String(), Name: px.Name, TimeZone: z.Name,
 			CreatedAt: px.CreatedAt.UTC(), Days: []PixelDay{}}
 	}
-	n, marks, werr := a.watermarks(r.Context())
 	ctx, cancel := a.ctx(r)
 	defer cancel()
 	hs, err := trace.Healths(ctx, a.Conn, r.Key.WorkspaceID, r.Key.Env == apikey.Sandbox, asks, now)
 	if err != nil {
 		return nil, a.storeErr(r, err)
 	}
+	lags, _ := a.lags(r.Context(), pixels, now) // unknown lags stay null
 	for i, px := range pixels {
 		h := hs[px.ID]
 		if !h.LastAccepted.IsZero() {
@@ -172,31 +171,30 @@ func (a *API) healths(r *httpserver.Request, pixels []workspace.Pixel, days int)
 			out[i].LastAcceptedAt = &s
 		}
 		for _, d := range h.Days {
-			pd := PixelDay{Date: day(d.Date), Accepted: d.Accepted, RejectedByRule: d.Rejected, Duplicates: d.Duplicates}
-			for _, c := range d.Rejected {
-				pd.Rejected += c
-			}
-			pd.Received = pd.Accepted + pd.Rejected + pd.Duplicates
-			out[i].Days = append(out[i].Days, pd)
+			out[i].Days = append(out[i].Days, PixelDay{Date: day(d.Date), Received: d.Received(), Accepted: d.Accepted,
+				Rejected: d.RejectedTotal(), RejectedByRule: d.Rejected, Duplicates: d.Duplicates})
 		}
-		if werr != nil || n == 0 {
+		l, ok := lags[px.ID]
+		if !ok {
 			continue
 		}
-		part := trace.Partition(px.ID, n)
-		out[i].KafkaPartition = &part
-		if w, ok := marks[part]; ok {
-			s := w.Format("2006-01-02T15:04:05.000Z")
-			lag := max(0, now.Sub(w).Seconds())
-			out[i].IngestedThrough, out[i].LagSeconds = &s, &lag
+		out[i].KafkaPartition = &l.Partition
+		if !l.Through.IsZero() {
+			s := l.Through.Format("2006-01-02T15:04:05.000Z")
+			out[i].IngestedThrough, out[i].LagSeconds = &s, &l.Seconds
 		}
 	}
 	return out, nil
 }
 
-// watermarks reads the consumer's published watermarks (n 0: none, or no database).
-func (a *API) watermarks(ctx context.Context) (int, map[int32]time.Time, error) {
-	if a.Database == "" || a.Keys == nil {
-		return 0, nil, nil
+// lags reads the pipeline's lag for pixels (none without a database).
+func (a *API) lags(ctx context.Context, pixels []workspace.Pixel, now time.Time) (map[uuid.UUID]trace.Lag, error) {
+	if a.Keys == nil {
+		return nil, nil
 	}
-	return rollups.Watermarks(ctx, a.Keys.Redis(), a.Database)
+	idList := make([]uuid.UUID, len(pixels))
+	for i, px := range pixels {
+		idList[i] = px.ID
+	}
+	return trace.Lags(ctx, a.Keys.Redis(), a.Database, idList, now)
 }

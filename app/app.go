@@ -19,6 +19,7 @@ import (
 	"svc/lib/chpool"
 	"svc/lib/httpserver"
 	"svc/lib/process"
+	"svc/schema/webhook"
 	"svc/schema/workspace"
 )
 
@@ -30,6 +31,7 @@ type App struct {
 	Sessions *Sessions
 	Audit    *Audit
 	Throttle *Throttle
+	Webhooks *webhook.Store // the webhooks role's state (webhooks.go), through its own code
 	Log      *slog.Logger
 	Now      func() time.Time
 
@@ -69,7 +71,7 @@ func (a *App) rollups(ctx context.Context) (driver.Conn, error) {
 func Assemble(cfg Config, ks *workspace.Store, rdb redis.UniversalClient, conn driver.Conn, log *slog.Logger) *App {
 	return &App{Config: cfg, Keys: ks, Users: NewUsers(rdb), Sessions: NewSessions(rdb, cfg.SessionTTL),
 		Audit: NewAudit(rdb, cfg.AuditRetention), Throttle: &Throttle{rdb: rdb, Window: cfg.ThrottleWindow},
-		conn: conn, Log: log, Now: time.Now}
+		Webhooks: newWebhookStore(rdb, cfg.Webhooks), conn: conn, Log: log, Now: time.Now}
 }
 
 // Role is the application as a process role: a close that closes its ClickHouse pool
@@ -119,8 +121,24 @@ func (a *App) Routes() []httpserver.Route {
 		p("POST", "/app/pixels", "Create a pixel.", a.createPixel, a.admin),
 		p("GET", "/app/pixels/{id}", "A pixel: its daily rollups, charted.", a.pixelPage, a.signedIn),
 		p("POST", "/app/pixels/{id}/time-zone", "Set a pixel's time zone.", a.pixelZone, a.admin),
+		p("GET", "/app/pixels/{id}/live", "A pixel's live events: accepted and rejected, as stored.", a.livePage, a.signedIn),
+		p("GET", "/app/pixels/{id}/live/feed", "What arrived for a pixel after a cursor (JSON, for the live page).", a.liveFeed, a.signedIn),
 		p("GET", "/app/members", "Members of the workspace and their roles.", a.membersPage, a.signedIn),
 		p("POST", "/app/members", "Invite someone: a one-time sign-in link.", a.inviteMember, a.admin),
 		p("GET", "/app/audit", "The workspace's audit log.", a.auditPage, a.signedIn),
+		p("GET", "/app/workspace", "The workspace: retention, erasure requests, members and their roles.", a.workspacePage, a.signedIn),
+		p("POST", "/app/workspace/retention", "Set the workspace's raw-event retention.", a.setRetention, a.admin),
+		p("POST", "/app/workspace/erasures", "Request an erasure.", a.requestErasure, a.admin),
+		p("POST", "/app/workspace/members/role", "Change a member's role.", a.setMemberRole, a.admin),
+		p("POST", "/app/workspace/members/remove", "Remove a member.", a.removeMember, a.admin),
+		p("GET", "/app/webhooks", "Outbound webhook endpoints.", a.webhooksPage, a.signedIn),
+		p("POST", "/app/webhooks", "Add a webhook endpoint: its secret shown once.", a.createEndpoint, a.admin),
+		p("GET", "/app/webhooks/inbound", "The inbound webhook log and secrets.", a.inboundPage, a.signedIn),
+		p("POST", "/app/webhooks/inbound/secret", "Issue an inbound signing secret: shown once.", a.issueInboundSecret, a.admin),
+		p("GET", "/app/webhooks/{id}", "A webhook endpoint and its deliveries.", a.endpointPage, a.signedIn),
+		p("POST", "/app/webhooks/{id}/rotate", "Rotate an endpoint's signing secret.", a.rotateEndpoint, a.admin),
+		p("POST", "/app/webhooks/{id}/disable", "Disable an endpoint.", a.disableEndpoint, a.admin),
+		p("POST", "/app/webhooks/{id}/enable", "Enable an endpoint.", a.enableEndpoint, a.admin),
+		p("POST", "/app/webhooks/{id}/deliveries/{event}/resend", "Resend a delivery: a new round of attempts.", a.resendDelivery, a.admin),
 	}
 }

@@ -51,13 +51,15 @@ type dev struct {
 	env []string
 }
 
-func startDev(t *testing.T) *dev {
+// startDev starts `svc dev`; extra are more VAR=value settings.
+func startDev(t *testing.T, extra ...string) *dev {
 	cfg := chtest.Config(t) // a fresh database name; skips without ClickHouse
 	addr := svctest.FreeAddr(t)
 	d := &dev{url: "http://" + addr}
 	d.env = append(os.Environ(), "SVC_HTTP_ADDR="+addr, "SVC_METRICS_ADDR=off", "SVC_EMBEDDED_KAFKA_ADDR="+svctest.FreeAddr(t),
 		"SVC_DATA_DIR="+t.TempDir(), "SVC_CLICKHOUSE_DB="+cfg.Database, "SVC_KAFKA_PARTITIONS=2", "SVC_ROLLUP_BATCH_INTERVAL=100ms",
 		"SVC_APP_ADDRESS_ATTEMPTS=100000") // every attempt of every run comes from loopback
+	d.env = append(d.env, extra...)
 	svctest.Run(t, d.env, "migrate")
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -146,6 +148,28 @@ func (tb *tab) location() string {
 	defer cancel()
 	loc, _ := chromedp.Run(ctx, chromedp.Location())
 	return loc
+}
+
+// submit clicks sel (a form's button) and waits until the page it leads to has loaded
+// and shows want: a wait for an element the old page has too would return before the
+// submission lands, and a navigation then would abort it.
+func (tb *tab) submit(sel, want string) {
+	tb.t.Helper()
+	tb.do(chromedp.Evaluate[chromedp.Void](`window.__before = true`), chromedp.Click(chromedp.CSS(sel)))
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(tb.ctx, 5*time.Second)
+		old, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.__before === true || document.readyState !== "complete"`))
+		cancel()
+		if err == nil && !old { // an error: the old page is going away
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.t.Fatalf("browser: %s led to no new page (at %s)", sel, tb.location())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	tb.do(chromedp.WaitVisible(chromedp.CSS(want)))
 }
 
 // visit opens path (or a whole URL) and waits for sel; the page must not have broken its

@@ -3,11 +3,13 @@ package app
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"time"
 
 	"svc/lib/chpool"
 	"svc/lib/settings"
+	"svc/schema/webhook"
 )
 
 // Config is the application role's configuration (`svc app`, and in `svc dev`).
@@ -33,6 +35,16 @@ type Config struct {
 	AuditRetention time.Duration
 	// ClickHouse holds the rollups the pixel screens chart (SVC_CLICKHOUSE_*).
 	ClickHouse chpool.Config
+	// Webhooks is where the webhooks role keeps its state (SVC_WEBHOOKS_REDIS_PREFIX)
+	// and the internal ranges endpoints may be at (SVC_WEBHOOKS_ALLOW_NETS): the
+	// Webhooks screens read and change the same state, under the same policy.
+	Webhooks WebhookConfig
+}
+
+// WebhookConfig is what the Webhooks screens read of the webhooks role's settings.
+type WebhookConfig struct {
+	Prefix    string
+	AllowNets []netip.Prefix
 }
 
 // ConfigFromEnv reads the SVC_APP_* variables named on each field and ClickHouse's;
@@ -40,7 +52,16 @@ type Config struct {
 func ConfigFromEnv(r *settings.Reader) Config {
 	return Config{SessionTTL: r.Duration("SVC_APP_SESSION_TTL"), SignInAttempts: r.Int("SVC_APP_SIGNIN_ATTEMPTS"),
 		AddressAttempts: r.Int("SVC_APP_ADDRESS_ATTEMPTS"), ThrottleWindow: r.Duration("SVC_APP_THROTTLE_WINDOW"),
-		AuditRetention: r.Duration("SVC_APP_AUDIT_RETENTION"), ClickHouse: chpool.ConfigFromEnv(r)}
+		AuditRetention: r.Duration("SVC_APP_AUDIT_RETENTION"), ClickHouse: chpool.ConfigFromEnv(r),
+		Webhooks: webhookConfigFromEnv(r)}
+}
+
+func webhookConfigFromEnv(r *settings.Reader) WebhookConfig {
+	c := WebhookConfig{Prefix: r.String("SVC_WEBHOOKS_REDIS_PREFIX")}
+	for _, s := range r.List("SVC_WEBHOOKS_ALLOW_NETS") {
+		c.AllowNets = append(c.AllowNets, webhook.ParseNet(s)) // an invalid one is reported by Validate
+	}
+	return c
 }
 
 // Validate reports every field that cannot work, all at once. PublicURL is checked by
@@ -65,6 +86,15 @@ func (c Config) Validate() error {
 	if c.PublicURL != "" {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs = append(errs, fmt.Errorf("SVC_PUBLIC_URL %q: want an http or https URL", c.PublicURL))
+		}
+	}
+	if c.Webhooks.Prefix == "" {
+		errs = append(errs, errors.New("SVC_WEBHOOKS_REDIS_PREFIX must not be empty"))
+	}
+	for _, p := range c.Webhooks.AllowNets {
+		if !p.IsValid() {
+			errs = append(errs, errors.New("SVC_WEBHOOKS_ALLOW_NETS: every entry must be a CIDR range or an address"))
+			break
 		}
 	}
 	return errors.Join(append(errs, c.ClickHouse.Validate())...)

@@ -25,7 +25,8 @@ type keyView struct {
 	Allow     []string
 	BurstLeft int
 	DailyLeft int
-	Peeked    bool // BurstLeft and DailyLeft are known
+	Peeked    bool   // BurstLeft and DailyLeft are known
+	LastUsed  string // when it last spent a request (lastUsed)
 }
 
 // keysData is the keys screen's.
@@ -47,8 +48,22 @@ func (c *call) keyView(k apikey.Key, now time.Time) keyView {
 		if dec, err := l.Peek(c.Context(), k.ID.String(), b, d); err == nil {
 			v.BurstLeft, v.DailyLeft, v.Peeked = dec.Burst.Remaining, dec.Daily.Remaining, true
 		}
+		v.LastUsed = c.lastUsed(l, k)
 	}
 	return v
+}
+
+// lastUsed says when k last spent a request, from its daily window's state
+// (limits.LastTaken: nothing is written for it on the request path), to the minute.
+func (c *call) lastUsed(l *limits.Limiter, k apikey.Key) string {
+	at, ok, err := l.LastTaken(c.Context(), k.ID.String())
+	switch {
+	case err != nil:
+		return "unknown"
+	case !ok:
+		return "not in the last 24 h"
+	}
+	return when(at)
 }
 
 func (a *App) keysPage(c *call) error { return a.renderKeys(c, 200, "", nil) }

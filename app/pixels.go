@@ -91,6 +91,7 @@ type pixelData struct {
 	Event  string   // the event name charted ("" for every one)
 	Chart  string   // the chart's data (JSON): {"dates":[unix s…],"events":[…],"value":[…],"people":[…]|null,"currency":"EUR"}
 	Error  string
+	Health healthData // its last days, lag and newest rejections (health.go)
 }
 
 // pixelPage shows a pixel: its id, zone, and its daily rollups of the last 30 days in
@@ -113,6 +114,7 @@ func (a *App) renderPixel(c *call, status int, errText string) error {
 		d.Error, status = "The rollups cannot be read right now; the table and chart are empty until ClickHouse answers again.", 503
 	}
 	d.Events, d.Chart = chartOf(d.Rows, d.Event, d.Days, zone.Name, a.Now())
+	d.Health = a.health(c.Context(), c.ws, p.ID, zone.Name)
 	return c.render(status, "pixel", p.Name, "pixels", d)
 }
 

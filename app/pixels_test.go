@@ -11,6 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"svc/lib/ids"
+	"svc/schema/rejection"
 )
 
 // Pixels: create (a hostile name stays text), the list with its ids, the pixel page with
@@ -93,5 +94,36 @@ func TestWithoutClickHouse(t *testing.T) {
 	}
 	if p := adm.post("/app/api-keys", "/app/api-keys", url.Values{"scope": {"events:write"}, "burst": {"10"}, "daily": {"100"}}); p.Status != 201 {
 		t.Fatalf("create a key: %d", p.Status)
+	}
+}
+
+// The pixel page's health: its days (received, accepted, rejected by rule, duplicates),
+// the last accepted event, the lag, and the newest rejections, as the API gives them.
+func TestPixelHealthOnItsPage(t *testing.T) {
+	rg := newRig(t, false)
+	ctx := context.Background()
+	ws := rg.Workspace(t, false)
+	px := rg.Pixel(t, ws.ID)
+	adm := rg.member(t, ws, uniqueEmail("admin"), RoleAdmin)
+	rg.storeEvents(t, ws.ID, px.ID, 0, 2)
+	now := time.Now().UTC().Truncate(time.Second)
+	if err := rejection.Insert(ctx, rg.app.conn, "rejections.v1", now, []rejection.Row{
+		{Workspace: ws.ID, Pixel: px.ID, Key: uuid.New(), ReceivedAt: now, RequestID: "req_health", Status: 202, BatchEvents: 2,
+			Index: 1, Field: "events[1].currency", Rule: "iso4217", Value: `"EURO"`, Sample: true, Rejections: 1, Offset: 1},
+		{Workspace: ws.ID, Pixel: px.ID, Key: uuid.New(), ReceivedAt: now, RequestID: "req_dup", Status: 202, BatchEvents: 1,
+			Index: 0, Field: "events[0].event_id", Rule: "duplicate_event_id", Value: `null`, Sample: true, Rejections: 1, Offset: 2},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	p := adm.get("/app/pixels/" + ids.Format(ids.Pixel, px.ID))
+	today := time.Now().UTC().Format("2006-01-02")
+	for _, want := range []string{`<td class="when">` + today + `</td><td class="num">4</td><td class="num">2</td><td class="num">1</td><td>iso4217: 1</td><td class="num">1</td>`,
+		"2 rejections kept", "req_health", "<code>iso4217</code>", "<code>events[1].currency</code>", "Pipeline lag"} {
+		if !strings.Contains(p.Body, want) {
+			t.Fatalf("the pixel page lacks %q: %d\n%s", want, p.Status, p.Body)
+		}
+	}
+	if strings.Contains(p.Body, "none in these days") {
+		t.Fatal("no last accepted event")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"html"
 	"math"
 	"strings"
@@ -494,5 +495,82 @@ func TestRedisWorkFromCommandStats(t *testing.T) {
 	// calls took 6,400 usec, so 800 usec more.
 	if w := redisWork(before, after, 1000, 1000); w.UsecPerRequest != 25.81 || w.CallsPerRequest != 4.11 {
 		t.Errorf("with the stored answers' HSETs: %v µs in %v calls per request, want 25.81 in 4.11", w.UsecPerRequest, w.CallsPerRequest)
+	}
+}
+
+// The flood's arithmetic: what the answers say the rejections table must count, the
+// row bound per pixel and minute, the verdicts, and the summary's lines.
+func TestFloodSummary(t *testing.T) {
+	errs := map[string]int64{"422 invalid_request": 300, "429 rate_limited": 7, "409 idempotency_key_in_use": 2,
+		"503 service_unavailable": 5, "timeout": 1}
+	if got := answered(errs, 422); got != 300 {
+		t.Errorf("answered 422 = %d", got)
+	}
+	if got := expectedRejections(errs, 50); got != 300*50+7+2 {
+		t.Errorf("expected rejections = %d, want %d (503s and timeouts are not recorded)", got, 300*50+9)
+	}
+	if got := rowBound(100, time.Second, 3); got != 100+60*3 {
+		t.Errorf("row bound = %d, want 280", got)
+	}
+	if got := rowBound(100, 7*time.Second, 1); got != 109 { // 60/7 flushes, rounded up
+		t.Errorf("row bound at 7 s flushes = %d, want 109", got)
+	}
+	g := RejectionsGrowth{Cap: 100, Kinds: 3, MaxSamples: 100, MaxRows: 280, Rejected: 15009, Expected: 15009}
+	if g.judge(time.Second); !g.Exact || !g.Bounded || g.Bound != 280 {
+		t.Errorf("at the bound: %+v", g)
+	}
+	g.MaxSamples, g.Rejected = 101, 15008
+	if g.judge(time.Second); g.Exact || g.Bounded {
+		t.Errorf("a sample past the cap and a lost rejection: %+v", g)
+	}
+
+	alone := NormalFigures{OfferedEvents: 100000, EventsPerS: 100000, OKShare: 1, P99: 20}
+	if ok, why := holds(alone, NormalFigures{EventsPerS: 99500, OKShare: 1, P99: 29.9}, 1.5); !ok {
+		t.Errorf("within 1%% and 1.5×: %s", why)
+	}
+	for _, with := range []NormalFigures{{EventsPerS: 98000, OKShare: 1, P99: 20}, {EventsPerS: 100000, OKShare: 1, P99: 30.1},
+		{EventsPerS: 100000, OKShare: 0.999, P99: 20}} {
+		if ok, why := holds(alone, with, 1.5); ok || !strings.HasPrefix(why, "normal traffic did not hold") {
+			t.Errorf("%+v held: %s", with, why)
+		}
+	}
+	rep := &Report{Rate: 2000, Requests: Requests{Scheduled: 100, OK: 99}, Events: EventCounts{PerSecond: 99000},
+		Latency: Summary{P99: 12.5}}
+	if nf := normalFigures(rep, 50); nf.OfferedEvents != 100000 || nf.OKShare != 0.99 || nf.P99 != 12.5 {
+		t.Errorf("normal figures %+v", nf)
+	}
+
+	yes := true
+	rep.Flood = &FloodResult{OfferedRate: 10000, OfferedEvents: 500000, Requests: Requests{Scheduled: 300000},
+		ByCode: map[string]int64{"422 invalid_request": 300000}, TakenPerSecond: 9990.5, Alone: &alone, Holds: &yes,
+		Verdict: "normal traffic held: …", Table: g}
+	var buf bytes.Buffer
+	PrintSummary(&buf, rep)
+	for _, want := range []string{"normal alone", "normal with flood", "verdict", "9990.5 req/s taken (answered 422)",
+		"422 invalid_request: 300000", "rejected (exact)", "15008 counted, 15009 expected", "bounded"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("summary lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
+// The flood's defaults are the scenario: 100k valid events/s beside 500k
+// invalid ones (batches of 50); a repeated flag (BENCH_FLOOD_ARGS) wins.
+func TestFloodFlags(t *testing.T) {
+	fs := flag.NewFlagSet("flood", flag.ContinueOnError)
+	var ff floodFlags
+	ff.register(fs)
+	f, err := parseIngestFlags(fs, "flood", []string{"-rate", "2000", "-flood-rate", "10000", "-rate", "40"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.rate != 40 || ff.rate != 10000 || f.batch != 50 || !ff.baseline || ff.validate() != nil {
+		t.Fatalf("rate %v flood %v batch %d baseline %v: %v", f.rate, ff.rate, f.batch, ff.baseline, ff.validate())
+	}
+	fs = flag.NewFlagSet("flood", flag.ContinueOnError)
+	ff = floodFlags{}
+	ff.register(fs)
+	if f, err = parseIngestFlags(fs, "flood", nil); err != nil || f.rate*float64(f.batch) != 100000 || ff.rate*float64(f.batch) != 500000 {
+		t.Fatalf("defaults: %v events/s normal, %v flood (%v)", f.rate*float64(f.batch), ff.rate*float64(f.batch), err)
 	}
 }

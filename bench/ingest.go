@@ -40,7 +40,7 @@ type ingestFlags struct {
 }
 
 // parseIngestFlags registers and parses the flags of an ingest-like scenario (ingest,
-// e2e, soak, vegeta).
+// e2e, soak, vegeta, and flood's normal traffic).
 func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingestFlags, error) {
 	var f ingestFlags
 	rate, dur := 4000.0, 30*time.Second
@@ -49,6 +49,8 @@ func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingest
 		rate, dur = 1000, 60*time.Second
 	case "soak":
 		rate, dur = 1000, 10*time.Minute
+	case "flood": // the normal traffic beside the flood: 2,000 × 50 = 100k events/s
+		rate, dur = 2000, 30*time.Second
 	}
 	f.register(fs, rate, dur)
 	fs.IntVar(&f.batch, "batch", 50, "events per request (1..50)")
@@ -67,7 +69,7 @@ func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingest
 	fs.DurationVar(&f.probeWait, "probe-wait", 30*time.Second, "e2e: after the load, how long to wait for probes still unseen")
 	fs.StringVar(&f.via, "via", "auto", "e2e: where to look for probes: api (GET /pixel-rollups), clickhouse, or auto (api when served)")
 	fs.StringVar(&f.chHTTP, "clickhouse-http", envOr("BENCH_CLICKHOUSE_HTTP", "http://127.0.0.1:8123"), "e2e with -via clickhouse: ClickHouse HTTP interface")
-	fs.StringVar(&f.chDB, "db", settings.New().String("SVC_CLICKHOUSE_DB"), "the service's ClickHouse database: e2e with -via clickhouse reads it; with -event-ids the run drops the consumer's claims on its ids, which are kept per database")
+	fs.StringVar(&f.chDB, "db", settings.New().String("SVC_CLICKHOUSE_DB"), "the service's ClickHouse database: e2e with -via clickhouse reads it; with -event-ids, a scratch database (named bench_…) has the consumer's claims on event ids dropped after the run")
 	if scenario == "vegeta" {
 		fs.StringVar(&f.vegeta, "vegeta", envOr("BENCH_VEGETA", "vegeta"), "the vegeta binary (bench/run-standard.sh installs it)")
 	}
@@ -297,14 +299,7 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 		}
 	}
 	if f.eventIDs {
-		if err := forgetEventClaims(ctx, fx, f.chDB, run, rep.Requests.Scheduled, func(j int64) *GenBatch {
-			if _, retry := plan.original(j); retry {
-				return nil // it sent an earlier request's ids
-			}
-			return &gen[plan.body(j)]
-		}); err != nil {
-			rep.Notes = append(rep.Notes, "cleanup of the event-id claims: "+err.Error())
-		}
+		rep.Notes = append(rep.Notes, dropEventClaims(ctx, fx, f.chDB))
 	}
 	if scenario == "soak" {
 		rep.Soak = SoakVerdict(rep.Samples, f.heapTol, f.goroutTol)

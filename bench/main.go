@@ -6,6 +6,7 @@
 //	svc bench e2e     [flags]   ingest load plus freshness probes (202 → visible in rollups)
 //	svc bench read    [flags]   GET /pixel-rollups (90 days) and GET /plans/{id}/actuals mix
 //	svc bench soak    [flags]   ingest for a long time, sampling heap and goroutines
+//	svc bench flood   [flags]   normal ingest beside a flood of invalid events; the rejections table's growth
 //	svc bench vegeta  [flags]   the ingest scenario driven by vegeta (a tool we did not write)
 //	svc bench direct  [flags]   the same batches straight into ClickHouse over HTTP
 //	svc bench zones   [flags]   the cost of local-day rollups (15-minute buckets), on ClickHouse
@@ -46,6 +47,8 @@ func Main(ctx context.Context, args []string) error {
 		return ingestMain(ctx, args[0], args[1:])
 	case "vegeta":
 		return vegetaMain(ctx, args[1:])
+	case "flood":
+		return floodMain(ctx, args[1:])
 	case "direct":
 		return directMain(ctx, args[1:])
 	case "read":
@@ -69,6 +72,7 @@ scenarios:
   e2e       ingest load plus freshness probes (time from 202 to visible in GET /pixel-rollups)
   read      GET /pixel-rollups over 90 days and GET /plans/{id}/actuals (500 lines, 30 days)
   soak      ingest for a long time, sampling the target's heap and goroutines
+  flood     normal ingest (100k events/s) beside a flood of invalid events (500k/s): does it hold, and the rejections table's growth
   vegeta    the ingest scenario (same flags and requests) driven by vegeta, as a second opinion
   direct    the same batches inserted straight into ClickHouse over HTTP (one INSERT per batch)
   zones     what local-day rollups cost: rows per pixel-day, 90-day reads per zone, flush CPU (ClickHouse only)

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -130,39 +131,18 @@ func (f *Fixture) ForgetRequests(ctx context.Context, n int64, name func(j int64
 	return nil
 }
 
-// forgetEventClaims drops the rollup consumer's claims on the event ids of n requests
-// (-event-ids; about 27 B each, kept the event-id window and more): request j sent
-// batch(j) with ids EventID(run, j, i) (nil: it sent no ids of its own), claimed under
-// database db. By name, in pipelines of up to 20,000 ids per pixel.
-func forgetEventClaims(ctx context.Context, fx *Fixture, db, run string, n int64, batch func(j int64) *GenBatch) error {
-	byPixel := map[int][]schema.UUID{}
-	flush := func(px int) error {
-		err := rollup.ForgetEventClaims(ctx, fx.rdb, db, schema.TopicEvents, rollup.DefaultEventIDWindow,
-			schema.UUID(fx.Pixels[px]), byPixel[px])
-		byPixel[px] = byPixel[px][:0]
-		return err
+// dropEventClaims drops the rollup consumer's claim logs of database db after an
+// -event-ids run (rollup.DropEventClaims), when db is a scratch database of the suite
+// (named bench_…): the logs hold every partition's claims of the database, not only the
+// run's, so another database's are left to expire (the event-id window). It returns the
+// note for the report.
+func dropEventClaims(ctx context.Context, fx *Fixture, db string) string {
+	if !strings.HasPrefix(db, "bench_") {
+		return "event-id claims kept: database " + db + " is not a scratch database (bench_…); they expire with the window"
 	}
-	for j := int64(0); j < n; j++ {
-		b := batch(j)
-		if b == nil {
-			continue
-		}
-		for i := range b.Events {
-			byPixel[b.Pixel] = append(byPixel[b.Pixel], schema.ClientEventID([]byte(EventID(run, j, i))))
-		}
-		if len(byPixel[b.Pixel]) >= 20000 {
-			if err := flush(b.Pixel); err != nil {
-				return err
-			}
-		}
+	n, err := rollup.DropEventClaims(ctx, fx.rdb, db)
+	if err != nil {
+		return "cleanup of the event-id claims: " + err.Error()
 	}
-	for px := range byPixel {
-		if err := flush(px); err != nil {
-			return err
-		}
-	}
-	// The shards emptied keep a placeholder each until their epoch expires: drop the
-	// tables that hold nothing else (all of them, in a scratch database).
-	_, err := rollup.DropEmptyEventClaimTables(ctx, fx.rdb, db, schema.TopicEvents)
-	return err
+	return fmt.Sprintf("event-id claim logs of scratch database %s dropped (%d keys)", db, n)
 }

@@ -47,6 +47,8 @@ type Report struct {
 	// Redis is what Redis's commands cost per request (INFO commandstats).
 	Redis *RedisWork `json:"redis,omitempty"`
 	Soak  *Soak      `json:"soak,omitempty"`
+	// Flood is the flood scenario's invalid traffic and what it left (flood.go).
+	Flood *FloodResult `json:"flood,omitempty"`
 	// External is the load generator's own report when it was not svc bench (vegeta).
 	External *External `json:"external,omitempty"`
 	Notes    []string  `json:"notes,omitempty"`
@@ -262,6 +264,9 @@ func PrintSummary(w io.Writer, rep *Report) {
 	}
 	if s := rep.Soak; s != nil {
 		fmt.Fprintf(tw, "soak\t%s\n", s.Verdict)
+	}
+	if f := rep.Flood; f != nil {
+		printFlood(tw, f)
 	}
 	if x := rep.External; x != nil {
 		fmt.Fprintf(tw, "%s's own report\t%s: %d requests, %.1f req/s sent, %.1f ok/s, success %.2f%%, status %s\n",

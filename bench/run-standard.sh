@@ -9,12 +9,14 @@
 # Environment:
 #   BENCH_SCALE=1      multiply every duration (0.5 for a quicker pass)
 #   BENCH_NOTE=...     what else shared the machine; goes into each report
-#   BENCH_ONLY="ingest200k e2e"  run only these steps (ingest200k ingest300k ingest500k vegeta ids e2e read soak direct)
+#   BENCH_ONLY="ingest200k e2e"  run only these steps (ingest200k ingest300k ingest500k vegeta ids flood e2e read soak direct)
 #                      "vegeta" adds, after each ingest step run, the same scenario driven
 #                      by vegeta and the comparison of the two; "ids" adds, after
 #                      ingest-200k and ingest-500k, the same with every event carrying a
 #                      client event_id of its own (-event-ids) and the comparison of the two
 #   BENCH_VEGETA=path  a vegeta binary to use instead of installing one
+#   BENCH_FLOOD_ARGS="-rate 40 -flood-rate 100"  flags appended to the flood step (the
+#                      last of a repeated flag wins): a short check at low rates
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -22,7 +24,7 @@ cd "$root"
 svc=$root/bin/svc
 [ -x "$svc" ] || { echo "bin/svc missing: run make build" >&2; exit 1; }
 scale=${BENCH_SCALE:-1}
-only=${BENCH_ONLY:-ingest200k ingest300k ingest500k vegeta ids e2e read soak direct}
+only=${BENCH_ONLY:-ingest200k ingest300k ingest500k vegeta ids flood e2e read soak direct}
 stamp=$(date -u +%Y%m%d-%H%M%S)
 out=$root/bench/results/$stamp
 mkdir -p "$out"
@@ -248,6 +250,13 @@ want ingest500k && ids_step ingest-500k -rate 10000 -duration "$(dur 60)" -batch
 # The same as the issue first measured it: no Idempotency-Key (so no idempotency record in
 # Redis per request; the consumer's batch claim still makes each batch count once).
 want ingest500k && ingest_step ingest-500k-plain -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024 -no-idempotency-key
+# The flood: normal traffic (2,000 req/s × 50 = 100k events/s) beside 10,000 req/s of
+# batches whose every event is invalid (500k events/s, each batch refused 422 and
+# recorded), after the normal traffic alone for the same time; then the rejections
+# table's growth and exact count.
+# shellcheck disable=SC2086 # BENCH_FLOOD_ARGS is a list of flags
+want flood      && step flood-100k-500k flood -rate 2000 -flood-rate 10000 -duration "$(dur 30)" -batch 50 -workers 256 \
+  -flood-workers 1024 -db "$db" -clickhouse-http "$chhttp" ${BENCH_FLOOD_ARGS:-}
 want e2e        && step e2e-50k e2e -rate 1000 -duration "$(dur 60)" -batch 50 -via auto
 want read       && step read-100 read -rate 100 -duration "$(dur 20)"
 want read       && step read-500 read -rate 500 -duration "$(dur 30)"

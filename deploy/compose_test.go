@@ -239,7 +239,7 @@ func TestComposeTopology(t *testing.T) {
 			t.Errorf("%s: healthcheck should probe /readyz", name)
 		}
 	}
-	for role, min := range map[string]int{"ingest": 2, "rollup": 2, "api": 2, "webhooks": 1, "migrate": 1} {
+	for role, min := range map[string]int{"ingest": 2, "rollup": 2, "api": 2, "webhooks": 1, "app": 2, "migrate": 1} {
 		if len(roles[role]) < min {
 			t.Errorf("want at least %d svc %s containers, have %v", min, role, roles[role])
 		}
@@ -250,6 +250,8 @@ func TestComposeTopology(t *testing.T) {
 			t.Errorf("migrate: command %q does not apply the clustered schema to svc_cluster", cmd)
 		}
 	}
+
+	checkAppSettings(t, c, roles)
 
 	// Kafka: three KRaft brokers with one quorum.
 	var kafka []string
@@ -273,6 +275,44 @@ func TestComposeTopology(t *testing.T) {
 	for _, s := range []string{"lb", "prometheus", "grafana"} {
 		if _, ok := c.Services[s]; !ok {
 			t.Errorf("service %s missing", s)
+		}
+	}
+}
+
+// appSharedSettings are the settings an application container must hold as the
+// containers of another role do: the webhooks role's Redis prefix and egress policy (its
+// Webhooks screens read and change that state under that policy), and the API's base
+// URL (cookies Secure behind https, sign-in links) and trusted proxies (its sign-in
+// throttle and audit log see the client address the API's key allow-lists see).
+var appSharedSettings = map[string][]string{
+	"webhooks": {"SVC_WEBHOOKS_REDIS_PREFIX", "SVC_WEBHOOKS_ALLOW_NETS"},
+	"api":      {"SVC_PUBLIC_URL", "SVC_TRUSTED_PROXIES"},
+}
+
+// checkAppSettings: every svc app container agrees with every container of the roles
+// in appSharedSettings on those settings, which must be set (a prefix left to its
+// default on one side only would drift silently), and does not wait for Kafka, which
+// it does not use.
+func checkAppSettings(t *testing.T, c composeFile, roles map[string][]string) {
+	t.Helper()
+	for _, app := range roles["app"] {
+		env := c.Services[app].Environment
+		for _, role := range sortedKeys(appSharedSettings) {
+			for _, k := range appSharedSettings[role] {
+				want, ok := env[k]
+				if !ok {
+					t.Errorf("%s: %s not set", app, k)
+					continue
+				}
+				for _, other := range roles[role] {
+					if got, ok := c.Services[other].Environment[k]; !ok || got != want {
+						t.Errorf("%s: %s=%q, but %s (svc %s) has %q", app, k, want, other, role, got)
+					}
+				}
+			}
+		}
+		if _, ok := c.Services[app].DependsOn["kafka-init"]; ok {
+			t.Errorf("%s: waits for kafka-init, but svc app does not use Kafka", app)
 		}
 	}
 }
@@ -385,7 +425,8 @@ var haproxyBackend = regexp.MustCompile(`(?m)^backend\s+(\S+)`)
 
 // TestComposeLoadBalancer: the HAProxy backends hold exactly the compose containers of
 // their role, on the HTTP port those containers listen on, and the routing rules send
-// POST /events and /v1/events to ingest and /webhooks/ to webhooks; the edge passes on
+// POST /events and /v1/events to ingest, /webhooks/ to webhooks and /app, /app/ to app;
+// every backend checks /readyz; the edge passes on
 // only the X-Forwarded-For line it writes itself.
 func TestComposeLoadBalancer(t *testing.T) {
 	c := loadCompose(t)
@@ -405,8 +446,11 @@ func TestComposeLoadBalancer(t *testing.T) {
 		if next := strings.Index(cfg[l[1]:end], "\nfrontend "); next >= 0 {
 			end = l[1] + next
 		}
-		backend := cfg[l[2]:l[3]]
-		for _, m := range haproxyServer.FindAllStringSubmatch(cfg[l[0]:end], -1) {
+		backend, section := cfg[l[2]:l[3]], cfg[l[0]:end]
+		if !strings.Contains(section, "option httpchk GET /readyz") || !strings.Contains(section, "default-server check") {
+			t.Errorf("backend %s: its servers are not health-checked on /readyz", backend)
+		}
+		for _, m := range haproxyServer.FindAllStringSubmatch(section, -1) {
 			host, port := m[2], m[3]
 			s, ok := c.Services[host]
 			if !ok {
@@ -424,7 +468,7 @@ func TestComposeLoadBalancer(t *testing.T) {
 	}
 	for _, name := range sortedKeys(c.Services) {
 		role := svcRole(c.Services[name])
-		if role == "ingest" || role == "api" || role == "webhooks" {
+		if role == "ingest" || role == "api" || role == "webhooks" || role == "app" {
 			found := false
 			for _, h := range got[role] {
 				found = found || h == name
@@ -439,6 +483,9 @@ func TestComposeLoadBalancer(t *testing.T) {
 		"acl is_post method POST",
 		"use_backend ingest if events_path is_post",
 		"use_backend webhooks if webhooks_path",
+		"acl app_path path /app\n",    // the first screen
+		"acl app_path path_beg /app/", // every other one, not /apple
+		"use_backend app if app_path",
 		"default_backend api",
 		"option forwardfor",
 		"http-request del-header X-Forwarded-For", // the edge: a client's own lines are not passed on

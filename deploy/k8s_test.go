@@ -247,7 +247,7 @@ func TestK8sWiring(t *testing.T) {
 			t.Errorf("Deployment %s: no PodDisruptionBudget selects its pods", name)
 		}
 	}
-	for _, r := range []string{"ingest", "rollup", "api", "webhooks"} {
+	for _, r := range []string{"ingest", "rollup", "api", "webhooks", "app"} {
 		if !roles[r] {
 			t.Errorf("no Deployment for role %s", r)
 		}
@@ -327,6 +327,9 @@ func TestK8sWiring(t *testing.T) {
 		}
 	}
 
+	checkIngressRoutes(t, byKind(objs, "Ingress"), services, deploys)
+	checkSharedSettings(t, data, deploys)
+
 	m, ok := jobs["svc-migrate"]
 	if !ok {
 		t.Fatal("Job svc-migrate missing")
@@ -338,6 +341,85 @@ func TestK8sWiring(t *testing.T) {
 	}
 	if !strings.Contains(args, "--clustered") {
 		t.Errorf("Job svc-migrate: args %q do not apply the clustered schema", args)
+	}
+}
+
+// ingressRoutes are the paths the public address routes, as `svc dev` and the compose
+// load balancer do, and the role that must answer each.
+var ingressRoutes = []struct{ path, pathType, role string }{
+	{"/events", "Exact", "ingest"},
+	{"/v1/events", "Exact", "ingest"},
+	{"/webhooks", "Prefix", "webhooks"},
+	{"/v1/webhooks", "Prefix", "webhooks"},
+	{"/app", "Prefix", "app"}, // /app and /app/…, not /apple
+	{"/", "Prefix", "api"},
+}
+
+// checkIngressRoutes: every route of ingressRoutes is a path of an Ingress, of its path
+// type, whose Service selects the pods of the Deployment of its role.
+func checkIngressRoutes(t *testing.T, ingresses, services, deploys map[string]k8sObject) {
+	t.Helper()
+	type route struct{ pathType, service string }
+	got := map[string]route{}
+	for _, ing := range ingresses {
+		for _, r := range list(ing.Obj, "spec", "rules") {
+			for _, p := range list(r, "http", "paths") {
+				got[str(p, "path")] = route{str(p, "pathType"), str(p, "backend", "service", "name")}
+			}
+		}
+	}
+	for _, want := range ingressRoutes {
+		r, ok := got[want.path]
+		if !ok {
+			t.Errorf("Ingress: no path %s (to svc %s)", want.path, want.role)
+			continue
+		}
+		if r.pathType != want.pathType {
+			t.Errorf("Ingress: path %s is %s, want %s", want.path, r.pathType, want.pathType)
+		}
+		if role := serviceRole(services[r.service], deploys); role != want.role {
+			t.Errorf("Ingress: path %s goes to Service %s, whose pods run %q, want %q", want.path, r.service, role, want.role)
+		}
+	}
+}
+
+// serviceRole is the role (component label) of the Deployment whose pods s selects, ""
+// when none.
+func serviceRole(s k8sObject, deploys map[string]k8sObject) string {
+	sel, _ := get(s.Obj, "spec", "selector").(map[string]any)
+	for _, d := range deploys {
+		labels, _ := get(d.Obj, "spec", "template", "metadata", "labels").(map[string]any)
+		ok := len(sel) > 0
+		for k, v := range sel {
+			ok = ok && labels[k] == v
+		}
+		if ok {
+			return str(d.Obj, "metadata", "labels", "app.kubernetes.io/component")
+		}
+	}
+	return ""
+}
+
+// sharedSettings are what svc app must see as other roles do (compose_test.go,
+// appSharedSettings, says why): they are set once, in svc-config, which every pod takes,
+// and no Deployment sets them on its own.
+var sharedSettings = []string{"SVC_WEBHOOKS_REDIS_PREFIX", "SVC_WEBHOOKS_ALLOW_NETS", "SVC_PUBLIC_URL", "SVC_TRUSTED_PROXIES"}
+
+func checkSharedSettings(t *testing.T, config map[string]any, deploys map[string]k8sObject) {
+	t.Helper()
+	for _, k := range sharedSettings {
+		if _, ok := config[k]; !ok {
+			t.Errorf("svc-config: %s not set (svc app and another role must agree on it)", k)
+		}
+		for name, d := range deploys {
+			for _, c := range list(d.Obj, "spec", "template", "spec", "containers") {
+				for _, e := range list(c, "env") {
+					if str(e, "name") == k {
+						t.Errorf("Deployment %s: sets %s itself; it belongs to svc-config only", name, k)
+					}
+				}
+			}
+		}
 	}
 }
 

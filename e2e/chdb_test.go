@@ -343,6 +343,11 @@ FROM system.numbers LIMIT 240`, db, ws, px2, px1, topicLabel)
 
 // rollupFinal reads every row of a rollup table with its states merged.
 func rollupFinal(db, table string) string {
+	if table == "pixel_accepted_minutes" { // the alerts' counts per minute of reception
+		keys := "workspace_id, sandbox, pixel_id, minute, event_date"
+		return "SELECT " + keys + ", countMerge(events_state), maxMerge(last_state) FROM " + db + "." + table +
+			" GROUP BY " + keys + " ORDER BY " + keys
+	}
 	day := "event_date"
 	if table == "pixel_rollups_15m" {
 		day = "bucket"

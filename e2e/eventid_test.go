@@ -1,16 +1,19 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"svc/lib/svctest"
 	"svc/schema"
@@ -150,8 +153,8 @@ func rollupTotals(t *testing.T, in *instance, secret, px string) (int, string) {
 
 // TestEventIDCopiesSurviveARedisFailover (make test-scale: a Redis Cluster): the
 // scale-out load, whose batches repeat event ids in later batches and on two edges at
-// once, runs through two edges and two consumers while the Redis master holding an
-// event-id claim group is killed and its replica promoted, then restarted. The
+// once, runs through two edges and two consumers while the Redis master holding a
+// partition's event-id claim log is killed and its replica promoted, then restarted. The
 // consumers handle no record before a replica holds its claims, so no claim a stored
 // event relied on is forgotten: every event_id is stored once.
 func TestEventIDCopiesSurviveARedisFailover(t *testing.T) {
@@ -178,7 +181,7 @@ func TestEventIDCopiesSurviveARedisFailover(t *testing.T) {
 	}
 	l := s.startLoad(t, 4)
 	time.Sleep(3 * time.Second)
-	master := redisMasterOf(t, strings.Split(seeds, ","), "svc:eid:{"+db+":"+schema.TopicEvents+":00}:m")
+	master := redisMasterOf(t, strings.Split(seeds, ","), someKey(t, strings.Split(seeds, ","), "svc:eid:{"+db+":*"))
 	script(t, "deploy/local/redis-cluster.sh", "kill", port(master))
 	killed := l.since()
 	time.Sleep(time.Second)
@@ -197,4 +200,27 @@ func TestEventIDCopiesSurviveARedisFailover(t *testing.T) {
 	in.waitExact(t, l.stored(), 120*time.Second, func() string {
 		return "consumer logs:\n" + s.consumers[0].Output() + "\n" + s.consumers[1].Output()
 	})
+}
+
+// someKey returns a key matching pattern on the Redis Cluster of seeds.
+func someKey(t *testing.T, seeds []string, pattern string) string {
+	t.Helper()
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: seeds})
+	defer rdb.Close()
+	ctx := context.Background()
+	var mu sync.Mutex
+	found := ""
+	err := rdb.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
+		it := m.Scan(ctx, 0, pattern, 1000).Iterator()
+		if it.Next(ctx) {
+			mu.Lock()
+			found = it.Val()
+			mu.Unlock()
+		}
+		return it.Err()
+	})
+	if err != nil || found == "" {
+		t.Fatalf("no key %s on the cluster (%v)", pattern, err)
+	}
+	return found
 }

@@ -66,7 +66,7 @@ type consumer struct {
 	lastID   string                    // query_id of the last INSERT
 	handled  map[int32]int64           // partition → highest offset handled (guards redelivery within a batch)
 	claims   map[recordPos]bool        // held records whose batch id was claimed: true = duplicate
-	events   eventClaims               // buffers of the client event-id claims (eventdedup.go)
+	events   eventClaims               // the client event-id claims of owned partitions (eventdedup.go)
 	eventDup map[recordPos]uint64      // held records whose event ids were claimed: bit i = event i is a copy
 	unsynced map[string]bool           // claim keys written, not yet known to be on a replica
 	replicas *process.Replicas         // waits for the claims' replication (nil without Redis)
@@ -78,18 +78,17 @@ type consumer struct {
 func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt) (*consumer, error) {
 	member := cmp.Or(cfg.Log, slog.Default().With(logs.RoleKey, "rollup")).With("consumer", rand.Uint32()%10000)
 	c := &consumer{
-		cfg:     cfg,
-		conn:    conn,
-		rb:      newReadBack(cfg, conn),
-		sink:    NewSink(conn, cfg.Table, cfg.Topic),
-		m:       newMetrics(cfg.Registerer),
-		log:     member.With("group", cfg.Group),
-		stored:  map[int32]int64{},
-		commit:  map[int32]kgo.EpochOffset{},
-		handled: map[int32]int64{},
-		claims:  map[recordPos]bool{},
-		events: eventClaims{table: eventClaimTable(cfg.eventIDWindow()),
-			window: int64(cfg.eventIDWindow() / time.Second)},
+		cfg:      cfg,
+		conn:     conn,
+		rb:       newReadBack(cfg, conn),
+		sink:     NewSink(conn, cfg.Table, cfg.Topic),
+		m:        newMetrics(cfg.Registerer),
+		log:      member.With("group", cfg.Group),
+		stored:   map[int32]int64{},
+		commit:   map[int32]kgo.EpochOffset{},
+		handled:  map[int32]int64{},
+		claims:   map[recordPos]bool{},
+		events:   newEventClaims(cfg.eventIDWindow()),
 		eventDup: map[recordPos]uint64{},
 		unsynced: map[string]bool{},
 		privacy:  newPrivacyFence(cfg),

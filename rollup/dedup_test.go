@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/idempotency"
+	"svc/lib/process"
 	"svc/schema"
 	"svc/schema/apitest"
 )
@@ -266,4 +268,37 @@ func BenchmarkBatchClaimRedis(b *testing.B) {
 	calls1, us1 := fcallStats(b, rdb)
 	b.ReportMetric(float64(us1-us0)/float64(b.N), "redis-us/claim")
 	b.ReportMetric(float64(calls1-calls0)/float64(b.N), "fcalls/claim")
+}
+
+// fcallStats returns Redis's count of FCALLs and the microseconds it spent in them
+// (INFO commandstats; summed over a cluster's masters).
+func fcallStats(t testing.TB, rdb redis.UniversalClient) (calls, usec int64) {
+	t.Helper()
+	read := func(info string) {
+		for _, line := range strings.Split(info, "\n") {
+			stats, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_fcall:")
+			if !ok {
+				continue
+			}
+			for _, kv := range strings.Split(stats, ",") {
+				k, v, _ := strings.Cut(kv, "=")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				switch k {
+				case "calls":
+					calls += n
+				case "usec":
+					usec += n
+				}
+			}
+		}
+	}
+	err := process.EachMaster(context.Background(), rdb, func(ctx context.Context, node *redis.Client) error {
+		info, err := node.Info(ctx, "commandstats").Result()
+		read(info)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return calls, usec
 }

@@ -2,109 +2,267 @@ package rollup
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/lib/idempotency"
 	"svc/schema"
 	"svc/schema/apitest"
 )
 
-// claimAt runs claim_events for one packed claim list of group g at now.
-func claimAt(t testing.TB, rdb redis.Cmdable, db string, window time.Duration, now time.Time, keys []string, packed [][]byte) []string {
-	t.Helper()
-	targs := eventClaimTable(window).Args()
-	args := make([][]any, len(keys))
-	for i := range keys {
-		args[i] = []any{now.UnixMilli(), targs[0], targs[1], targs[2], int64(window / time.Second), packed[i]}
+// TestEventIndexDecides: the first claim holds; its own redelivery is held, not a copy;
+// another record's copy is a copy up to a second short of the window and claims afresh
+// at exactly the window (then its own copies are copies again); an earlier-accepted copy
+// later in the partition is a copy; other pixels' ids are not.
+func TestEventIndexDecides(t *testing.T) {
+	const window = 3600
+	ix := newEventIndex(window)
+	px, other := schema.UUID{1}, schema.UUID{2}
+	id := schema.ClientEventID([]byte("order-1"))
+	f := eventKey(px, id)
+	t0 := int64(1_800_000_000)
+	steps := []struct {
+		name string
+		f    eventField
+		sec  int64
+		pos  uint64
+		want claimOutcome
+	}{
+		{"first copy", f, t0, 10 << 6, claimNew},
+		{"its redelivery", f, t0, 10 << 6, claimHeld},
+		{"another record's copy", f, t0 + 4, 11 << 6, claimIsCopy},
+		{"same record, other index", f, t0, 10<<6 | 1, claimIsCopy},
+		{"accepted earlier, later in the partition", f, t0 - 30, 12 << 6, claimIsCopy},
+		{"a second short of the window", f, t0 + window - 1, 13 << 6, claimIsCopy},
+		{"another pixel", eventKey(other, id), t0 + 5, 14 << 6, claimNew},
+		{"exactly the window", f, t0 + window, 15 << 6, claimNew},
+		{"a copy of the new claim", f, t0 + window + 1, 16 << 6, claimIsCopy},
+		{"the new claim's redelivery", f, t0 + window, 15 << 6, claimHeld},
 	}
-	cmds, err := eventClaimLibrary.Pipelined(context.Background(), rdb, "claim_events", keys, args)
-	if err != nil {
-		t.Fatal(err)
+	for _, s := range steps {
+		if got := ix.claim(s.f, s.sec, s.pos); got != s.want {
+			t.Fatalf("%s: outcome %d, want %d", s.name, got, s.want)
+		}
 	}
-	out := make([]string, len(cmds))
-	for i, c := range cmds {
-		out[i] = c.Val().(string)
+	if ix.held() != 2 {
+		t.Fatalf("%d claims held, want 2 (a claim made afresh in its epoch replaces the old one)", ix.held())
+	}
+}
+
+// TestEventIndexExpires: a claim is kept until the newest acceptance time seen is the
+// window and the margin past it, not a second less; then it no longer makes copies, and
+// its table, rebuilt as it fills, holds only live claims.
+func TestEventIndexExpires(t *testing.T) {
+	const window = 3600
+	ix := newEventIndex(window)
+	f := eventKey(schema.UUID{1}, schema.ClientEventID([]byte("a")))
+	t0 := int64(1_800_000_000)
+	ix.claim(f, t0, 1<<6)
+	margin := int64(eventIDLagMargin / time.Second)
+	g := eventKey(schema.UUID{1}, schema.ClientEventID([]byte("b")))
+	ix.claim(g, t0+window+margin, 2<<6)
+	if _, _, ok := ix.set.get(&f); !ok {
+		t.Fatal("a claim expired a second early")
+	}
+	ix.claim(g, t0+window+margin+1, 3<<6) // g's copy: the newest time moves on
+	if _, _, ok := ix.set.get(&f); ok {
+		t.Fatal("a claim kept past the window and margin")
+	}
+	// Fill f's table far past its first size with claims that expire as they go: it
+	// stays small, holding the live claims only.
+	tbl := &ix.set.tables[f[0]]
+	for i := range 100_000 {
+		var h eventField
+		h[0] = f[0]
+		binary.BigEndian.PutUint64(h[1:9], uint64(i)*0x9E3779B97F4A7C15)
+		ix.claim(h, t0+window+margin+2+int64(i), uint64(i)<<6)
+	}
+	live := 0
+	for k := range tbl.slots {
+		if sec := tbl.slots[k].sec(); sec >= ix.set.horizon {
+			live++
+		}
+	}
+	if live > int(window+margin)+2 || len(tbl.slots) > 4*(int(window+margin)+2)*2 {
+		t.Fatalf("table of %d slots, %d live claims: expired claims kept", len(tbl.slots), live)
+	}
+}
+
+// TestEventLogReplays: a log written as the consumer writes it (entries, split into
+// elements) replays into the same decisions; a truncated element is refused.
+func TestEventLogReplays(t *testing.T) {
+	const window = 48 * 3600
+	rng := rand.New(rand.NewPCG(1, 2))
+	a, b := newEventIndex(window), newEventIndex(window)
+	now := int64(1_800_000_000)
+	logs := map[int64][]byte{}
+	var fields []eventField
+	for i := range 120_000 {
+		var f eventField
+		for j := range f {
+			f[j] = byte(rng.Uint32())
+		}
+		sec := now + int64(i/1000)
+		pos := uint64(i)<<6 | uint64(i%50)
+		if a.claim(f, sec, pos) == claimNew {
+			e := sec / a.span
+			logs[e] = appendLogEntry(logs[e], f, sec-e*a.span, pos)
+		}
+		fields = append(fields, f)
+	}
+	for e, blob := range logs {
+		chunks := logChunks(blob)
+		if len(blob) > eventLogChunk && len(chunks) < 2 {
+			t.Fatalf("a %d-byte log not split", len(blob))
+		}
+		for _, c := range chunks {
+			if err := b.replay(e, c); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if a.held() != b.held() {
+		t.Fatalf("replayed %d claims, want %d", b.held(), a.held())
+	}
+	for i, f := range fields[:1000] {
+		if got := b.claim(f, now+100, uint64(1<<40)); got != claimIsCopy {
+			t.Fatalf("field %d after replay: outcome %d, want a copy", i, got)
+		}
+	}
+	if err := b.replay(0, []byte{1, 2, 3}); err == nil {
+		t.Fatal("a truncated entry replayed")
+	}
+}
+
+// claimConsumer is a consumer with just what claimEvents needs: Redis, database db.
+func claimConsumer(rdb redis.UniversalClient, db string, window time.Duration) *consumer {
+	cfg := Config{Redis: rdb, Topic: schema.TopicEvents}
+	cfg.ClickHouse.Database = db
+	return &consumer{cfg: cfg, events: newEventClaims(window), eventDup: map[recordPos]uint64{},
+		claims: map[recordPos]bool{}, handled: map[int32]int64{}, unsynced: map[string]bool{}}
+}
+
+// idRecords makes n records of 50 events, each a fresh client event id of one pixel,
+// accepted at received, on partition p from offset 0.
+func idRecords(n int, p int32, received time.Time, rng *rand.Rand) []*kgo.Record {
+	var px schema.UUID
+	px[0], px[1] = 0x50, byte(p)
+	out := make([]*kgo.Record, n)
+	for i := range out {
+		b := &schema.Batch{ReceivedAt: received.UnixMilli(), RequestID: "req_footprint", Pixel: px}
+		for range 50 {
+			b.Events = append(b.Events, schema.Event{ID: schema.ClientEventID(strconv.AppendUint(nil, rng.Uint64(), 16)),
+				Name: "purchase", OccurredAt: received.Add(-time.Minute).UnixMilli(), Consent: true})
+		}
+		out[i] = record(b, p)
+		out[i].Offset = int64(i)
 	}
 	return out
 }
 
-// randomClaims makes n claims of random (pixel, event id) pairs, grouped and packed as
-// the consumer sends them (claimChunk per call), accepted at received.
-func randomClaims(db string, n int, received time.Time, rng *rand.Rand) (keys []string, packed [][]byte) {
-	var groups [256][]byte
-	var counts [256]int
-	for i := range n {
-		var px, id schema.UUID
-		for j := range px {
-			px[j], id[j] = byte(rng.Uint32()), byte(rng.Uint32())
-		}
-		f, g := eventKey(px, id)
-		groups[g] = appendEventClaim(groups[g], f, received.UnixMilli(), 0, int64(i), 0)
-		counts[g]++
-		if counts[g] == claimChunk {
-			keys, packed = append(keys, eventClaimDir(db, schema.TopicEvents, byte(g))), append(packed, groups[g])
-			groups[g], counts[g] = nil, 0
-		}
+// TestEventClaimFootprint measures a claim on a client event id: the consumer's time
+// and heap a claim (the index of the partitions it owns), and Redis's memory a claim
+// (MEMORY USAGE of the logs), over SVC_EVENT_CLAIM_N claims (200,000) of one partition;
+// then that a consumer reading the logs back decides the same copies. The figures are
+// in deploy/README.md:
+//
+//	SVC_EVENT_CLAIM_N=1000000 go test -count=1 -run TestEventClaimFootprint -v ./rollup/
+func TestEventClaimFootprint(t *testing.T) {
+	n := 200_000
+	if v, err := strconv.Atoi(os.Getenv("SVC_EVENT_CLAIM_N")); err == nil && v > 0 {
+		n = v
 	}
-	for g := range groups {
-		if counts[g] > 0 {
-			keys, packed = append(keys, eventClaimDir(db, schema.TopicEvents, byte(g))), append(packed, groups[g])
-		}
-	}
-	return keys, packed
-}
-
-// fcallStats returns Redis's count of FCALLs and the microseconds it spent in them
-// (INFO commandstats; summed over a cluster's masters).
-func fcallStats(t testing.TB, rdb redis.UniversalClient) (calls, usec int64) {
-	t.Helper()
-	read := func(info string) {
-		for _, line := range strings.Split(info, "\n") {
-			if !strings.HasPrefix(line, "cmdstat_fcall:") {
-				continue
-			}
-			for _, kv := range strings.Split(strings.TrimSpace(strings.TrimPrefix(line, "cmdstat_fcall:")), ",") {
-				k, v, _ := strings.Cut(kv, "=")
-				n, _ := strconv.ParseInt(v, 10, 64)
-				switch k {
-				case "calls":
-					calls += n
-				case "usec":
-					usec += n
-				}
-			}
-		}
-	}
+	rdb := apitest.Redis(t)
 	ctx := context.Background()
-	if cl, ok := rdb.(*redis.ClusterClient); ok {
-		err := cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error {
-			info, err := m.Info(ctx, "commandstats").Result()
-			read(info)
-			return err
-		})
-		if err != nil {
+	db := fmt.Sprintf("footprint_%d", time.Now().UnixNano())
+	defer DropEventClaims(ctx, rdb, db)
+	rs := idRecords(n/50, 0, time.Now(), rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano()))))
+	c := claimConsumer(rdb, db, DefaultEventIDWindow)
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	u0 := redisUsec(t, rdb)
+	start := time.Now()
+	for i := 0; i < len(rs); i += 200 { // polls of 200 records
+		c.held = rs[i:min(i+200, len(rs))]
+		if err := c.claimEvents(ctx); err != nil {
 			t.Fatal(err)
 		}
-		return calls, usec
 	}
-	info, err := rdb.Info(ctx, "commandstats").Result()
-	if err != nil {
+	took := time.Since(start)
+	u1 := redisUsec(t, rdb)
+	runtime.GC()
+	runtime.ReadMemStats(&m1)
+	claims := c.events.held()
+	if claims != len(rs)*50 {
+		t.Fatalf("%d claims held, want %d", claims, len(rs)*50)
+	}
+	bytes, keys := logMemory(t, rdb, db)
+	t.Logf("%d claims: consumer %.0f ns and %.1f B of heap a claim (with the Redis round trips); Redis %.3f µs and %.1f B a claim (%d keys)",
+		claims, float64(took.Nanoseconds())/float64(claims), float64(m1.HeapAlloc-m0.HeapAlloc)/float64(claims),
+		float64(u1-u0)/float64(claims), float64(bytes)/float64(claims), keys)
+	if per := float64(bytes) / float64(claims); per > 24 {
+		t.Fatalf("Redis %.1f B a claim; the capacity model (deploy/README.md) counts 19 to 21", per)
+	}
+
+	// A new owner reads the logs: every event of the same records is its own claim, a
+	// copy in a new record (offsets past them) is a copy.
+	d := claimConsumer(rdb, db, DefaultEventIDWindow)
+	start = time.Now()
+	if _, err := d.eventIndexOf(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	read(info)
-	return calls, usec
+	t.Logf("a new owner read the %d claims back in %v", d.events.held(), time.Since(start).Round(time.Millisecond))
+	d.held = rs
+	if err := d.claimEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rs {
+		if m := d.eventDup[recordPos{r.Partition, r.Offset}]; m != 0 {
+			t.Fatalf("record %d's own events taken for copies after the logs were read: %b", r.Offset, m)
+		}
+	}
+	again := idRecords(1, 0, time.Now(), rand.New(rand.NewPCG(7, 0)))
+	copyOf := *rs[len(rs)/2]
+	copyOf.Offset = int64(len(rs)) + 1
+	d.held = append(again, &copyOf)
+	if err := d.claimEvents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if m := d.eventDup[recordPos{0, copyOf.Offset}]; m != 1<<50-1 {
+		t.Fatalf("a copy of a stored record after the logs were read: copies %b, want all 50", m)
+	}
 }
 
-// tableMemory sums MEMORY USAGE over every key of db's event-claim tables.
-func tableMemory(t testing.TB, rdb redis.UniversalClient, db string) (bytes int64, keys int) {
+// BenchmarkClaimEvents is the consumer's cost a client event id claimed (Redis's append
+// included): polls of 200 records of 50 fresh ids. ns/op is per claim.
+func BenchmarkClaimEvents(b *testing.B) {
+	rdb := apitest.Redis(b)
+	ctx := context.Background()
+	db := fmt.Sprintf("bench_claims_%d", time.Now().UnixNano())
+	defer DropEventClaims(ctx, rdb, db)
+	rs := idRecords(max(b.N/50, 1)+200, 0, time.Now(), rand.New(rand.NewPCG(3, 4)))
+	c := claimConsumer(rdb, db, DefaultEventIDWindow)
+	b.ResetTimer()
+	for i := 0; i*50 < b.N; i += 200 {
+		c.held = rs[i:min(i+200, len(rs))]
+		if err := c.claimEvents(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// logMemory sums MEMORY USAGE over every claim log of database db.
+func logMemory(t testing.TB, rdb redis.UniversalClient, db string) (bytes int64, keys int) {
 	t.Helper()
 	ctx := context.Background()
 	scan := func(ctx context.Context, c redis.Cmdable) error {
@@ -131,149 +289,62 @@ func tableMemory(t testing.TB, rdb redis.UniversalClient, db string) (bytes int6
 	return bytes, keys
 }
 
-// dropTables removes db's event-claim tables.
-func dropTables(rdb redis.UniversalClient, db string) {
-	ctx := context.Background()
-	for g := range 256 {
-		base := strings.TrimSuffix(eventClaimDir(db, schema.TopicEvents, byte(g)), "m")
-		_, _ = idempotency.Drop(ctx, rdb, base)
+// BenchmarkEventIndexClaim is the index's cost a claim, in memory only: fresh fields
+// into a partition's index that already holds 2 million claims in each of five epochs
+// (the 48 h window's steady state: a new id misses every epoch). ns/op is per claim.
+func BenchmarkEventIndexClaim(b *testing.B) {
+	ix := newEventIndex(int64(DefaultEventIDWindow / time.Second))
+	rng := rand.New(rand.NewPCG(5, 6))
+	field := func() (f eventField) {
+		for j := range f {
+			f[j] = byte(rng.Uint32())
+		}
+		return f
+	}
+	now := int64(1_800_000_000)
+	for e := range int64(5) {
+		for i := range 2_000_000 {
+			ix.claim(field(), now-(5-e)*ix.span, uint64(i))
+		}
+	}
+	fields := make([]eventField, b.N)
+	for i := range fields {
+		fields[i] = field()
+	}
+	b.ResetTimer()
+	for i := range fields {
+		ix.claim(fields[i], now, uint64(i))
 	}
 }
 
-// TestEventClaimFootprint measures what a claim on a client event id costs Redis, in
-// the steady state of the default 48 h window: SVC_EVENT_CLAIM_N claims (200,000) made
-// evenly over the claims' 49 h life (so every epoch a lookup reads exists), then their
-// memory (MEMORY USAGE of every key of the tables, divided by the claims) and the time
-// Redis spent per claim (INFO commandstats) on 20,000 new events (each a miss that
-// reads every epoch) and 20,000 copies. The figures are in deploy/README.md:
-//
-//	SVC_EVENT_CLAIM_N=1000000 go test -count=1 -run TestEventClaimFootprint -v ./rollup/
-func TestEventClaimFootprint(t *testing.T) {
-	n := 200_000
-	if v, err := strconv.Atoi(os.Getenv("SVC_EVENT_CLAIM_N")); err == nil && v > 0 {
-		n = v
-	}
-	rdb := apitest.Redis(t)
-	db := fmt.Sprintf("footprint_%d", time.Now().UnixNano())
-	defer dropTables(rdb, db)
-	window := DefaultEventIDWindow
-	life := eventClaimTable(window).Life
-	rng := rand.New(rand.NewPCG(7, uint64(time.Now().UnixNano())))
-	end := time.Now()
-	const steps = 49
-	for s := range steps {
-		at := end.Add(-life + time.Duration(s)*life/steps)
-		keys, packed := randomClaims(db, n/steps, at, rng)
-		c0, u0 := fcallStats(t, rdb)
-		for _, res := range claimAt(t, rdb, db, window, at, keys, packed) {
-			if strings.Contains(res, "1") {
-				t.Fatalf("a random event taken for a copy: %q", res)
+// redisUsec is the time Redis spent in commands so far (INFO commandstats, summed over
+// every command and, on a cluster, every master), in microseconds.
+func redisUsec(t testing.TB, rdb redis.UniversalClient) int64 {
+	t.Helper()
+	ctx := context.Background()
+	var total int64
+	read := func(c redis.Cmdable) error {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return err
+		}
+		for _, line := range strings.Split(info, "\n") {
+			if _, rest, ok := strings.Cut(line, ",usec="); ok {
+				v, _, _ := strings.Cut(rest, ",")
+				n, _ := strconv.ParseInt(v, 10, 64)
+				total += n
 			}
 		}
-		if s == 0 {
-			c1, u1 := fcallStats(t, rdb)
-			t.Logf("Redis time a claim into empty tables: %.2f µs (%d calls)", float64(u1-u0)/float64(n/steps), c1-c0)
-		}
+		return nil
 	}
-	bytes, nkeys := tableMemory(t, rdb, db)
-	per := float64(bytes) / float64(n/steps*steps)
-	t.Logf("%d claims over %v: %d keys, %d bytes: %.1f B a claim", n/steps*steps, life, nkeys, bytes, per)
-
-	const m = 20_000
-	keys, packed := randomClaims(db, m, end, rng)
-	c0, u0 := fcallStats(t, rdb)
-	res := claimAt(t, rdb, db, window, end, keys, packed)
-	c1, u1 := fcallStats(t, rdb)
-	again := claimAt(t, rdb, db, window, end.Add(time.Second), keys, copyValues(packed))
-	c2, u2 := fcallStats(t, rdb)
-	if strings.Contains(strings.Join(res, ""), "1") || strings.Contains(strings.Join(again, ""), "0") {
-		t.Fatal("new events not all claimed, or their copies not all refused")
+	var err error
+	if cl, ok := rdb.(*redis.ClusterClient); ok {
+		err = cl.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return read(m) })
+	} else {
+		err = read(rdb)
 	}
-	t.Logf("Redis time a claim: %.2f µs for a new event (%d calls), %.2f µs for a copy (%d calls)",
-		float64(u1-u0)/m, c1-c0, float64(u2-u1)/m, c2-c1)
-	if per > 32 {
-		t.Fatalf("%.1f B a claim; the capacity model (deploy/README.md) counts 24 to 28", per)
-	}
-}
-
-// copyValues returns packed claims as another record's (offset + 1, accepted a second
-// later): copies of the same events.
-func copyValues(packed [][]byte) [][]byte {
-	out := make([][]byte, len(packed))
-	for i, p := range packed {
-		var q []byte
-		for pos := 0; pos < len(p); {
-			vl := int(p[pos+10])
-			var f [10]byte
-			copy(f[:], p[pos:pos+10])
-			sec := int64(p[pos+11])<<24 | int64(p[pos+12])<<16 | int64(p[pos+13])<<8 | int64(p[pos+14])
-			q = appendEventClaim(q, f, (sec+1)*1000, 1, int64(pos), 1)
-			pos += 11 + vl
-		}
-		out[i] = q
-	}
-	return out
-}
-
-// TestForgetAndDropEventClaims: ForgetEventClaims drops exactly the claims named (a copy
-// of a forgotten event is claimed afresh, one of a kept event is still a copy), and
-// DropEmptyEventClaimTables removes only the tables left with no claim: once every
-// claim is forgotten, no key of the database's tables is left.
-func TestForgetAndDropEventClaims(t *testing.T) {
-	rdb := apitest.Redis(t)
-	ctx := context.Background()
-	db := fmt.Sprintf("forget_%d", time.Now().UnixNano())
-	defer DropEventClaims(ctx, rdb, db)
-	window := DefaultEventIDWindow
-	now := time.Now()
-	var pixels [2]schema.UUID
-	pixels[0][0], pixels[1][0] = 1, 2
-	ids := make([]schema.UUID, 300)
-	for i := range ids {
-		ids[i] = schema.ClientEventID([]byte(fmt.Sprintf("forget-%d", i)))
-	}
-	// claim makes (or re-checks) the claims of px's ids for record offset o, and returns
-	// how many were copies.
-	claim := func(px schema.UUID, o int64) int {
-		var groups [256][]byte
-		for i, id := range ids {
-			f, g := eventKey(px, id)
-			groups[g] = appendEventClaim(groups[g], f, now.UnixMilli(), 0, o, uint8(i%64))
-		}
-		var keys []string
-		var packed [][]byte
-		for g, p := range groups {
-			if len(p) > 0 {
-				keys, packed = append(keys, eventClaimDir(db, schema.TopicEvents, byte(g))), append(packed, p)
-			}
-		}
-		return strings.Count(strings.Join(claimAt(t, rdb, db, window, now, keys, packed), ""), "1")
-	}
-	if n := claim(pixels[0], 1) + claim(pixels[1], 2); n != 0 {
-		t.Fatalf("%d fresh events taken for copies", n)
-	}
-	if err := ForgetEventClaims(ctx, rdb, db, schema.TopicEvents, window, pixels[0], ids); err != nil {
-		t.Fatal(err)
-	}
-	dropped, err := DropEmptyEventClaimTables(ctx, rdb, db, schema.TopicEvents)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := claim(pixels[1], 3); n != len(ids) {
-		t.Fatalf("after forgetting another pixel's claims (and dropping %d tables), %d of %d copies found", dropped, n, len(ids))
-	}
-	if n := claim(pixels[0], 4); n != 0 {
-		t.Fatalf("%d forgotten events still taken for copies", n)
-	}
-	for _, px := range pixels {
-		if err := ForgetEventClaims(ctx, rdb, db, schema.TopicEvents, window, px, ids); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := DropEmptyEventClaimTables(ctx, rdb, db, schema.TopicEvents); err != nil {
-		t.Fatal(err)
-	}
-	if _, keys := tableMemory(t, rdb, db); keys != 0 {
-		t.Fatalf("%d keys left once every claim was forgotten and the empty tables dropped", keys)
-	}
+	return total
 }

@@ -3,7 +3,6 @@ package rollup
 import (
 	"context"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/bits"
@@ -14,287 +13,356 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"svc/lib/idempotency"
 	"svc/lib/process"
-	"svc/lib/redisfn"
 	"svc/schema"
 	"svc/schema/rejection"
 )
 
 // Client event ids (DESIGN.md, "Exactly once", 4). An event that carried a client
 // event_id (schema.UUID.FromClient) is claimed, per pixel, for the first record that
-// holds it: its position (partition, offset, index in the batch) and the time the edge
-// accepted it. A later copy of the same (pixel, event_id) accepted less than the window
+// holds it: its position (offset, index in the batch) and the time the edge accepted
+// it. A later copy of the same (pixel, event_id) accepted less than the window
 // (SVC_EVENT_ID_WINDOW) after the claimed one is dropped before the INSERT and counted;
 // the claiming record's own redelivery (a consumer killed or rebalanced before its
 // INSERT landed) finds its own position and is stored. A copy accepted at or past the
 // window is stored and claims the event afresh.
 //
 // All copies of a pixel's events go to one partition (the record key is the pixel), so
-// "first" is the partition's order, which one consumer at a time follows.
+// "first" is the partition's order, which one consumer at a time follows, and the claims
+// are the partition's own: the consumer that owns a partition keeps its claims in memory
+// (eventIndex: a lookup probes one hash table, no round trip) and appends every new
+// claim to the partition's claim log in Redis before the INSERT that relies on it (one
+// RPUSH per partition and epoch per step, WAITed for with the batch claims). A consumer
+// that is assigned a partition reads its log back before deciding anything for it; the
+// decisions are a function of the partition's records in order, so replaying the log,
+// then the records from the committed offset on, reaches the same ones (a record that
+// is already stored is replayed too: its claims may have been logged after the log was
+// read, by a consumer the partition was taken from).
 //
-// Claims are fields of tables (idempotency.Table), as the batch claims are: 256 groups
-// per database and topic, each a table under the hash tag {<db>:<topic>:<byte, hex>}
-// spread over a Redis Cluster's masters. The field is 10 bytes of pixel XOR event id (the
-// id is a SHA-256 of the client's string, so the bytes are uniform; the version and
-// variant bytes are left out; one more byte picks the group: 88 bits in all), the value
-// the acceptance time (4 bytes, Unix seconds) and the position (uvarints). A poll's
-// claims go in one pipeline of FCALLs, each carrying up to claimChunk claims of one
-// group packed into one argument.
+// The log: per partition and epoch of acceptance time (eventClaimSpan), a Redis list
+// `svc:eid:{<db>:<topic label>:<partition>:<epoch>}` of packed claims (field, seconds
+// into the epoch, offset × 64 + index; about 16 B each), under a hash tag of its own so
+// the epochs and partitions spread over a Redis Cluster's masters; it expires the window
+// and eventIDLagMargin after its epoch ends. The topic label (incarnation.go) keeps a
+// recreated topic's offsets from meeting an earlier incarnation's claims.
 
-// eventIDLagMargin: a claim lives the window plus this much, so that a copy accepted
+// eventIDLagMargin: a claim is kept the window plus this much, so that a copy accepted
 // within the window still finds it when it is consumed up to an hour later than the
-// first copy was (the same margin as the batch claims').
+// newest record seen, or more than an hour out of order.
 const eventIDLagMargin = time.Hour
 
-// claimChunk is the most claims one FCALL carries: Redis runs nothing else while a
-// function runs, so each call stays short (about 64 × 3 µs).
-const claimChunk = 64
-
-// eventClaimSpan is the epoch of the event claims' tables. It does not depend on the
-// window: epochs are numbered by it, so a window changed between runs still finds the
-// claims made before.
+// eventClaimSpan is the epoch of the claim logs: each expires whole once the window and
+// the margin have passed its end.
 const eventClaimSpan = 12 * time.Hour
 
-// callsPerPipeline bounds the calls of one pipeline of claims.
-const callsPerPipeline = 256
+// eventLogChunk bounds one element of a claim log (one RPUSH argument), in bytes.
+const eventLogChunk = 1 << 20
 
-// eventClaimTable is the timing of event-id claims for window: a claim lives at least
-// window + eventIDLagMargin + 1 min, at most one epoch longer.
-func eventClaimTable(window time.Duration) idempotency.Table {
-	return idempotency.Table{Life: window + eventIDLagMargin, Span: eventClaimSpan, Skew: time.Minute}
-}
+// eventField is the claim's field: 11 bytes of pixel XOR event id (the id is a SHA-256
+// of the client's string, so the bytes are uniform; the UUID's version and variant
+// bytes are left out). Within one partition, two events are taken for one with a chance
+// of about n²/2^89 for n claims held.
+type eventField [11]byte
 
-// eventKey is the claim of event id of pixel: its field (10 bytes) and group.
-func eventKey(pixel, id schema.UUID) (field [10]byte, group byte) {
-	var x [14]byte
+// eventKey is the field of the claim on event id of pixel.
+func eventKey(pixel, id schema.UUID) (f eventField) {
 	j := 0
 	for i := range id {
-		if i != 6 && i != 8 { // version and variant: fixed bits
-			x[j] = pixel[i] ^ id[i]
+		if i != 6 && i != 8 && j < len(f) { // version and variant: fixed bits
+			f[j] = pixel[i] ^ id[i]
 			j++
 		}
 	}
-	copy(field[:], x[:10])
-	return field, x[10]
+	return f
 }
 
-// eventClaimDir is the directory key of group g's table for topic in database db.
-func eventClaimDir(db, topic string, g byte) string {
-	return "svc:eid:{" + db + ":" + topic + ":" + hex.EncodeToString([]byte{g}) + "}:m"
-}
-
-// appendEventClaim appends one packed claim: field, the value's length, the value
-// (acceptance time in Unix seconds, 4 bytes; partition; offset × 64 + index).
-func appendEventClaim(dst []byte, field [10]byte, received int64, p int32, o int64, idx uint8) []byte {
-	dst = append(dst, field[:]...)
-	at := len(dst)
-	dst = append(dst, 0)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(max(received/1000, 0)))
-	dst = binary.AppendUvarint(dst, uint64(p))
-	dst = binary.AppendUvarint(dst, uint64(o)<<6|uint64(idx))
-	dst[at] = byte(len(dst) - at - 1)
-	return dst
-}
-
-// eventClaimLibrary holds the event claims' functions, called with KEYS = {the group's
-// directory key}:
-//   - claim_events: ARGV now ms, table args (3), window s, packed claims. Returns one
-//     character per claim: "1" when another copy holds the event within the window
-//     (this one is a duplicate), "0" when this one holds it (claimed now, or already).
-//   - forget_events: ARGV now ms, table args (3), packed fields (10 bytes each). Drops
-//     the claims.
-var eventClaimLibrary = redisfn.New("eventclaims", idempotency.LuaTable+`
-local function e_sec(v)
-  local a, b, c, d = string.byte(v, 1, 4)
-  return ((a * 256 + b) * 256 + c) * 256 + d
-end
-local function e_parse(d, i)
-  if d.raw[i] then
-    d.level[i], d.split[i] = t_dir(d.raw[i])
-  else
-    d.level[i] = false
-  end
-end
--- e_dirs reads the directory entries of the epochs a lookup at t.now reads, newest
--- first, once per call: names, parsed levels and splits (false: no such epoch), and
--- the index of the current epoch.
-local function e_dirs(t)
-  local cur = math.floor(t.now / t.span)
-  local hi = math.floor((t.now + t.skew) / t.span)
-  local lo = math.floor((t.now - t.life - t.skew) / t.span)
-  local names = {}
-  for e = hi, lo, -1 do names[#names + 1] = string.format('%d', e) end
-  local raw = redis.call('HMGET', t.base .. 'm', unpack(names))
-  local d = {names = names, raw = raw, level = {}, split = {}, ci = hi - cur + 1}
-  for i = 1, #names do e_parse(d, i) end
-  return d
-end
-local function claim_events(KEYS, ARGV)
-  local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-  local window, packed = tonumber(ARGV[5]), ARGV[6]
-  local d = e_dirs(t)
-  local out, pos, n = {}, 1, #packed
-  while pos <= n do
-    local f = string.sub(packed, pos, pos + 9)
-    local vl = string.byte(packed, pos + 10)
-    local v = string.sub(packed, pos + 11, pos + 10 + vl)
-    pos = pos + 11 + vl
-    local h, held, key, en = t_hash(f)
-    for i = 1, #d.names do
-      if d.level[i] then
-        local k = t.base .. d.names[i] .. ':' .. t_shard(h, d.level[i], d.split[i])
-        held = redis.call('HGET', k, f)
-        if held then key, en = k, d.names[i]; break end
-      end
-    end
-    if held == v then
-      out[#out + 1] = '0'
-    elseif held and e_sec(v) - e_sec(held) < window then
-      out[#out + 1] = '1'
-    else
-      if held then t_del(t, key, en, f) end
-      local _, _, _, nm = t_put(t, f, v, d.raw[d.ci])
-      if nm then d.raw[d.ci] = nm; e_parse(d, d.ci) end
-      out[#out + 1] = '0'
-    end
-  end
-  return table.concat(out)
-end
-local function forget_events(KEYS, ARGV)
-  local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[2], ARGV[3], ARGV[4])
-  local packed = ARGV[5]
-  for pos = 1, #packed, 10 do
-    local f = string.sub(packed, pos, pos + 9)
-    local v, key, en = t_find(t, f)
-    if v then t_del(t, key, en, f) end
-  end
-  return 1
-end
-`, "claim_events", "forget_events")
-
-// eventClaims is the consumer's state for claiming client event ids: buffers reused
-// from poll to poll.
-type eventClaims struct {
-	table  idempotency.Table
+// eventIndex is one partition's claims on client event ids.
+type eventIndex struct {
+	span   int64 // eventClaimSpan, seconds (the epochs of the logs)
 	window int64 // seconds
-	scan   schema.ClientIDs
-	packed [256][]byte     // claims per group, packed
-	owners [256][]eventRef // whose each packed claim is
+	set    claimSet
+	newest int64 // the latest acceptance time seen, seconds
 }
 
-// eventRef names one event of a held record.
-type eventRef struct {
-	at  recordPos
-	idx uint8
+func newEventIndex(window int64) *eventIndex {
+	return &eventIndex{span: int64(eventClaimSpan / time.Second), window: window}
 }
 
-// claimEvents claims the client event ids of held records not checked yet, in one
-// pipeline, and notes in c.eventDup which events are copies to drop. Records already
-// stored, copies of a batch, and records that will not decode claim nothing. mu must be
-// held; claimBatches must have run. Without Redis it does nothing.
-func (c *consumer) claimEvents(ctx context.Context) (err error) {
+// claimOutcome is what a claim decided.
+type claimOutcome uint8
+
+const (
+	claimHeld   claimOutcome = iota // this record holds it already (its own redelivery)
+	claimNew                        // claimed now: to be logged
+	claimIsCopy                     // another record holds it within the window: a copy
+)
+
+// claim claims f for the event accepted at sec (Unix seconds, after 1970 and before
+// 2106) at position pos.
+func (ix *eventIndex) claim(f eventField, sec int64, pos uint64) claimOutcome {
+	if sec > ix.newest {
+		ix.newest = sec
+		ix.set.horizon = uint32(max(sec-ix.window-int64(eventIDLagMargin/time.Second), 1))
+	}
+	held, p, ok := ix.set.get(&f)
+	if ok {
+		if int64(held) == sec && p == pos {
+			return claimHeld
+		}
+		if sec-int64(held) < ix.window {
+			return claimIsCopy
+		}
+	}
+	ix.set.put(&f, uint32(max(sec, 1)), pos) // past the window: this copy claims it afresh
+	return claimNew
+}
+
+// held is the number of claims held.
+func (ix *eventIndex) held() int { return ix.set.held() }
+
+// appendLogEntry appends one packed claim of a log: field, seconds into the epoch (2
+// bytes), position (uvarint).
+func appendLogEntry(dst []byte, f eventField, rel int64, pos uint64) []byte {
+	dst = append(dst, f[:]...)
+	dst = binary.BigEndian.AppendUint16(dst, uint16(rel))
+	return binary.AppendUvarint(dst, pos)
+}
+
+// replay applies the claims of one log element of epoch e, in order.
+func (ix *eventIndex) replay(e int64, blob []byte) error {
+	for len(blob) > 0 {
+		if len(blob) < len(eventField{})+3 {
+			return errors.New("event claim log: truncated entry")
+		}
+		var f eventField
+		copy(f[:], blob)
+		rel := int64(binary.BigEndian.Uint16(blob[len(f):]))
+		pos, n := binary.Uvarint(blob[len(f)+2:])
+		if n <= 0 || rel >= ix.span {
+			return errors.New("event claim log: bad entry")
+		}
+		blob = blob[len(f)+2+n:]
+		ix.claim(f, e*ix.span+rel, pos)
+	}
+	return nil
+}
+
+// eventClaims is the consumer's state for claiming client event ids.
+type eventClaims struct {
+	window  int64 // seconds
+	scan    schema.ClientIDs
+	index   map[int32]*eventIndex // per owned partition, once its log is read
+	pending map[logKey][]byte     // claims decided, not yet in their log
+	last    logKey                // the log lastBuf gathers for; its claims are not in pending yet
+	lastBuf []byte
+}
+
+// logKey names one claim log: a partition and epoch.
+type logKey struct {
+	p int32
+	e int64
+}
+
+func newEventClaims(window time.Duration) eventClaims {
+	return eventClaims{window: int64(window / time.Second), index: map[int32]*eventIndex{},
+		pending: map[logKey][]byte{}, last: logKey{p: -1}}
+}
+
+// logClaim queues a new claim for the log k.
+func (ec *eventClaims) logClaim(k logKey, f eventField, rel int64, pos uint64) {
+	if k != ec.last {
+		ec.settle()
+		ec.last, ec.lastBuf = k, ec.pending[k]
+	}
+	ec.lastBuf = appendLogEntry(ec.lastBuf, f, rel, pos)
+}
+
+// settle moves lastBuf's claims into pending.
+func (ec *eventClaims) settle() {
+	if len(ec.lastBuf) > 0 {
+		ec.pending[ec.last] = ec.lastBuf
+	}
+	ec.last, ec.lastBuf = logKey{p: -1}, nil
+}
+
+// forget drops partition p's claims (revoked or lost: its next owner reads the log).
+func (ec *eventClaims) forget(p int32) {
+	ec.settle()
+	delete(ec.index, p)
+	for k := range ec.pending {
+		if k.p == p {
+			delete(ec.pending, k)
+		}
+	}
+}
+
+// held is the number of claims held in memory, over every partition.
+func (ec *eventClaims) held() int {
+	n := 0
+	for _, ix := range ec.index {
+		n += ix.held()
+	}
+	return n
+}
+
+// eventLogKey is the key of partition p's claim log of epoch e.
+func (c *consumer) eventLogKey(p int32, e int64) string {
+	topic := c.label
+	if topic == "" {
+		topic = c.cfg.Topic
+	}
+	return "svc:eid:{" + c.cfg.ClickHouse.Database + ":" + topic + ":" + strconv.Itoa(int(p)) + ":" +
+		strconv.FormatInt(e, 10) + "}"
+}
+
+// claimEvents claims the client event ids of held records not checked yet, in order,
+// notes in c.eventDup which events are copies to drop, and appends the new claims to
+// their logs. Copies of a batch and records that will not decode claim nothing; records
+// already stored are replayed (see above). mu must be held; claimBatches must have run.
+// Without Redis it does nothing.
+func (c *consumer) claimEvents(ctx context.Context) error {
 	if c.cfg.Redis == nil {
 		return nil
 	}
-	ec := &c.events
-	claimed := false
-	var checked []recordPos
-	defer func() {
-		if err != nil { // not checked after all: claimed again on the retry
-			for _, at := range checked {
-				delete(c.eventDup, at)
-			}
-		}
-	}()
 	for _, r := range c.held {
 		at := recordPos{r.Partition, r.Offset}
 		if _, done := c.eventDup[at]; done {
 			continue
 		}
-		c.eventDup[at] = 0
-		checked = append(checked, at)
-		if c.claims[at] || r.Offset <= c.stored[r.Partition] {
-			continue // a copy of a batch, or stored: skipped whole
+		if !c.carriesEventIDs(r) {
+			c.eventDup[at] = 0
+			continue
 		}
-		if h, ok := c.handled[r.Partition]; ok && r.Offset <= h {
-			continue // redelivered while this member holds it: skipped
+		ix, err := c.eventIndexOf(ctx, r.Partition)
+		if err != nil {
+			return err
 		}
-		if v := headerValue(r, schema.HeaderClientIDs); len(v) == 1 && v[0] == '0' {
-			continue // the edge says no event carries a client id: nothing to read
-		}
-		if _, err := checkRecord(r, &ec.scan); err != nil {
-			continue // a dead letter: it claims nothing
-		}
-		s := &ec.scan
-		for i, id := range s.IDs {
-			f, g := eventKey(s.Pixel, id)
-			ec.packed[g] = appendEventClaim(ec.packed[g], f, s.ReceivedAt, r.Partition, r.Offset, s.Index[i])
-			ec.owners[g] = append(ec.owners[g], eventRef{at, s.Index[i]})
-			claimed = true
+		c.eventDup[at] = c.claimRecord(ix, r)
+	}
+	return c.writeEventLogs(ctx)
+}
+
+// carriesEventIDs says whether r's client event ids are to be claimed: not a copy of a
+// batch, not redelivered while this member holds it, and (by the edge's header) with
+// at least one client id.
+func (c *consumer) carriesEventIDs(r *kgo.Record) bool {
+	if c.claims[recordPos{r.Partition, r.Offset}] {
+		return false
+	}
+	if h, ok := c.handled[r.Partition]; ok && r.Offset <= h {
+		return false
+	}
+	v := headerValue(r, schema.HeaderClientIDs)
+	return !(len(v) == 1 && v[0] == '0')
+}
+
+// claimRecord claims the client event ids of r in ix, queues the new claims for their
+// log, and returns the copies (bit i: the event at index i). A record that fails the
+// decode's checks (a dead letter) claims nothing.
+func (c *consumer) claimRecord(ix *eventIndex, r *kgo.Record) uint64 {
+	ec := &c.events
+	s := &ec.scan
+	if _, err := checkRecord(r, s); err != nil {
+		return 0
+	}
+	sec := max(s.ReceivedAt/1000, 0)
+	var copies uint64
+	for i, id := range s.IDs {
+		f := eventKey(s.Pixel, id)
+		pos := uint64(r.Offset)<<6 | uint64(s.Index[i])
+		switch ix.claim(f, sec, pos) {
+		case claimIsCopy:
+			copies |= 1 << s.Index[i]
+		case claimNew:
+			k := logKey{r.Partition, sec / ix.span}
+			ec.logClaim(k, f, sec-k.e*ix.span, pos)
 		}
 	}
-	if !claimed {
+	return copies
+}
+
+// eventIndexOf returns partition p's claims, reading its logs on first use.
+func (c *consumer) eventIndexOf(ctx context.Context, p int32) (*eventIndex, error) {
+	if ix := c.events.index[p]; ix != nil {
+		return ix, nil
+	}
+	ix := newEventIndex(c.events.window)
+	now := time.Now().Unix()
+	lo := (now - ix.window - int64((eventIDLagMargin+eventClaimSpan)/time.Second)) / ix.span
+	hi := (now+int64(time.Hour/time.Second))/ix.span + 1
+	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	for e := lo; e <= hi; e++ {
+		if err := c.readEventLog(qctx, ix, c.eventLogKey(p, e), e); err != nil {
+			return nil, fmt.Errorf("read the event claims of partition %d: %w", p, err)
+		}
+	}
+	c.events.index[p] = ix
+	return ix, nil
+}
+
+// readEventLog replays the log at key (of epoch e) into ix, 64 elements at a time.
+func (c *consumer) readEventLog(ctx context.Context, ix *eventIndex, key string, e int64) error {
+	const page = 64
+	for from := int64(0); ; from += page {
+		blobs, err := c.cfg.Redis.LRange(ctx, key, from, from+page-1).Result()
+		if err != nil {
+			return err
+		}
+		for _, b := range blobs {
+			if err := ix.replay(e, []byte(b)); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+		}
+		if len(blobs) < page {
+			return nil
+		}
+	}
+}
+
+// writeEventLogs appends the pending claims to their logs, in one pipeline (elements of
+// at most eventLogChunk bytes), and marks the logs for the WAIT before the INSERT. On
+// failure the claims stay pending: the step is retried before anything is inserted.
+func (c *consumer) writeEventLogs(ctx context.Context) error {
+	ec := &c.events
+	ec.settle()
+	if len(ec.pending) == 0 {
 		return nil
 	}
-	defer ec.reset()
-	var keys []string
-	var args [][]any
-	var refs [][]eventRef
-	now := time.Now().UnixMilli()
-	targs := ec.table.Args()
-	for g := range ec.packed {
-		packed, owners := ec.packed[g], ec.owners[g]
-		for len(owners) > 0 {
-			n := min(len(owners), claimChunk)
-			end := 0
-			for range n {
-				end += 11 + int(packed[end+10])
-			}
-			keys = append(keys, eventClaimDir(c.cfg.ClickHouse.Database, c.cfg.Topic, byte(g)))
-			args = append(args, []any{now, targs[0], targs[1], targs[2], ec.window, packed[:end]})
-			refs = append(refs, owners[:n])
-			packed, owners = packed[end:], owners[n:]
+	span := int64(eventClaimSpan / time.Second)
+	keep := time.Duration(ec.window)*time.Second + eventIDLagMargin
+	pipe := c.cfg.Redis.Pipeline()
+	for k, blob := range ec.pending {
+		key := c.eventLogKey(k.p, k.e)
+		for _, chunk := range logChunks(blob) {
+			pipe.RPush(ctx, key, chunk)
 		}
+		pipe.ExpireAt(ctx, key, time.Unix((k.e+1)*span, 0).Add(keep))
+		c.unsynced[key] = true // written, or perhaps written
 	}
-	// Pipelines of at most callsPerPipeline calls (about 16,000 claims, a fraction of a
-	// second of Redis's time): a pipeline's answers must all arrive within the client's
-	// read timeout.
-	cmds := make([]*redis.Cmd, 0, len(keys))
-	for from := 0; from < len(keys); from += callsPerPipeline {
-		to := min(from+callsPerPipeline, len(keys))
-		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		part, err := eventClaimLibrary.Pipelined(qctx, c.cfg.Redis, "claim_events", keys[from:to], args[from:to])
-		cancel()
-		for _, k := range keys[from:to] {
-			c.unsynced[k] = true // written, or perhaps written
-		}
-		if err != nil {
-			return err
-		}
-		cmds = append(cmds, part...)
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := pipe.Exec(qctx); err != nil {
+		return fmt.Errorf("event claim logs: %w", err)
 	}
-	for i, cmd := range cmds {
-		got, err := cmd.Text()
-		if err != nil {
-			return err
-		}
-		if len(got) != len(refs[i]) {
-			return fmt.Errorf("event claims: %d answers for %d claims", len(got), len(refs[i]))
-		}
-		for j, ref := range refs[i] {
-			if got[j] == '1' {
-				c.eventDup[ref.at] |= 1 << ref.idx
-			}
-		}
-	}
+	clear(ec.pending)
 	return nil
 }
 
-func (ec *eventClaims) reset() {
-	for g := range ec.packed {
-		ec.packed[g], ec.owners[g] = ec.packed[g][:0], ec.owners[g][:0]
+// logChunks splits packed log entries into elements of at most about eventLogChunk
+// bytes, at entry boundaries.
+func logChunks(blob []byte) [][]byte {
+	var out [][]byte
+	for len(blob) > eventLogChunk {
+		end := 0
+		for end < eventLogChunk {
+			_, n := binary.Uvarint(blob[end+len(eventField{})+2:])
+			end += len(eventField{}) + 2 + n
+		}
+		out = append(out, blob[:end])
+		blob = blob[end:]
 	}
+	return append(out, blob)
 }
 
 // duplicateEvents reports (and forgets) which events of r are copies to drop: bit i for
@@ -348,89 +416,8 @@ func checkRecord(r *kgo.Record, s *schema.ClientIDs) (string, error) {
 	return checkTimes(s.ReceivedAt, s.MinOccurred, s.MaxOccurred)
 }
 
-// ForgetEventClaims drops the claims on the client event ids ids of pixel, made within
-// window by the consumer of topic writing to database db (tools: the load generator
-// cleans up after itself; tests).
-func ForgetEventClaims(ctx context.Context, rdb redis.Cmdable, db, topic string, window time.Duration, pixel schema.UUID, ids []schema.UUID) error {
-	var packed [256][]byte
-	for _, id := range ids {
-		f, g := eventKey(pixel, id)
-		packed[g] = append(packed[g], f[:]...)
-	}
-	var keys []string
-	var args [][]any
-	now := time.Now().UnixMilli()
-	targs := eventClaimTable(window).Args()
-	for g, p := range packed {
-		for len(p) > 0 {
-			n := min(len(p), claimChunk*10)
-			keys = append(keys, eventClaimDir(db, topic, byte(g)))
-			args = append(args, []any{now, targs[0], targs[1], targs[2], p[:n]})
-			p = p[n:]
-		}
-	}
-	if len(keys) == 0 {
-		return nil
-	}
-	_, err := eventClaimLibrary.Pipelined(ctx, rdb, "forget_events", keys, args)
-	if errors.Is(err, redis.Nil) {
-		err = nil
-	}
-	return err
-}
-
-// DropEmptyEventClaimTables removes the event-claim tables of topic under database db
-// that hold no claim any more (every shard empty but for its placeholder), with their
-// directories: what ForgetEventClaims leaves after a tool forgot all it made (the load
-// generator). A table holding any claim is left alone. It returns how many it dropped.
-func DropEmptyEventClaimTables(ctx context.Context, rdb redis.UniversalClient, db, topic string) (int, error) {
-	dropped := 0
-	for g := range 256 {
-		dir := eventClaimDir(db, topic, byte(g))
-		base := dir[:len(dir)-1]
-		epochs, err := rdb.HGetAll(ctx, dir).Result()
-		if err != nil {
-			return dropped, err
-		}
-		if len(epochs) == 0 {
-			continue
-		}
-		var lens []*redis.IntCmd
-		var holders []*redis.BoolCmd // the placeholder "" is there
-		_, err = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for name, m := range epochs {
-				var level, split, n int
-				if _, err := fmt.Sscanf(m, "%d %d %d", &level, &split, &n); err != nil {
-					return fmt.Errorf("table %s: directory entry %q = %q", base, name, m)
-				}
-				e, _ := strconv.ParseInt(name, 10, 64)
-				for s := 0; s < 1<<level+split; s++ {
-					k := idempotency.ShardKey(base, e, s)
-					lens, holders = append(lens, p.HLen(ctx, k)), append(holders, p.HExists(ctx, k, ""))
-				}
-			}
-			return nil
-		})
-		if err != nil {
-			return dropped, err
-		}
-		empty := true
-		for i, l := range lens {
-			empty = empty && (l.Val() == 0 || l.Val() == 1 && holders[i].Val())
-		}
-		if !empty {
-			continue
-		}
-		if _, err := idempotency.Drop(ctx, rdb, base); err != nil {
-			return dropped, err
-		}
-		dropped++
-	}
-	return dropped, nil
-}
-
-// DropEventClaims drops every event-id claim kept for database db, of every topic (a
-// scratch database's, as it is dropped: tests, the load generator's suite). It scans
+// DropEventClaims drops every event-id claim log kept for database db, of every topic
+// (a scratch database's, as it is dropped: tests, the load generator's suite). It scans
 // the keyspace.
 func DropEventClaims(ctx context.Context, rdb redis.UniversalClient, db string) (int, error) {
 	return process.UnlinkPattern(ctx, rdb, "svc:eid:{"+db+":*")

@@ -207,30 +207,15 @@ func (c *consumer) fail(err error) {
 		return
 	}
 	c.failures++
-	d := c.cfg.RetryMin << min(c.failures-1, 20)
-	if d > c.cfg.RetryMax || d <= 0 {
-		d = c.cfg.RetryMax
-	}
-	d = d/2 + rand.N(d/2+1)
+	d := retryDelay(c.failures, c.cfg.RetryMin, c.cfg.RetryMax)
 	c.retryAt = time.Now().Add(d)
 	c.m.insertErrors.Inc()
-	if c.failures&(c.failures-1) == 0 { // log attempts 1, 2, 4, 8, ...
+	if logAttempt(c.failures) {
 		c.log.Warn("flush failed; retrying", "attempt", c.failures, "in", d.Round(time.Millisecond).String(), "err", err)
 	}
 }
 
 // flushUntil retries flush until it succeeds or deadline passes. mu must be held.
 func (c *consumer) flushUntil(deadline time.Time) error {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	for {
-		err := c.flush(ctx)
-		if err == nil || errors.Is(err, errKilled) {
-			return err
-		}
-		c.fail(err)
-		if !process.Sleep(ctx, time.Until(c.retryAt)) {
-			return err
-		}
-	}
+	return retryUntil(deadline, c.flush, c.fail, func() time.Time { return c.retryAt })
 }

@@ -89,6 +89,7 @@ func (c *consumer) forget(parts []int32) {
 	}
 	for _, p := range parts {
 		gone[p] = true
+		c.events.forget(p)
 		delete(c.stored, p)
 		delete(c.commit, p)
 		delete(c.handled, p)

@@ -236,29 +236,14 @@ func (c *rejConsumer) work(ctx context.Context) error {
 // fail schedules the retry of a failed step with exponential backoff and jitter.
 func (c *rejConsumer) fail(err error) {
 	c.failures++
-	d := c.cfg.RetryMin << min(c.failures-1, 20)
-	if d > c.cfg.RetryMax || d <= 0 {
-		d = c.cfg.RetryMax
-	}
-	d = d/2 + rand.N(d/2+1)
+	d := retryDelay(c.failures, c.cfg.RetryMin, c.cfg.RetryMax)
 	c.retryAt = c.now().Add(d)
-	if c.failures&(c.failures-1) == 0 {
+	if logAttempt(c.failures) {
 		c.log.Warn("rejections: step failed; retrying", "attempt", c.failures, "in", d.Round(time.Millisecond).String(), "err", err)
 	}
 }
 
 // flushUntil retries flush until it succeeds or deadline passes. mu must be held.
 func (c *rejConsumer) flushUntil(deadline time.Time) error {
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
-	for {
-		err := c.flush(ctx)
-		if err == nil || errors.Is(err, errKilled) {
-			return err
-		}
-		c.fail(err)
-		if !process.Sleep(ctx, time.Until(c.retryAt)) {
-			return err
-		}
-	}
+	return retryUntil(deadline, c.flush, c.fail, func() time.Time { return c.retryAt })
 }

@@ -5,11 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"strings"
 	"time"
 
 	"svc/lib/chpool"
 	"svc/lib/settings"
+	"svc/schema/webhook"
 )
 
 // Config is the webhooks role's configuration. ConfigFromEnv reads it; Validate checks it.
@@ -127,26 +127,9 @@ func ConfigFromEnv(r *settings.Reader) Config {
 		c.Schedule = append(c.Schedule, v)
 	}
 	for _, s := range r.List("SVC_WEBHOOKS_ALLOW_NETS") {
-		c.AllowNets = append(c.AllowNets, parseNet(s)) // an invalid one is reported by Validate
+		c.AllowNets = append(c.AllowNets, webhook.ParseNet(s)) // an invalid one is reported by Validate
 	}
 	return c
-}
-
-// parseNet reads a CIDR range (host bits cleared) or one address; the zero Prefix if
-// neither.
-func parseNet(s string) netip.Prefix {
-	if strings.Contains(s, "/") {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			return netip.Prefix{}
-		}
-		return p.Masked()
-	}
-	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" {
-		return netip.Prefix{}
-	}
-	return netip.PrefixFrom(a, a.BitLen())
 }
 
 // Egress is the delivery address policy this configuration makes.

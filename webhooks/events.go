@@ -13,16 +13,6 @@ import (
 	"svc/lib/ids"
 )
 
-// Event kinds delivered to outbound endpoints (payloads in README.md).
-const (
-	KindDayClosed        = "rollup.day_closed"
-	KindKeyExpiring      = "key.expiring"
-	KindErasureCompleted = "erasure.completed" // erasure.go
-)
-
-// Kinds lists every outbound event kind.
-var Kinds = []string{KindDayClosed, KindKeyExpiring, KindErasureCompleted}
-
 // eventNamespace derives stable event ids (UUID v5) from what an event is about.
 var eventNamespace = uuid.MustParse("8f0c8a52-4f4e-4d0a-9b7e-3c7f1f0f5e21")
 
@@ -39,19 +29,9 @@ type Event struct {
 	Kind        string
 	WorkspaceID uuid.UUID
 	CreatedAt   time.Time
-	// Data is the kind's payload (DayClosed, KeyExpiring), the envelope's data member.
+	// Data is the kind's payload (DayClosed, KeyExpiring, RejectionsRising, PixelSilent…),
+	// the envelope's data member.
 	Data any
-}
-
-// Envelope is the JSON body of every delivery.
-type Envelope struct {
-	ID              string    `json:"id"`
-	IDUUID          string    `json:"id_uuid"`
-	Type            string    `json:"type"`
-	CreatedAt       time.Time `json:"created_at"`
-	WorkspaceID     string    `json:"workspace_id"`
-	WorkspaceIDUUID string    `json:"workspace_id_uuid"`
-	Data            any       `json:"data"`
 }
 
 // Body returns the event's delivery body.
@@ -131,7 +111,7 @@ func (em *Emitter) Emit(ctx context.Context, ev Event) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("event %s: %w", ev.Kind, err)
 	}
-	fresh, _, err := em.Store.putEvent(ctx, ev.ID, body)
+	fresh, _, err := em.Store.PutEvent(ctx, ev.ID, body)
 	if err != nil {
 		return 0, err
 	}
@@ -144,7 +124,7 @@ func (em *Emitter) Emit(ctx context.Context, ev Event) (int, error) {
 	n := 0
 	due := em.Store.Now().Add(em.Delay)
 	for _, e := range targets {
-		ok, err := em.Store.enqueue(ctx, e.ID, ev.ID, ev.WorkspaceID, ev.Kind, due)
+		ok, err := em.Store.Enqueue(ctx, e.ID, ev.ID, ev.WorkspaceID, ev.Kind, due)
 		if err != nil {
 			return n, err
 		}

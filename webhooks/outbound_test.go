@@ -216,7 +216,7 @@ func TestOutboundRestartAndTwoWorkers(t *testing.T) {
 	}
 	// A worker claims a few attempts and dies before making them.
 	dead := e.store()
-	lost, err := dead.claim(ctx, e.clock.Now(), e.cfg.Lease, 3)
+	lost, err := dead.ClaimDue(ctx, e.clock.Now(), e.cfg.Lease, 3)
 	if err != nil || len(lost) != 3 {
 		t.Fatalf("claim = %d, %v", len(lost), err)
 	}
@@ -279,7 +279,7 @@ func TestOutboundRestartAndTwoWorkers(t *testing.T) {
 		}
 	}
 	// The dead worker's late finish changes nothing.
-	if ok, err := dead.finish(ctx, lost[0], nil, "delivered", 200); err != nil || ok {
+	if ok, err := dead.Finish(ctx, lost[0], nil, "delivered", 200); err != nil || ok {
 		t.Fatalf("stale finish = %v, %v; want refused", ok, err)
 	}
 	rows, err := e.logs.Deliveries(ctx, DeliveryFilter{Endpoint: ep.ID, Limit: 1000})

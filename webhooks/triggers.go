@@ -36,10 +36,10 @@ func (tr *Triggers) Run(ctx context.Context) error {
 	return nil
 }
 
-// ScanOnce runs every trigger once, and the inbound log's retention when it is due
-// (retention.go).
+// ScanOnce runs every trigger once (the pixel alerts: alerts.go), and the inbound log's
+// retention when it is due (retention.go).
 func (tr *Triggers) ScanOnce(ctx context.Context) error {
-	return errors.Join(tr.ScanExpiringKeys(ctx), tr.ScanClosedDays(ctx), tr.inboundRetentionIfDue(ctx))
+	return errors.Join(tr.ScanExpiringKeys(ctx), tr.ScanClosedDays(ctx), tr.ScanAlerts(ctx), tr.inboundRetentionIfDue(ctx))
 }
 
 // ScanExpiringKeys emits key.expiring for every key of a workspace with endpoints that

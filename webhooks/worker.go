@@ -90,7 +90,7 @@ func (w *Worker) drain(ctx context.Context) error {
 // was unavailable.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	w.flushQueuedLogs(ctx)
-	claims, err := w.Store.claim(ctx, w.Now(), w.Config.Lease, w.Config.Concurrency)
+	claims, err := w.Store.ClaimDue(ctx, w.Now(), w.Config.Lease, w.Config.Concurrency)
 	if err != nil {
 		return 0, err
 	}
@@ -131,7 +131,7 @@ func (w *Worker) attempt(ctx context.Context, c Claim) {
 		w.drop(ctx, c, row, "the endpoint is disabled")
 		return
 	}
-	body, err := w.Store.eventBody(ctx, c.Event)
+	body, err := w.Store.EventBody(ctx, c.Event)
 	if errors.Is(err, ErrNotFound) && w.Logs != nil {
 		var se StoredEvent
 		se, err = w.Logs.Event(ctx, c.Event)
@@ -156,7 +156,7 @@ func (w *Worker) attempt(ctx context.Context, c Claim) {
 	switch {
 	case sendErr == nil && status >= 200 && status < 300:
 		row.Outcome, state = Delivered, "delivered"
-		if err := w.Store.markSuccess(ctx, ep.ID); err != nil {
+		if err := w.Store.MarkSuccess(ctx, ep.ID); err != nil {
 			w.Log.Warn("webhook endpoint state", "endpoint_id", ep.ID.String(), "err", err.Error())
 		}
 	case sendErr == nil && status == http.StatusGone:
@@ -171,7 +171,7 @@ func (w *Worker) attempt(ctx context.Context, c Claim) {
 		} else {
 			row.Error = fmt.Sprintf("HTTP %d", status)
 		}
-		since, err := w.Store.markFailure(ctx, ep.ID, now, w.Config.DisableAfter/2)
+		since, err := w.Store.MarkFailure(ctx, ep.ID, now, w.Config.DisableAfter/2)
 		if err != nil {
 			w.Log.Warn("webhook endpoint state", "endpoint_id", ep.ID.String(), "err", err.Error())
 		}
@@ -192,7 +192,7 @@ func (w *Worker) attempt(ctx context.Context, c Claim) {
 			row.Outcome = GaveUp
 		}
 	}
-	if ok, err := w.Store.finish(ctx, c, next, state, status); err != nil {
+	if ok, err := w.Store.Finish(ctx, c, next, state, status); err != nil {
 		w.Log.Warn("webhook schedule update failed", "endpoint_id", ep.ID.String(), "event_id", c.Event.String(), "err", err.Error())
 	} else if !ok {
 		w.Log.Warn("webhook claim lost (lease ran out before the attempt finished)", "endpoint_id", ep.ID.String(),
@@ -287,7 +287,7 @@ func (w *Worker) disable(ctx context.Context, id uuid.UUID, reason string) {
 // drop ends a delivery that cannot be made, with a log row saying why.
 func (w *Worker) drop(ctx context.Context, c Claim, row DeliveryRow, why string) {
 	row.Outcome, row.Error = Dropped, why
-	if _, err := w.Store.finish(ctx, c, nil, "dropped", 0); err != nil {
+	if _, err := w.Store.Finish(ctx, c, nil, "dropped", 0); err != nil {
 		w.Log.Warn("webhook schedule update failed", "event_id", c.Event.String(), "err", err.Error())
 	}
 	w.record(ctx, row)

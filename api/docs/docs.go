@@ -58,6 +58,7 @@ var Pages = []Page{
 	{"go-client", "Go client"},
 	{"decisions", "Conventions and decisions"},
 	{"privacy", "Privacy: erasure and retention"},
+	{"application", "The application at /app"},
 }
 
 var (
@@ -99,6 +100,7 @@ func Routes() []httpserver.Route {
 		{Method: "GET", Path: "/developers/md", Public: true, Summary: "Index of the Markdown mirror: every page and error page.", Handle: serveMirrorIndex},
 		{Method: "GET", Path: "/developers/md/{file}", Public: true, Summary: "Markdown mirror of a developer page.", Handle: serveMarkdown},
 		{Method: "GET", Path: "/developers/md/errors/{file}", Public: true, Summary: "Markdown mirror of a problem code's page.", Handle: serveErrorMarkdown},
+		{Method: "GET", Path: "/developers/screens/{file}", Public: true, Summary: "A screenshot of the application (the page application shows them).", Handle: serveScreen},
 	}
 }
 

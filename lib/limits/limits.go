@@ -18,8 +18,10 @@ package limits
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -227,4 +229,34 @@ func Draft(d *Decision) string {
 // Windows returns the burst and daily windows of a key with the given quotas.
 func Windows(burst, daily int) (Window, Window) {
 	return Window{"burst", burst, 60}, Window{"daily", daily, 86400}
+}
+
+// LastTaken is when key id last spent (or was refunded) a request, read from its windows'
+// state ("<daily spent> <burst spent> <unix ms>", written by every take; while that is
+// absent, the daily window's string of the format before, "<spent>:<unix ms>"): nothing
+// is written for it, so it costs the requests nothing. ok is false when the state is gone
+// (no request within the daily window and a second: the key's TTL) or in an older format.
+func (l *Limiter) LastTaken(ctx context.Context, id string) (at time.Time, ok bool, err error) {
+	keys := Keys(id)
+	v, err := l.rdb.Get(ctx, keys[0]).Result()
+	sep := " "
+	if errors.Is(err, redis.Nil) {
+		v, err = l.rdb.Get(ctx, keys[1]).Result()
+		sep = ":"
+	}
+	if errors.Is(err, redis.Nil) {
+		return time.Time{}, false, nil
+	}
+	if err != nil {
+		return time.Time{}, false, err
+	}
+	i := strings.LastIndex(v, sep)
+	if i < 0 {
+		return time.Time{}, false, nil
+	}
+	n, perr := strconv.ParseFloat(v[i+1:], 64)
+	if perr != nil || n <= 0 {
+		return time.Time{}, false, nil
+	}
+	return time.UnixMilli(int64(n)).UTC(), true, nil
 }

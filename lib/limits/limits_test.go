@@ -181,3 +181,26 @@ func TestTwoKeyStateIsRead(t *testing.T) {
 		t.Fatalf("from the one state string: daily %d, burst %d remaining; want 5 and 117", dec.Daily.Remaining, dec.Burst.Remaining)
 	}
 }
+
+// LastTaken reads the time of the last take from the daily window's state: unknown
+// before any, the take's time after, and a peek (or a refused take) does not move it.
+func TestLastTaken(t *testing.T) {
+	l, id, now := clocked(t)
+	ctx := context.Background()
+	if _, ok, err := l.LastTaken(ctx, id); ok || err != nil {
+		t.Fatalf("before any take: %v %v", ok, err)
+	}
+	take(t, l, id, 1, 10)
+	first := *now
+	*now = now.Add(10 * time.Second)
+	peek(t, l, id, 1, 10)
+	take(t, l, id, 1, 10) // refused: the burst of 1 is spent
+	if at, ok, err := l.LastTaken(ctx, id); !ok || err != nil || !at.Equal(first) {
+		t.Fatalf("after a take, a peek and a refusal: %v %v %v (want %v)", at, ok, err, first)
+	}
+	*now = now.Add(2 * time.Minute)
+	take(t, l, id, 1, 10)
+	if at, ok, _ := l.LastTaken(ctx, id); !ok || !at.Equal(*now) {
+		t.Fatalf("after a second take: %v (want %v)", at, *now)
+	}
+}

@@ -117,7 +117,7 @@ var Table = []Setting{
 	{Name: "SVC_ROLLUP_REJECTION_RETENTION", Group: GroupRollup, Kind: Duration, Default: "720h",
 		ReadBy: []string{Dev, Rollup}, Meaning: "rows of the `rejections` table are kept at least this long; a UTC day of them is dropped once all its rows are older (checked hourly; 0 keeps everything)"},
 	{Name: "SVC_EVENT_ID_WINDOW", Group: GroupRollup, Kind: Duration, Default: "48h",
-		ReadBy: []string{Dev, Rollup}, Meaning: "how long a client `event_id` deduplicates: a copy of a pixel's event the edge accepts less than this after the stored one is dropped before the INSERT; at or past it the copy is stored and starts a new window (whole seconds, 1s–168h; Redis holds a claim of about 27 B per event with an `event_id` for the window plus 1–13 hours: `deploy/README.md`)"},
+		ReadBy: []string{Dev, Rollup}, Meaning: "how long a client `event_id` deduplicates: a copy of a pixel's event the edge accepts less than this after the stored one is dropped before the INSERT; at or past it the copy is stored and starts a new window (whole seconds, 1s–168h; Redis holds a claim of about 17 B per event with an `event_id` for the window plus 1–13 hours, the owning rollup consumer 30–55 B for the window plus 1 hour: `deploy/README.md`)"},
 
 	// The read API (api.Config).
 	{Name: "SVC_API_QUERY_TIMEOUT", Group: GroupRead, Kind: Duration, Default: "10s",
@@ -159,7 +159,7 @@ var Table = []Setting{
 	{Name: "SVC_WEBHOOKS_CONCURRENCY", Group: GroupWebhooks, Kind: Int, Default: "8",
 		ReadBy: webhooks, Meaning: "delivery attempts in flight per process (1..256)"},
 	{Name: "SVC_WEBHOOKS_ALLOW_NETS", Group: GroupWebhooks, Kind: List,
-		ReadBy: webhooks, Meaning: "internal ranges deliveries may reach (comma-separated CIDRs or addresses; `127.0.0.0/8` for a receiver on this machine): otherwise an endpoint at a loopback, private (RFC 1918, `fc00::/7`), link-local, CGNAT, multicast, unspecified, broadcast or reserved address, literal or resolved, is refused at creation and on every connection; cloud-metadata addresses always are"},
+		ReadBy: with(webhooks, App), Meaning: "internal ranges deliveries may reach (comma-separated CIDRs or addresses; `127.0.0.0/8` for a receiver on this machine): otherwise an endpoint at a loopback, private (RFC 1918, `fc00::/7`), link-local, CGNAT, multicast, unspecified, broadcast or reserved address, literal or resolved, is refused at creation and on every connection; cloud-metadata addresses always are"},
 	{Name: "SVC_WEBHOOKS_SCAN_INTERVAL", Group: GroupWebhooks, Kind: Duration, Default: "1m",
 		ReadBy: webhooks, Meaning: "how often the triggers look for closed days and expiring keys"},
 	{Name: "SVC_WEBHOOKS_DAY_GRACE", Group: GroupWebhooks, Kind: Duration, Default: "1h",
@@ -167,7 +167,7 @@ var Table = []Setting{
 	{Name: "SVC_WEBHOOKS_KEY_EXPIRING_WITHIN", Group: GroupWebhooks, Kind: Duration, Default: "168h",
 		ReadBy: webhooks, Meaning: "notice given before a key expires (`key.expiring`)"},
 	{Name: "SVC_WEBHOOKS_REDIS_PREFIX", Group: GroupWebhooks, Kind: String, Default: "svc:wh:",
-		ReadBy: webhooks, Meaning: "prefix of every Redis key of the webhooks role"},
+		ReadBy: with(webhooks, App), Meaning: "prefix of every Redis key of the webhooks role (the application reads and changes endpoints, secrets and deliveries under it)"},
 	{Name: "SVC_WEBHOOKS_WORKER", Group: GroupWebhooks, Kind: String, Shown: "host-pid",
 		ReadBy: webhooks, Meaning: "this process's name in the delivery log (default: host name and pid)"},
 

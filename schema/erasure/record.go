@@ -353,3 +353,20 @@ func (e *Erasure) View() View {
 	}
 	return v
 }
+
+// ErrNotRegistered is Submit's failure after the record was written: the pipeline does
+// not know the identity yet (Redis); submitting again (the same id) completes it.
+var ErrNotRegistered = errors.New("erasure: recorded, but the identity is not registered with the pipeline")
+
+// Submit records e (pending) in ClickHouse, then registers its identity with the
+// pipeline (the edge suppresses, the consumer clears in-flight events); the worker (svc
+// webhooks) runs it. POST /erasures and the application both request one through it.
+func Submit(ctx context.Context, conn driver.Conn, reg *Registry, e *Erasure, now time.Time) error {
+	if err := Write(ctx, conn, now, e); err != nil {
+		return err
+	}
+	if err := reg.Register(ctx, e.Identity()); err != nil {
+		return fmt.Errorf("%w: %v", ErrNotRegistered, err)
+	}
+	return nil
+}

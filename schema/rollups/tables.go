@@ -57,6 +57,16 @@ var RollupTables = []RollupTable{
 		GroupBy: "workspace_id, sandbox, pixel_id, bucket, event_name, currency",
 		Day:     "toDate(bucket)",
 	},
+	{
+		Name:    "pixel_accepted_minutes",
+		View:    "pixel_accepted_minutes_mv",
+		Columns: []string{"workspace_id", "sandbox", "pixel_id", "minute", "event_date", "events_state", "last_state"},
+		Select: `workspace_id, sandbox, pixel_id, toStartOfMinute(received_at) AS minute, event_date,
+    countState() AS events_state,
+    maxState(received_at) AS last_state`,
+		GroupBy: "workspace_id, sandbox, pixel_id, minute, event_date",
+		Day:     "event_date",
+	},
 }
 
 // RebuildSQL returns the INSERT … SELECT that rebuilds t's rows from the events that

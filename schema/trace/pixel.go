@@ -8,6 +8,7 @@ import (
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/chpool"
@@ -175,4 +176,47 @@ func scan(ctx context.Context, conn driver.Conn, sql string, args []any, row fun
 // hash of the key (as the Java client does).
 func Partition(pixel uuid.UUID, n int) int32 {
 	return int32(kgo.StickyKeyPartitioner(nil).ForTopic(schema.TopicEvents).Partition(&kgo.Record{Key: pixel[:]}, n))
+}
+
+// Received is what the edge received of the day: accepted, rejected and duplicates.
+func (d Day) Received() uint64 { return d.Accepted + d.RejectedTotal() + d.Duplicates }
+
+// RejectedTotal is the day's rejected events, every rule.
+func (d Day) RejectedTotal() uint64 {
+	var n uint64
+	for _, c := range d.Rejected {
+		n += c
+	}
+	return n
+}
+
+// Lag is the pipeline's lag for one pixel: the partition of schema.TopicEvents its
+// batches go to, that partition's completeness watermark (every event of the pixel a
+// 202 accepted before Through is stored) and now minus it. Through is zero until the
+// consumer published it.
+type Lag struct {
+	Partition int32
+	Through   time.Time
+	Seconds   float64
+}
+
+// Lags reads the consumer's published watermarks (rollups.Watermarks, of ClickHouse
+// database db) for pixels; empty when none were published yet (or db is "").
+func Lags(ctx context.Context, rdb redis.UniversalClient, db string, pixels []uuid.UUID, now time.Time) (map[uuid.UUID]Lag, error) {
+	out := map[uuid.UUID]Lag{}
+	if db == "" || rdb == nil {
+		return out, nil
+	}
+	n, marks, err := rollups.Watermarks(ctx, rdb, db)
+	if err != nil || n == 0 {
+		return out, err
+	}
+	for _, px := range pixels {
+		l := Lag{Partition: Partition(px, n)}
+		if w, ok := marks[l.Partition]; ok {
+			l.Through, l.Seconds = w, max(0, now.Sub(w).Seconds())
+		}
+		out[px] = l
+	}
+	return out, nil
 }

@@ -1,4 +1,4 @@
-package webhooks
+package webhook
 
 import (
 	"errors"
@@ -218,11 +218,19 @@ func (p Egress) Transport(timeout time.Duration) *http.Transport {
 	}
 }
 
-// refused returns the *AddressError err carries, or nil.
-func refused(err error) *AddressError {
-	var ae *AddressError
-	if errors.As(err, &ae) {
-		return ae
+// ParseNet reads one entry of SVC_WEBHOOKS_ALLOW_NETS: a CIDR range (host bits
+// cleared) or one address; the zero Prefix (IsValid false) if neither.
+func ParseNet(s string) netip.Prefix {
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return netip.Prefix{}
+		}
+		return p.Masked()
 	}
-	return nil
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" {
+		return netip.Prefix{}
+	}
+	return netip.PrefixFrom(a, a.BitLen())
 }

@@ -1,4 +1,4 @@
-package webhooks
+package webhook
 
 import (
 	"context"
@@ -22,22 +22,22 @@ func (s *Store) dlvPrefix() string { return s.p + "{sched}:dlv:" }
 
 func (s *Store) dlvKey(m string) string { return s.dlvPrefix() + m }
 
-// putEvent stores body under id unless it is there; it reports whether it was new and
+// PutEvent stores body under id unless it is there; it reports whether it was new and
 // returns the body stored (the first one: a re-emission never changes the bytes).
-func (s *Store) putEvent(ctx context.Context, id uuid.UUID, body []byte) (bool, []byte, error) {
+func (s *Store) PutEvent(ctx context.Context, id uuid.UUID, body []byte) (bool, []byte, error) {
 	ok, err := s.rdb.SetNX(ctx, s.evtKey(id), body, EventTTL).Result()
 	if err != nil || ok {
 		return ok, body, err
 	}
 	old, err := s.rdb.Get(ctx, s.evtKey(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return s.putEvent(ctx, id, body)
+		return s.PutEvent(ctx, id, body)
 	}
 	return false, old, err
 }
 
-// eventBody returns an event's body from Redis (ErrNotFound once it has expired).
-func (s *Store) eventBody(ctx context.Context, id uuid.UUID) ([]byte, error) {
+// EventBody returns an event's body from Redis (ErrNotFound once it has expired).
+func (s *Store) EventBody(ctx context.Context, id uuid.UUID) ([]byte, error) {
 	b, err := s.rdb.Get(ctx, s.evtKey(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return nil, ErrNotFound
@@ -55,9 +55,9 @@ redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
 return 1
 `)
 
-// enqueue schedules the delivery of event ev to endpoint ep at due, once: a second
+// Enqueue schedules the delivery of event ev to endpoint ep at due, once: a second
 // call for the same pair does nothing and returns false.
-func (s *Store) enqueue(ctx context.Context, ep, ev, ws uuid.UUID, kind string, due time.Time) (bool, error) {
+func (s *Store) Enqueue(ctx context.Context, ep, ev, ws uuid.UUID, kind string, due time.Time) (bool, error) {
 	m := member(ep, ev)
 	n, err := enqueueScript.Run(ctx, s.rdb, []string{s.schedKey(), s.dlvKey(m)}, m, due.UnixMilli(),
 		ws.String(), kind, s.Now().UnixMilli()).Int()
@@ -99,8 +99,8 @@ type Claim struct {
 	Kind      string
 }
 
-// claim takes up to limit deliveries due at now, leased until now+lease.
-func (s *Store) claim(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Claim, error) {
+// ClaimDue takes up to limit deliveries due at now, leased until now+lease.
+func (s *Store) ClaimDue(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]Claim, error) {
 	tok := uuid.NewString()
 	res, err := claimScript.Run(ctx, s.rdb, []string{s.schedKey()}, now.UnixMilli(),
 		now.Add(lease).UnixMilli(), limit, tok, s.dlvPrefix()).Slice()
@@ -151,15 +151,15 @@ end
 return 1
 `)
 
-// finish ends or reschedules a claimed delivery. It returns false when the claim was
+// Finish ends or reschedules a claimed delivery. It returns false when the claim was
 // lost (the lease ran out and another worker took the delivery).
-func (s *Store) finish(ctx context.Context, c Claim, next *time.Time, state string, status int) (bool, error) {
+func (s *Store) Finish(ctx context.Context, c Claim, next *time.Time, state string, status int) (bool, error) {
 	nx := ""
 	if next != nil {
 		nx = strconv.FormatInt(next.UnixMilli(), 10)
 	}
 	n, err := finishScript.Run(ctx, s.rdb, []string{s.schedKey(), s.dlvKey(c.Member)}, c.Member, c.Token,
-		nx, state, status, int(doneTTL/time.Second)).Int()
+		nx, state, status, int(DoneTTL/time.Second)).Int()
 	return n == 1, err
 }
 
@@ -189,7 +189,7 @@ func (s *Store) Redeliver(ctx context.Context, ep, ev, ws uuid.UUID, kind string
 	case n == -1:
 		return ErrInFlight
 	case n == 0:
-		_, err = s.enqueue(ctx, ep, ev, ws, kind, due)
+		_, err = s.Enqueue(ctx, ep, ev, ws, kind, due)
 		return err
 	}
 	return nil

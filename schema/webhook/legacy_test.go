@@ -1,6 +1,7 @@
-package webhooks
+package webhook
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/process"
 	"svc/schema/apitest"
 )
 
@@ -30,21 +32,24 @@ func TestScheduleKeysShareASlot(t *testing.T) {
 // tag are moved, with their state and due time, and then claimed as usual; moving
 // twice changes nothing.
 func TestMoveLegacySchedule(t *testing.T) {
-	e := newEnv(t)
-	ctx, cancel := contextTimeout()
+	rdb := apitest.Redis(t)
+	prefix := "test:wh:" + uuid.NewString()[:8] + ":"
+	t.Cleanup(func() { _, _ = process.UnlinkPattern(context.Background(), rdb, prefix+"*") })
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st := e.store()
+	st := NewStore(rdb, prefix)
 	ws, ep := uuid.New(), uuid.New()
-	due := e.clock.Now().Add(-time.Second).UnixMilli()
+	now := time.Now()
+	due := now.Add(-time.Second).UnixMilli()
 	var members []string
 	for i := 0; i < 3; i++ {
 		m := member(ep, uuid.New())
 		members = append(members, m)
-		if err := e.rdb.HSet(ctx, st.legacyDlvKey(m), "attempts", 2, "round", 0, "state", "pending",
+		if err := rdb.HSet(ctx, st.legacyDlvKey(m), "attempts", 2, "round", 0, "state", "pending",
 			"workspace", ws.String(), "kind", KindKeyExpiring, "next_at", strconv.FormatInt(due, 10)).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if err := e.rdb.ZAdd(ctx, st.legacySchedKey(), redis.Z{Score: float64(due), Member: m}).Err(); err != nil {
+		if err := rdb.ZAdd(ctx, st.legacySchedKey(), redis.Z{Score: float64(due), Member: m}).Err(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -53,10 +58,10 @@ func TestMoveLegacySchedule(t *testing.T) {
 			t.Fatalf("pass %d: moved %d, %v; want %d", pass, n, err, want)
 		}
 	}
-	if n, err := e.rdb.Exists(ctx, st.legacySchedKey()).Result(); err != nil || n != 0 {
+	if n, err := rdb.Exists(ctx, st.legacySchedKey()).Result(); err != nil || n != 0 {
 		t.Fatalf("the legacy schedule is still there (%d, %v)", n, err)
 	}
-	claims, err := st.claim(ctx, e.clock.Now(), time.Minute, 10)
+	claims, err := st.ClaimDue(ctx, now, time.Minute, 10)
 	if err != nil || len(claims) != 3 {
 		t.Fatalf("claimed %d, %v; want the 3 moved deliveries", len(claims), err)
 	}

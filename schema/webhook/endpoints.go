@@ -1,4 +1,4 @@
-package webhooks
+package webhook
 
 import (
 	"context"
@@ -215,10 +215,10 @@ redis.call('HSET', KEYS[1], 'last_failure', ARGV[1])
 return since
 `)
 
-// markFailure records a failed attempt on the endpoint and returns the start of the
+// MarkFailure records a failed attempt on the endpoint and returns the start of the
 // current run of failures. A failure more than gap after the previous one starts a new
 // run (an endpoint that failed once last month is not "failing for a month").
-func (s *Store) markFailure(ctx context.Context, id uuid.UUID, at time.Time, gap time.Duration) (time.Time, error) {
+func (s *Store) MarkFailure(ctx context.Context, id uuid.UUID, at time.Time, gap time.Duration) (time.Time, error) {
 	v, err := failureScript.Run(ctx, s.rdb, []string{s.epKey(id)}, at.UnixMilli(), gap.Milliseconds()).Text()
 	if err != nil {
 		return at, err
@@ -229,7 +229,7 @@ func (s *Store) markFailure(ctx context.Context, id uuid.UUID, at time.Time, gap
 	return at, nil
 }
 
-// markSuccess ends the endpoint's run of failures.
-func (s *Store) markSuccess(ctx context.Context, id uuid.UUID) error {
+// MarkSuccess ends the endpoint's run of failures.
+func (s *Store) MarkSuccess(ctx context.Context, id uuid.UUID) error {
 	return s.rdb.HDel(ctx, s.epKey(id), "failing_since", "last_failure").Err()
 }

@@ -1,0 +1,288 @@
+package webhooks
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	json "github.com/goccy/go-json"
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"svc/ingest"
+	"svc/lib/kafkabroker"
+	"svc/lib/svctest"
+	"svc/rollup"
+	"svc/schema"
+	"svc/schema/apitest"
+	"svc/schema/rollups"
+	"svc/schema/workspace"
+)
+
+// alertWorld is the whole pipeline for the alerts: the edge over an embedded Kafka,
+// the consumer groups (events and rejections) writing the test's ClickHouse database,
+// the webhooks role's triggers and worker on the test's clock, and a receiver that
+// verifies every signature independently.
+type alertWorld struct {
+	e   *testEnv
+	srv *apitest.Server
+	tn  apitest.Tenant
+	rcv *receiver
+	tr  *Triggers
+	// start is the minute the world began in: every event the test sends is received
+	// from it on.
+	start time.Time
+}
+
+func newAlertWorld(t *testing.T, a workspace.Alerts) *alertWorld {
+	t.Helper()
+	e := newEnv(t)
+	bc := kafkabroker.Config{EmbeddedAddr: "127.0.0.1:0", DataDir: t.TempDir(), Partitions: 2}
+	k, err := kafkabroker.StartEmbedded(bc, schema.Topics...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	icfg := ingest.Config{DeliveryTimeout: 5 * time.Second, MaxBufferedRecords: 1000, Linger: time.Millisecond}
+	producer, err := ingest.NewProducer(bc, k.Addrs(), icfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(producer.Close)
+	srv := apitest.Start(t, ingest.NewEdge(icfg, producer, workspace.NewStore(e.rdb), prometheus.NewRegistry()).Routes(), nil)
+	group := make([]byte, 4)
+	_, _ = rand.Read(group)
+	rcfg := rollup.Config{Group: "alerts-" + hex.EncodeToString(group), BatchRows: 1000, BatchInterval: 50 * time.Millisecond,
+		RetryMin: 20 * time.Millisecond, RetryMax: 300 * time.Millisecond, InsertTimeout: 5 * time.Second, RevokeTimeout: 3 * time.Second,
+		SessionTimeout: 3 * time.Second, RebalanceTimeout: 10 * time.Second, Table: "events", Topic: schema.TopicEvents,
+		DeadTopic: schema.TopicDeadEvent, Kafka: kafkabroker.Config{Brokers: k.Addrs(), EmbeddedAddr: "127.0.0.1:0", Partitions: 2},
+		ClickHouse: e.cfg.ClickHouse, Registerer: prometheus.NewRegistry(), RejectionSamples: 100}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rollup.Run(ctx, rcfg) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("rollup: %v", err)
+		}
+	})
+	w := &alertWorld{e: e, srv: srv, tn: srv.Tenant(t, false), start: time.Now().UTC().Truncate(time.Minute)}
+	w.rcv = newReceiver(t, e.clock, func(rw http.ResponseWriter, n int) { rw.WriteHeader(200) })
+	ep, err := e.store().CreateEndpoint(context.Background(), w.tn.Workspace.ID, w.rcv.URL, []string{KindRejectionsRising, KindPixelSilent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.rcv.secret = ep.Secrets[0].Secret
+	if err := workspace.NewAlertSettings(e.rdb).Set(context.Background(), w.tn.Workspace.ID, a); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = workspace.NewAlertSettings(e.rdb).Set(context.Background(), w.tn.Workspace.ID, workspace.Alerts{})
+	})
+	w.tr = &Triggers{Config: e.cfg, Emitter: e.emitter(), Keys: srv.Keys, Conn: e.conn, Log: e.log, Now: e.clock.Now}
+	return w
+}
+
+// send posts one batch of valid and invalid events for pixel and checks the answer:
+// 202, or 422 when none is valid.
+func (w *alertWorld) send(t *testing.T, pixel uuid.UUID, valid, invalid int) {
+	t.Helper()
+	at := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
+	var evs []string
+	for range valid {
+		evs = append(evs, fmt.Sprintf(`{"event_name":"purchase","occurred_at":%q,"value":1,"currency":"EUR","consent":{"measurement":true}}`, at))
+	}
+	for range invalid {
+		evs = append(evs, fmt.Sprintf(`{"event_name":"purchase","occurred_at":%q,"value":1,"currency":"EURO","consent":{"measurement":true}}`, at))
+	}
+	body := `{"pixel_id":"pxl_` + pixel.String() + `","events":[` + strings.Join(evs, ",") + `]}`
+	r := w.srv.Do(t, "POST", "/events", w.tn.Secret, body)
+	if valid == 0 { // a batch of none acceptable is refused whole, its rejections recorded
+		apitest.Problem(t, r, 422, "invalid_request")
+		return
+	}
+	if r.Status != 202 {
+		t.Fatalf("POST /events: %d %s", r.Status, r.Body)
+	}
+	if m := r.JSON(t); m["accepted"] != float64(valid) {
+		t.Fatalf("POST /events: accepted %v, want %d: %s", m["accepted"], valid, r.Body)
+	}
+}
+
+// stored waits until ClickHouse holds accepted and rejected events of pixel received
+// since the world began.
+func (w *alertWorld) stored(t *testing.T, pixel uuid.UUID, accepted, rejected uint64) {
+	t.Helper()
+	svctest.WaitFor(t, 30*time.Second, "the consumers storing the events and rejections", func() bool {
+		to := time.Now().UTC().Add(2 * time.Minute)
+		got, err := readWindows(context.Background(), w.e.conn, w.tn.Workspace.ID, false, []uuid.UUID{pixel}, w.start, to)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[pixel].Accepted == accepted && got[pixel].rejected() == rejected
+	})
+}
+
+// tick runs the triggers n times, then the worker until nothing is due, and returns
+// every delivery so far, decoded (each signature verified).
+func (w *alertWorld) tick(t *testing.T, n int) []map[string]any {
+	t.Helper()
+	ctx := context.Background()
+	for range n {
+		if err := w.tr.ScanOnce(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wk := w.e.worker("w")
+	for {
+		if k, err := wk.RunOnce(ctx); err != nil {
+			t.Fatal(err)
+		} else if k == 0 {
+			break
+		}
+	}
+	var out []map[string]any
+	for _, h := range w.rcv.Hits() {
+		if !h.Valid {
+			t.Fatalf("delivery %s: signature does not verify", h.EventID)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(h.Body, &m); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// nextMinute moves the test's clock into the minute after the current one, so that
+// the alerts' window (whole minutes up to the current one) holds what was just sent.
+func (w *alertWorld) nextMinute() {
+	w.e.clock.Set(time.Now().UTC().Truncate(time.Minute).Add(time.Minute + time.Second))
+}
+
+func want(t *testing.T, d map[string]any, fields map[string]any) {
+	t.Helper()
+	for k, v := range fields {
+		if fmt.Sprint(d[k]) != fmt.Sprint(v) {
+			t.Errorf("data.%s = %v, want %v (%v)", k, d[k], v, d)
+		}
+	}
+}
+
+// A rising share of rejections through the whole pipeline: 20 accepted and 10
+// rejected events in the window (a third; threshold 0.2) fire exactly one
+// pixel.rejections_rising however many ticks see it, with the window's exact figures;
+// once enough accepted events bring the share under the threshold, one "cleared".
+func TestRejectionsRisingFiresOncePerEpisode(t *testing.T) {
+	w := newAlertWorld(t, workspace.Alerts{RejectionsThreshold: 0.2, RejectionsWindow: 5 * time.Minute, RejectionsMinEvents: 10})
+	px := w.tn.Pixel.ID
+	w.send(t, px, 20, 0)
+	w.send(t, px, 0, 10)
+	w.stored(t, px, 20, 10)
+	w.nextMinute()
+	got := w.tick(t, 3)
+	if len(got) != 1 {
+		t.Fatalf("%d deliveries, want exactly one: %v", len(got), got)
+	}
+	if got[0]["type"] != KindRejectionsRising {
+		t.Fatalf("type %v", got[0]["type"])
+	}
+	d := got[0]["data"].(map[string]any)
+	end := w.e.clock.Now().Truncate(time.Minute)
+	want(t, d, map[string]any{"pixel_id": w.tn.PixelID(), "state": "firing", "received": 30, "accepted": 20, "rejected": 10,
+		"share": 0.3333, "threshold": 0.2, "min_events": 10, "window_seconds": 300, "cleared_at": nil,
+		"window_end": end.Format(time.RFC3339), "window_start": end.Add(-5 * time.Minute).Format(time.RFC3339),
+		"since": end.Format(time.RFC3339), "rejected_by_rule": map[string]any{"iso4217": 10.0}})
+	first := got[0]["id"]
+	w.e.clock.Add(2 * time.Minute) // later ticks, whose windows still hold the rejections: nothing new
+	if got := w.tick(t, 2); len(got) != 1 {
+		t.Fatalf("%d deliveries two minutes on, want still one: %v", len(got), got)
+	}
+
+	w.send(t, px, 50, 0) // 10 of 80: 0.125
+	w.stored(t, px, 70, 10)
+	w.nextMinute()
+	got = w.tick(t, 2)
+	if len(got) != 2 {
+		t.Fatalf("%d deliveries, want the firing one and one cleared: %v", len(got), got)
+	}
+	d = got[1]["data"].(map[string]any)
+	want(t, d, map[string]any{"state": "cleared", "received": 80, "rejected": 10, "share": 0.125, "since": end.Format(time.RFC3339)})
+	if d["cleared_at"] == nil || got[1]["id"] == first {
+		t.Errorf("cleared: id %v (firing %v), cleared_at %v", got[1]["id"], first, d["cleared_at"])
+	}
+}
+
+// Below the threshold nothing is sent: 2 rejected of 22 (0.09 < 0.2) on one pixel, and
+// 5 rejected of 5 on another (a share of 1, but fewer events than the minimum of 10).
+func TestRejectionsBelowThresholdFireNothing(t *testing.T) {
+	w := newAlertWorld(t, workspace.Alerts{RejectionsThreshold: 0.2, RejectionsWindow: 5 * time.Minute, RejectionsMinEvents: 10})
+	px := w.tn.Pixel.ID
+	few := w.srv.Pixel(t, w.tn.Workspace.ID).ID
+	w.send(t, px, 20, 2)
+	w.send(t, few, 0, 5)
+	w.stored(t, px, 20, 2)
+	w.stored(t, few, 0, 5)
+	w.nextMinute()
+	if got := w.tick(t, 3); len(got) != 0 {
+		t.Fatalf("%d deliveries, want none: %v", len(got), got)
+	}
+}
+
+// A pixel that goes silent: one accepted event, then nothing for the workspace's
+// period (1 minute) fires exactly one pixel.silent, since the event's reception; an
+// accepted event afterwards clears it.
+func TestPixelSilentFiresOnceAndClears(t *testing.T) {
+	w := newAlertWorld(t, workspace.Alerts{SilentAfter: time.Minute})
+	px := w.tn.Pixel.ID
+	w.send(t, px, 1, 0)
+	w.stored(t, px, 1, 0)
+	last, err := readLastAccepted(context.Background(), w.e.conn, w.tn.Workspace.ID, false, []uuid.UUID{px}, time.Now().Add(-time.Hour))
+	if err != nil || last[px].IsZero() {
+		t.Fatalf("last accepted %v, %v", last, err)
+	}
+	if got := w.tick(t, 1); len(got) != 0 {
+		t.Fatalf("silent after %s: %v", time.Since(last[px]), got)
+	}
+	w.e.clock.Set(last[px].Add(time.Minute + time.Second))
+	// A consumer that stalled at the last event (its partition's watermark there): not
+	// a silence, nothing is known past it.
+	ctx, db := context.Background(), w.e.cfg.ClickHouse.Database
+	stalled := map[int32]time.Time{0: last[px], 1: last[px]}
+	if err := rollups.WatermarkRaise(ctx, w.e.rdb, db, 2, stalled); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.tick(t, 2); len(got) != 0 {
+		t.Fatalf("silent while the consumer is behind: %v", got)
+	}
+	w.e.rdb.Del(ctx, rollups.WatermarkKey(db))
+	got := w.tick(t, 3)
+	if len(got) != 1 || got[0]["type"] != KindPixelSilent {
+		t.Fatalf("%d deliveries, want exactly one pixel.silent: %v", len(got), got)
+	}
+	want(t, got[0]["data"].(map[string]any), map[string]any{"pixel_id": w.tn.PixelID(), "state": "firing",
+		"since": last[px].Format(time.RFC3339), "silent_after_seconds": 60, "cleared_at": nil})
+	w.e.clock.Add(5 * time.Minute)
+	if got := w.tick(t, 2); len(got) != 1 {
+		t.Fatalf("%d deliveries five minutes on, want still one: %v", len(got), got)
+	}
+
+	time.Sleep(time.Until(last[px].Add(1100 * time.Millisecond))) // received_at is in whole seconds
+	w.send(t, px, 1, 0)
+	w.stored(t, px, 2, 0)
+	got = w.tick(t, 1)
+	if len(got) != 2 {
+		t.Fatalf("%d deliveries, want the silence and its end: %v", len(got), got)
+	}
+	d := got[1]["data"].(map[string]any)
+	want(t, d, map[string]any{"state": "cleared", "since": last[px].Format(time.RFC3339)})
+	if d["last_accepted_at"] == nil || d["cleared_at"] == nil {
+		t.Errorf("cleared: %v", d)
+	}
+}
