@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"html"
 	"math"
 	"strings"
 	"sync"
@@ -414,6 +415,86 @@ func TestPersistenceForksCountsRewritesAndSnapshots(t *testing.T) {
 		if !strings.Contains(forkNote(c[0], c[1]), "Redis forked") {
 			t.Fatalf("no note from %+v to %+v", c[0], c[1])
 		}
+	}
+}
+
+// CPU per event: each process's cores over the readings' span, per accepted event; the
+// generator is svc bench and vegeta together; the pipeline is svc, Redis and ClickHouse
+// (not the generator, other engineers' svc or "other"). Every report prints it.
+func TestCPUPerEvent(t *testing.T) {
+	c := &CPU{Busy: 2, Span: 10, Procs: map[string]float64{"svc (target)": 1, "redis": 0.5, "clickhouse": 0.25,
+		"bench": 0.2, "vegeta": 0.1, "svc (other)": 0.4, "other": 0.3}}
+	c.SetPerEvent(1_000_000) // 10 s: 1 core is 10 µs per event
+	want := map[string]float64{"svc": 10, "redis": 5, "clickhouse": 2.5, "generator": 3, Pipeline: 17.5}
+	for k, v := range want {
+		if got := c.PerEvent[k]; math.Abs(got-v) > 1e-9 {
+			t.Errorf("per event %s = %v µs, want %v", k, got, v)
+		}
+	}
+	if len(c.PerEvent) != len(want) {
+		t.Errorf("per event has %v, want only %v", c.PerEvent, want)
+	}
+	none := &CPU{Span: 10, Procs: map[string]float64{"redis": 1}}
+	none.SetPerEvent(0)
+	if none.PerEvent != nil {
+		t.Errorf("a run without accepted events has CPU per event %v", none.PerEvent)
+	}
+	rep := sampleReport()
+	rep.CPU, rep.Redis = c, redisWork(nil, map[string]cmdStat{"fcall": {2000, 20000}}, 1000, 0)
+	var text, page bytes.Buffer
+	PrintSummary(&text, rep)
+	if err := RenderHTML(&page, rep); err != nil {
+		t.Fatal(err)
+	}
+	for _, out := range []string{text.String(), html.UnescapeString(page.String())} {
+		for _, line := range []string{"svc 10.00, redis 5.00, clickhouse 2.50, generator 3.00, svc+redis+clickhouse 17.50", "20.00 µs in 2.00 commands"} {
+			if !strings.Contains(out, line) {
+				t.Errorf("report lacks %q:\n%s", line, out)
+			}
+		}
+	}
+}
+
+// Redis per request from INFO commandstats deltas: the top-level commands' usec (FCALL
+// includes the commands its function ran, so those count once), summed over what
+// changed, divided by the requests; the bench's own INFO is left out.
+func TestRedisWorkFromCommandStats(t *testing.T) {
+	before := parseCommandStats("# Commandstats\r\n" +
+		"cmdstat_fcall:calls=100,usec=1000,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hget:calls=500,usec=400,usec_per_call=0.80,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hset:calls=100,usec=100,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=3,usec=90,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n")
+	after := parseCommandStats("# Commandstats\r\n" +
+		"cmdstat_fcall:calls=2100,usec=21000,usec_per_call=10.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_evalsha:calls=1100,usec=5000,usec_per_call=4.55,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hget:calls=8500,usec=6800,usec_per_call=0.80,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_hset:calls=8100,usec=6500,usec_per_call=0.80,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_client|setinfo:calls=10,usec=10,usec_per_call=1.00,rejected_calls=0,failed_calls=0\r\n" +
+		"cmdstat_info:calls=9,usec=270,usec_per_call=30.00,rejected_calls=0,failed_calls=0\r\n")
+	if got := after["client|setinfo"]; got != (cmdStat{10, 10}) {
+		t.Fatalf("parsed client|setinfo as %+v", got)
+	}
+	w := redisWork(before, after, 1000, 0)
+	// fcall 20,000 + evalsha 5,000 + client|setinfo 10 usec over 1,000 requests.
+	if w.UsecPerRequest != 25.01 || w.CallsPerRequest != 3.11 {
+		t.Errorf("%v µs in %v calls per request, want 25.01 in 3.11", w.UsecPerRequest, w.CallsPerRequest)
+	}
+	if h := w.ByCommand["hget"]; !h.Nested || h.Calls != 8 || h.Usec != 6.4 {
+		t.Errorf("hget %+v, want nested, 8 calls, 6.4 µs per request", h)
+	}
+	if _, ok := w.ByCommand["info"]; ok {
+		t.Error("the bench's own INFO counted")
+	}
+	if top := w.TopCommands(); len(top) != 4 || !strings.HasPrefix(top[0], "fcall 20.00 µs × 2.00") {
+		t.Errorf("top commands %q", top)
+	}
+	if redisWork(before, after, 0, 0) != nil {
+		t.Error("figures per request without requests")
+	}
+	// svc's own HSETs (the stored answers: 1,000 here) count at HSET's average: 8,000
+	// calls took 6,400 usec, so 800 usec more.
+	if w := redisWork(before, after, 1000, 1000); w.UsecPerRequest != 25.81 || w.CallsPerRequest != 4.11 {
+		t.Errorf("with the stored answers' HSETs: %v µs in %v calls per request, want 25.81 in 4.11", w.UsecPerRequest, w.CallsPerRequest)
 	}
 }
 

@@ -266,9 +266,18 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 		close(probesDone)
 	}
 	noteForks := watchForks(ctx, fx.Redis())
+	noteRedis := watchRedisWork(ctx, fx.Redis())
 	runLoad(ctx, &f.common, rep, do, extra)
 	<-probesDone
 	noteForks(rep)
+	var answers int64 // the stored answers: svc's own HSETs
+	if !f.noIdem {
+		answers = rep.Requests.OK - retries.Load()
+		if probe != nil {
+			answers += int64(probe.count())
+		}
+	}
+	noteRedis(rep, answers)
 	if probe != nil {
 		probe.wait(ctx, f.probeWait)
 		rep.Freshness = probe.report(rep.Started)

@@ -279,6 +279,7 @@ func finishLoad(rep *Report, c *common, rec *Recorder, elapsed time.Duration, cp
 	rep.Rate, rep.Duration = c.rate, c.duration.Seconds()
 	rec.Finish(rep, elapsed)
 	rep.CPU = cpu
+	cpu.SetPerEvent(rep.Events.Accepted)
 	cores := rep.Machine.Cores
 	if cores > 0 {
 		rep.Events.PerCore = round(rep.Events.PerSecond/float64(cores), 1)

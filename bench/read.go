@@ -134,7 +134,9 @@ func readMain(ctx context.Context, args []string) error {
 		o.Kind = kind
 		return o
 	}
+	noteRedis := watchRedisWork(ctx, fx.Redis())
 	runLoad(ctx, &c, rep, do, nil)
+	noteRedis(rep, 0)
 	return finish(&c, rep)
 }
 

@@ -44,7 +44,9 @@ type Report struct {
 	// Samples are the target's /metrics sampled during the run.
 	Samples []Sample `json:"samples,omitempty"`
 	CPU     *CPU     `json:"cpu,omitempty"`
-	Soak    *Soak    `json:"soak,omitempty"`
+	// Redis is what Redis's commands cost per request (INFO commandstats).
+	Redis *RedisWork `json:"redis,omitempty"`
+	Soak  *Soak      `json:"soak,omitempty"`
 	// Flood is the flood scenario's invalid traffic and what it left (flood.go).
 	Flood *FloodResult `json:"flood,omitempty"`
 	// External is the load generator's own report when it was not svc bench (vegeta).
@@ -132,6 +134,46 @@ type Machine struct {
 type CPU struct {
 	Busy  float64            `json:"busy_cores"`
 	Procs map[string]float64 `json:"by_process_cores"`
+	Span  float64            `json:"span_s"` // seconds between the two /proc readings
+	// PerEvent is CPU time per accepted event, µs, by process (svc, redis, clickhouse,
+	// generator) and for the pipeline without the generator (svc+redis+clickhouse);
+	// set by SetPerEvent when the run accepted events.
+	PerEvent map[string]float64 `json:"per_event_us,omitempty"`
+}
+
+// Pipeline is the PerEvent entry of svc, Redis and ClickHouse together.
+const Pipeline = "svc+redis+clickhouse"
+
+// perEventOrder is the order PerEvent is printed in.
+var perEventOrder = []string{"svc", "redis", "clickhouse", "generator", Pipeline}
+
+// SetPerEvent sets c.PerEvent from the cores each process used over c.Span and the
+// events accepted: svc is the target's processes, generator the load generator's (svc
+// bench, vegeta).
+func (c *CPU) SetPerEvent(accepted int64) {
+	if c == nil || accepted <= 0 || c.Span <= 0 {
+		return
+	}
+	us := func(cores float64) float64 { return round(cores*c.Span*1e6/float64(accepted), 3) }
+	p := c.Procs
+	c.PerEvent = map[string]float64{
+		"svc":        us(p["svc (target)"]),
+		"redis":      us(p["redis"]),
+		"clickhouse": us(p["clickhouse"]),
+		"generator":  us(p["bench"] + p["vegeta"]),
+		Pipeline:     us(p["svc (target)"] + p["redis"] + p["clickhouse"]),
+	}
+}
+
+// PerEventLine is PerEvent as one line: "svc 1.20, redis 0.40, …".
+func (c *CPU) PerEventLine() string {
+	var parts []string
+	for _, k := range perEventOrder {
+		if v, ok := c.PerEvent[k]; ok {
+			parts = append(parts, fmt.Sprintf("%s %.2f", k, v))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Write writes rep as JSON and HTML at base+".json" and base+".html", creating the
@@ -212,6 +254,13 @@ func PrintSummary(w io.Writer, rep *Report) {
 			parts = append(parts, fmt.Sprintf("%s %.2f", k, c.Procs[k]))
 		}
 		fmt.Fprintf(tw, "cpu (cores)\tbusy %.2f of %d: %s\n", c.Busy, rep.Machine.Cores, strings.Join(parts, ", "))
+		if c.PerEvent != nil {
+			fmt.Fprintf(tw, "cpu per event (µs)\t%s\n", c.PerEventLine())
+		}
+	}
+	if r := rep.Redis; r != nil {
+		fmt.Fprintf(tw, "redis per request\t%.2f µs in %.2f commands (commandstats); top: %s\n",
+			r.UsecPerRequest, r.CallsPerRequest, strings.Join(r.TopCommands(), ", "))
 	}
 	if s := rep.Soak; s != nil {
 		fmt.Fprintf(tw, "soak\t%s\n", s.Verdict)
@@ -306,6 +355,12 @@ func CompareMetrics(a, b *Report) []Metric {
 	}
 	if a.CPU != nil && b.CPU != nil {
 		ms = append(ms, Metric{"machine busy (cores)", a.CPU.Busy, b.CPU.Busy, "lower"})
+		if a.CPU.PerEvent != nil && b.CPU.PerEvent != nil {
+			ms = append(ms, Metric{"CPU per event, " + Pipeline + " (µs)", a.CPU.PerEvent[Pipeline], b.CPU.PerEvent[Pipeline], "lower"})
+		}
+	}
+	if a.Redis != nil && b.Redis != nil {
+		ms = append(ms, Metric{"Redis per request (µs, commandstats)", a.Redis.UsecPerRequest, b.Redis.UsecPerRequest, "lower"})
 	}
 	return ms
 }

@@ -193,7 +193,7 @@ func cpuBetween(a, b cpuSnapshot) *CPU {
 	if dt <= 0 {
 		return nil
 	}
-	c := &CPU{Busy: round((b.busy-a.busy)/dt, 2), Procs: map[string]float64{}}
+	c := &CPU{Busy: round((b.busy-a.busy)/dt, 2), Procs: map[string]float64{}, Span: round(dt, 3)}
 	known := 0.0
 	for k, v := range b.procs {
 		d := (v - a.procs[k]) / dt

@@ -83,6 +83,7 @@ func vegetaMain(ctx context.Context, args []string) error {
 		timeout: f.timeout, workers: f.workers}
 	SetTargetPIDs(f.target)
 	noteForks := watchForks(ctx, fx.Redis())
+	noteRedis := watchRedisWork(ctx, fx.Redis())
 	cpu0 := readCPU()
 	sampler := StartSampler(f.metrics, f.sample, time.Now())
 	fmt.Fprintf(os.Stderr, "[vegeta] %s attack: %d requests at %.0f/s\n", bin, total, f.rate)
@@ -111,6 +112,11 @@ func vegetaMain(ctx context.Context, args []string) error {
 	rep.Notes = append(rep.Notes, "latency from due is vegeta's attack start + seq/rate (its constant pacer); "+
 		"vegeta's own figures (External) are measured from each request's send, like service time")
 	noteForks(rep)
+	var answers int64 // the stored answers: svc's own HSETs
+	if !f.noIdem {
+		answers = rep.Requests.OK - plan.retries(total)
+	}
+	noteRedis(rep, answers)
 	if n := plan.retries(total); n > 0 {
 		rep.Notes = append(rep.Notes, fmt.Sprintf("%d requests were idempotent retries of an earlier request; their replayed 202s count as ok requests, not as accepted events", n))
 	}

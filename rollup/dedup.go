@@ -26,24 +26,39 @@ import (
 // stored (again, if it is redelivered), any other record with that id is skipped and
 // counted.
 //
-// Claims are fields of tables (idempotency.Table), not keys: 256 groups per topic, by the
-// batch id's last byte, each group a table under the hash tag {<topic>:<byte, hex>} (so
-// the groups spread over a Redis Cluster's masters); the field is the batch id's first
-// 10 bytes (a lookup meets a few hundred fields that share at most 16 of its 80 bits:
-// two batches are taken for one with a chance under 2^-50), the value the claiming record's partition and offset (uvarints). About 22 B
-// of Redis memory a claim (MEMORY USAGE of the tables), where a key of its own took
-// about 180.
+// Claims are fields of bucket tables (idempotency.Buckets), not keys: 256 groups per
+// topic, by the batch id's last byte, each group a table under the hash tag
+// {<topic>:<byte, hex>} (so the groups, and one API key's claims with them, spread over a
+// Redis Cluster's masters); the field is the batch id's first 10 bytes (a lookup meets a
+// few hundred fields that share at most 16 of its 80 bits: two batches are taken for one
+// with a chance under 2^-50), the value the claiming record's partition and offset
+// (uvarints). One GET of the group's directory and one HMGET find a claim whatever its
+// age. About 24 B of Redis memory a claim (MEMORY USAGE of the tables), where a key of
+// its own took about 180.
 
 // claimTable: a claim lives at least 25 h: a second copy can be produced up to 24 h after
 // the first (a retry within the Idempotency-Key's window that finds no answer: its edge
 // died, or a failover lost the answer), and may wait in Kafka up to 1 h longer than the
-// first before it is consumed. Epochs of 6 h: a claim lives at most 31 h.
-var claimTable = idempotency.Table{Life: 25 * time.Hour, Span: 6 * time.Hour, Skew: time.Minute}
+// first before it is consumed. Buckets swept every 6 h: a claim lives at most 31 h.
+var claimTable = idempotency.Buckets{Life: 25 * time.Hour, Every: 6 * time.Hour, Skew: time.Minute}
 
-// claimDir is the directory key of the claim group of batch id (schema.HeaderBatchID,
-// 16 bytes) in topic.
-func claimDir(topic string, id []byte) string {
-	return "svc:claim:{" + topic + ":" + hex.EncodeToString(id[len(id)-1:]) + "}:m"
+// epochClaimTable is the timing of the claims of the format before (epoch tables,
+// idempotency.Table, under svc:claim:): read while a group's table of that format exists
+// (its directory expires with its last epoch, at most 31 h after an upgrade).
+var epochClaimTable = idempotency.Table{Life: 25 * time.Hour, Span: 6 * time.Hour, Skew: time.Minute}
+
+// claimGroup is the hash tag of the claim group of batch id (schema.HeaderBatchID, 16
+// bytes) in topic.
+func claimGroup(topic string, id []byte) string {
+	return "{" + topic + ":" + hex.EncodeToString(id[len(id)-1:]) + "}"
+}
+
+// claimDir is the directory key of the claim group of batch id in topic.
+func claimDir(topic string, id []byte) string { return "svc:claim2:" + claimGroup(topic, id) + ":d" }
+
+// epochClaimDir is claimDir in the format before.
+func epochClaimDir(topic string, id []byte) string {
+	return "svc:claim:" + claimGroup(topic, id) + ":m"
 }
 
 // claimField is the claim's field: the batch id's first 10 bytes (uniform: a SHA-256).
@@ -55,37 +70,65 @@ func claimValue(at recordPos) string {
 	return string(binary.AppendUvarint(b, uint64(at.o)))
 }
 
-// claimLibrary holds the claims' functions, each called with KEYS = {claimDir}:
-//   - claim: ARGV now ms, field, value, claimTable.Args. Returns the value of the record
-//     that holds the claim, or nil when this one took it now. Running it twice for one
-//     record answers its own value the second time.
-//   - forget_claim: ARGV now ms, field, claimTable.Args. Drops the claim.
-var claimLibrary = redisfn.New("claims", idempotency.LuaTable+`
-local function claim(KEYS, ARGV)
-  local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[4], ARGV[5], ARGV[6])
-  local v, _, _, cur = t_find(t, ARGV[2])
+// claimLibrary holds the claims' functions, each called with KEYS = {claimDir[,
+// epochClaimDir]}:
+//   - claim: ARGV now ms, field, value, claimTable.Args[, epochClaimTable.Args]. Returns
+//     the value of the record that holds the claim (in the table, or with KEYS[2], in the
+//     table of the format before while that exists), or nil when this one took it now.
+//     Running it twice for one record answers its own value the second time.
+//   - claims: claim for several batches of one group: ARGV now ms, claimTable.Args,
+//     epochClaimTable.Args, then field, value pairs. Returns claim's answer for each
+//     pair, false for nil.
+//   - forget_claim: ARGV now ms, field, claimTable.Args, epochClaimTable.Args. Drops the
+//     claim from both tables.
+var claimLibrary = redisfn.New("claims", idempotency.LuaTable+idempotency.LuaBuckets+`
+local function claim_one(t, o, f, value)
+  local v = b_get(t, f)
   if v then return v end
-  t_put(t, ARGV[2], ARGV[3], cur)
+  if o then
+    v = t_find(o, f)
+    if v then return v end
+  end
+  b_put(t, f, value)
   return false
 end
+local function epochs(KEYS, now, life, span, skew)
+  if KEYS[2] and redis.call('EXISTS', KEYS[2]) == 1 then
+    return t_open(string.sub(KEYS[2], 1, -2), now, life, span, skew)
+  end
+  return nil
+end
+local function claim(KEYS, ARGV)
+  local t = b_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[4], ARGV[5], ARGV[6])
+  return claim_one(t, epochs(KEYS, ARGV[1], ARGV[7], ARGV[8], ARGV[9]), ARGV[2], ARGV[3])
+end
+local function claims(KEYS, ARGV)
+  local t = b_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+  local o = epochs(KEYS, ARGV[1], ARGV[5], ARGV[6], ARGV[7])
+  local out = {}
+  for i = 8, #ARGV, 2 do out[#out + 1] = claim_one(t, o, ARGV[i], ARGV[i + 1]) end
+  return out
+end
 local function forget_claim(KEYS, ARGV)
-  local t = t_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[3], ARGV[4], ARGV[5])
-  local v, key, en = t_find(t, ARGV[2])
-  if v then t_del(t, key, en, ARGV[2]) end
+  local t = b_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[3], ARGV[4], ARGV[5])
+  if b_get(t, ARGV[2]) then b_del(t, ARGV[2]) end
+  local o = t_open(string.sub(KEYS[2], 1, -2), ARGV[1], ARGV[6], ARGV[7], ARGV[8])
+  local v, key, en = t_find(o, ARGV[2])
+  if v then t_del(o, key, en, ARGV[2]) end
   return 1
 end
-`, "claim", "forget_claim")
+`, "claim", "claims", "forget_claim")
 
 // ForgetClaims drops the claims on batch ids in topic (tools: the load generator cleans
 // up after itself).
 func ForgetClaims(ctx context.Context, rdb redis.Cmdable, topic string, ids [][]byte) error {
-	keys, args := make([]string, len(ids)), make([][]any, len(ids))
+	keys, args := make([][]string, len(ids)), make([][]any, len(ids))
 	now := time.Now().UnixMilli()
 	for i, id := range ids {
-		keys[i] = claimDir(topic, id)
-		args[i] = append([]any{now, claimField(id)}, claimTable.Args()...)
+		keys[i] = []string{claimDir(topic, id), epochClaimDir(topic, id)}
+		args[i] = append(append([]any{now, claimField(id)}, claimTable.Args()...), epochClaimTable.Args()...)
 	}
-	_, err := claimLibrary.Pipelined(ctx, rdb, "forget_claim", keys, args)
+	_, err := claimLibrary.PipelinedKeys(ctx, rdb, "forget_claim", keys, args)
 	return err
 }
 
@@ -147,17 +190,7 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	// One script per batch, pipelined: Redis serves other clients between them.
-	keys, args := make([]string, len(ids)), make([][]any, len(ids))
-	now := time.Now().UnixMilli()
-	for i, id := range ids {
-		keys[i] = claimDir(c.cfg.Topic, id)
-		args[i] = append([]any{now, claimField(id), claimValue(pos[i])}, claimTable.Args()...)
-	}
-	cmds, err := claimLibrary.Pipelined(qctx, c.cfg.Redis, "claim", keys, args)
-	for _, k := range keys {
-		c.unsynced[k] = true // written, or perhaps written
-	}
+	held, err := c.claimGroups(qctx, ids, pos)
 	if err != nil {
 		return err
 	}
@@ -166,17 +199,67 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 		return err
 	}
 	for i, at := range pos {
-		held, err := cmds[i].Text()
-		switch {
-		case errors.Is(err, redis.Nil):
+		if held[i] == "" {
 			c.claims[at] = legacy[i] // claimed now, unless an older claim names another record
-		case err != nil:
-			return err
-		default:
-			c.claims[at] = legacy[i] || held != claimValue(at) // another record holds it: a duplicate
+		} else {
+			c.claims[at] = legacy[i] || held[i] != claimValue(at) // another record holds it: a duplicate
 		}
 	}
 	return nil
+}
+
+// claimsPerCall bounds the claims of one call: Redis runs nothing else while a function
+// runs, so each call stays short.
+const claimsPerCall = 64
+
+// claimGroups claims batch ids (at the records pos) in one pipeline: one call per claim
+// group and up to claimsPerCall batches, so a poll's batches of one group share the
+// call's fixed cost (and the directory's read). It returns, for each, the value of the
+// record that holds the claim, "" when this one took it now.
+func (c *consumer) claimGroups(ctx context.Context, ids [][]byte, pos []recordPos) ([]string, error) {
+	now := time.Now().UnixMilli()
+	type call struct {
+		keys []string
+		args []any
+		of   []int // indexes into ids
+	}
+	var calls []*call
+	open := map[string]*call{}
+	for i, id := range ids {
+		dir := claimDir(c.cfg.Topic, id)
+		cl := open[dir]
+		if cl == nil || len(cl.of) == claimsPerCall {
+			cl = &call{keys: []string{dir, epochClaimDir(c.cfg.Topic, id)},
+				args: append(append([]any{now}, claimTable.Args()...), epochClaimTable.Args()...)}
+			open[dir] = cl
+			calls = append(calls, cl)
+		}
+		cl.args = append(cl.args, claimField(id), claimValue(pos[i]))
+		cl.of = append(cl.of, i)
+	}
+	keys, args := make([][]string, len(calls)), make([][]any, len(calls))
+	for j, cl := range calls {
+		keys[j], args[j] = cl.keys, cl.args
+		c.unsynced[cl.keys[0]] = true // written, or perhaps written
+	}
+	cmds, err := claimLibrary.PipelinedKeys(ctx, c.cfg.Redis, "claims", keys, args)
+	if err != nil {
+		return nil, err
+	}
+	held := make([]string, len(ids))
+	for j, cl := range calls {
+		vals, err := cmds[j].Slice()
+		if err != nil {
+			return nil, err
+		}
+		if len(vals) != len(cl.of) {
+			return nil, fmt.Errorf("claims: %d answers for %d batches", len(vals), len(cl.of))
+		}
+		for k, v := range vals {
+			held[cl.of[k]], _ = v.(string)
+		}
+	}
+	return held, nil
 }
 
 // legacyClaims reports, for each batch, whether a claim of the format before names

@@ -6,7 +6,9 @@
 #
 #   1. the Redis-backed suites (api, ingest, webhooks, rollup, privacy) with SVC_REDIS_CLUSTER
 #      set: every key operation, script and pipeline of the service against the cluster
-#      (ClickHouse: the single server of `make services`);
+#      (ClickHouse: the single server of `make services`), among them one API key's
+#      idempotency records and batch claims found on every master
+#      (TestOneKeysRecordsSpreadOverMasters, TestOneKeysClaimsSpreadOverMasters);
 #   2. over both clusters: TestScaleOnClusters (two edges and two consumers; an edge, a
 #      consumer, a Redis master and a ClickHouse replica killed under load; exact totals,
 #      each event_id once), TestEventIDCopiesSurviveARedisFailover (the master of an

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -11,11 +12,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/apikey"
 	"svc/lib/httpserver"
 	"svc/lib/idempotency"
 	"svc/lib/limits"
 	"svc/lib/process"
 	"svc/schema/apitest"
+	"svc/schema/workspace"
 )
 
 func TestSlotMatchesRedis(t *testing.T) {
@@ -28,14 +31,15 @@ func TestSlotMatchesRedis(t *testing.T) {
 	}
 }
 
-// TestGateKeysShareASlot: the gate script touches a key's two rate-limit windows and
-// its idempotency table; in a Redis Cluster they must hash to one slot, while keys of
-// different API keys spread over the slot range (and so over every master).
+// TestGateKeysShareASlot: a take touches a key's rate-limit state (and the two keys of
+// the format before); in a Redis Cluster they must hash to one slot, while keys of
+// different API keys spread over the slot range (and so over every master). One key's
+// idempotency records do not share that slot: they spread over the range too.
 func TestGateKeysShareASlot(t *testing.T) {
-	thirds := map[int]int{}
+	thirds, records := map[int]int{}, map[int]int{}
+	id := uuid.NewString()
 	for i := 0; i < 300; i++ {
-		id := uuid.NewString()
-		ks := append(limits.Keys(id), idempotency.DirKey(id))
+		ks := limits.Keys(uuid.NewString())
 		slot := apitest.Slot(ks[0])
 		for _, k := range ks[1:] {
 			if apitest.Slot(k) != slot {
@@ -43,10 +47,14 @@ func TestGateKeysShareASlot(t *testing.T) {
 			}
 		}
 		thirds[slot*3/16384]++
+		records[apitest.Slot(idempotency.GroupBase(idempotency.Group(id, strconv.Itoa(i))))*3/16384]++
 	}
 	for third := 0; third < 3; third++ {
 		if thirds[third] < 50 {
 			t.Errorf("API keys do not spread over the slots: %v per third of the range", thirds)
+		}
+		if records[third] < 50 {
+			t.Errorf("one API key's records do not spread over the slots: %v per third of the range", records)
 		}
 	}
 }
@@ -66,8 +74,8 @@ func clusterOnly(t *testing.T) redis.UniversalClient {
 
 // TestClusterSpreadsKeysOverMasters: requests of different API keys, each with an
 // Idempotency-Key, through the auto-pipelined gate of a server on a Redis Cluster. Every
-// request is answered (no CROSSSLOT), a repeat is replayed, and the keys' windows and
-// records land on every master.
+// request is answered (no CROSSSLOT), a repeat is replayed, and the keys' windows land
+// on every master.
 func TestClusterSpreadsKeysOverMasters(t *testing.T) {
 	rdb := clusterOnly(t)
 	s := apitest.Start(t, testRoutes(), func(c *httpserver.Config) { c.RedisAutoPipeline = true })
@@ -98,12 +106,11 @@ func TestClusterSpreadsKeysOverMasters(t *testing.T) {
 	err := process.EachMaster(context.Background(), rdb, func(ctx context.Context, node *redis.Client) error {
 		n := 0
 		for _, id := range ids {
-			ks := append(limits.Keys(id), idempotency.DirKey(id))
-			found, err := node.Exists(ctx, ks...).Result()
+			found, err := node.Exists(ctx, limits.Keys(id)[0]).Result()
 			if err != nil && !strings.Contains(err.Error(), "MOVED") {
 				return err
 			}
-			if found == int64(len(ks)) {
+			if found == 1 {
 				n++
 			}
 		}
@@ -118,12 +125,68 @@ func TestClusterSpreadsKeysOverMasters(t *testing.T) {
 	total := 0
 	for addr, n := range perMaster {
 		if n == 0 {
-			t.Errorf("master %s holds no API key's windows and records: %v", addr, perMaster)
+			t.Errorf("master %s holds no API key's windows: %v", addr, perMaster)
 		}
 		total += n
 	}
 	if total != tenants {
-		t.Errorf("%d of %d keys found whole on one master: %v", total, tenants, perMaster)
+		t.Errorf("%d of %d keys' windows found: %v", total, tenants, perMaster)
 	}
 	t.Logf("API keys per master: %v", perMaster)
+}
+
+// TestOneKeysRecordsSpreadOverMasters: one API key's requests, each with an
+// Idempotency-Key of its own, through a server on a Redis Cluster: every request is
+// answered and its repeat replayed, and the key's idempotency records land on every
+// master (each record on the master of its group's slot), so the busiest key is not held
+// to one Redis core, while its windows (one slot) counted every request exactly.
+func TestOneKeysRecordsSpreadOverMasters(t *testing.T) {
+	rdb := clusterOnly(t).(*redis.ClusterClient)
+	ctx := context.Background()
+	s := apitest.Start(t, testRoutes(), func(c *httpserver.Config) { c.RedisAutoPipeline = true })
+	w := s.Workspace(t, false)
+	k, secret := s.Key(t, workspace.KeySpec{WorkspaceID: w.ID, Env: apikey.Live, Scopes: []string{"plans:read"}, Burst: 1000, Daily: 10000})
+	kid := k.ID.String()
+	const n = 60
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = "spread-" + strconv.Itoa(i)
+	}
+	t.Cleanup(func() { _ = idempotency.New(rdb).Forget(ctx, kid, keys...) })
+	perMaster := map[string]int{}
+	for i, key := range keys {
+		first := s.Do(t, "POST", "/things", secret, `{"name":"a"}`, "Idempotency-Key", key)
+		again := s.Do(t, "POST", "/things", secret, `{"name":"a"}`, "Idempotency-Key", key)
+		if first.Status != 201 || again.Header.Get("Idempotent-Replayed") != "true" || string(again.Body) != string(first.Body) {
+			t.Fatalf("request %d: first %d %s, again %d %s", i, first.Status, first.Body, again.Status, again.Body)
+		}
+		dir := idempotency.GroupBase(idempotency.Group(kid, key)) + "d"
+		node, err := rdb.MasterForKey(ctx, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if found, err := node.Exists(ctx, dir).Result(); err != nil || found != 1 {
+			t.Fatalf("record %d: its group's directory is not on the master of its slot (%v)", i, err)
+		}
+		if st, err := idempotency.New(rdb).Peek(ctx, kid, key); err != nil || st != idempotency.Done {
+			t.Fatalf("record %d: state %v (%v), want done", i, st, err)
+		}
+		perMaster[node.Options().Addr]++
+	}
+	masters := 0
+	_ = rdb.ForEachMaster(ctx, func(context.Context, *redis.Client) error { masters++; return nil })
+	if len(perMaster) != masters {
+		t.Errorf("one key's %d records are on %d of %d masters: %v", n, len(perMaster), masters, perMaster)
+	}
+	// The daily window (10,000 a day, draining one request per 8.64 s) spent every
+	// request once: 2n and this one.
+	last := s.Do(t, "GET", "/things", secret, "")
+	var daily int
+	if _, err := fmt.Sscanf(last.Header.Get("RateLimit")[strings.Index(last.Header.Get("RateLimit"), `"daily";r=`):], `"daily";r=%d`, &daily); err != nil {
+		t.Fatalf("RateLimit %q: %v", last.Header.Get("RateLimit"), err)
+	}
+	if want := 10000 - 2*n - 1; daily < want || daily > want+2 {
+		t.Errorf("daily remaining %d after %d requests, want %d (+2 for the drain during the test)", daily, 2*n+1, want)
+	}
+	t.Logf("one key's records per master: %v", perMaster)
 }

@@ -18,48 +18,51 @@ type idemState struct {
 	key, fp string
 	outcome idempotency.Outcome
 	stored  *idempotency.Stored
+	res     idempotency.Reservation
 }
 
-// gateLibrary holds the hot path's one Redis round trip, gate: look the Idempotency-Key
-// up (when KEYS[3] is given), take one request from both windows, and reserve the key
-// when the request may run; a conflicting key spends nothing (its answer declares the
-// windows as they stand), and a denied request reserves nothing.
-// KEYS = daily state, burst state[, the key's idempotency table (idempotency.DirKey)].
-// ARGV = now ms, daily q, daily w ms, burst q, burst w ms[, idempotency.Store.ReserveArgs].
-// Returns take's limits.Results values (limits.LuaTake), then reserve's
-// (idempotency.LuaReserve) when KEYS[3] is given.
-var gateLibrary = redisfn.New("gate", limits.LuaTake+idempotency.LuaReserve+`
+// gateLibrary holds the hot path's take from the windows, gate: one request from both
+// windows of a key (limits.LuaTake). KEYS = limits.Keys. ARGV = limits.Args. Returns
+// take's limits.Results values.
+var gateLibrary = redisfn.New("gate", limits.LuaTake+`
 local function gate(KEYS, ARGV)
-  local now, dq, dw = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-  local bq, bw = tonumber(ARGV[4]), tonumber(ARGV[5])
-  if #KEYS == 2 then return take(KEYS[1], KEYS[2], now, dq, dw, bq, bw, 1) end
-  local r = reserve(KEYS[3], now, {unpack(ARGV, 6)})
-  if r[1] == 2 or r[1] == 3 then
-    local t = take(KEYS[1], KEYS[2], now, dq, dw, bq, bw, 0)
-    t[#t + 1] = r[1]
-    return t
-  end
-  local t = take(KEYS[1], KEYS[2], now, dq, dw, bq, bw, 1)
-  if t[1] == 0 then return t end
-  if r[1] == 0 then reserved() end
-  local n = #t
-  for i, v in ipairs(r) do t[n + i] = v end
-  return t
+  return take(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
+    tonumber(ARGV[4]), tonumber(ARGV[5]), 1)
 end
 `, "gate")
 
-// take runs the gate for r: its decision, and idem's outcome when idem is not nil.
+// take runs the gate for r: its decision, and idem's outcome when idem is not nil. An
+// Idempotency-Key is reserved first (on its record's hash slot, idempotency.Store.Reserve),
+// then the request taken from the windows (on its key's): a conflicting key (reuse, in
+// use) spends nothing (its answer declares the windows as they stand, a read-only peek),
+// and the reservation of a request the windows deny is released before it is answered.
 func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (limits.Decision, error) {
 	kid := r.Key.ID.String()
-	keys := limits.Keys(kid)
-	args := limits.Args(s.now(), burst, daily)
-	if idem != nil {
-		keys = append(keys, idempotency.DirKey(kid))
-		args = append(args, s.Deps.Idem.ReserveArgs(idem.key, idem.fp, r.route.TakeoverAfter, r.ID)...)
-	}
 	start := time.Now()
-	res, err := gateLibrary.Call(r.Context(), s.Deps.Limits.Redis(), "gate", keys, args...).Slice()
-	s.Deps.Metrics.RedisGate.Observe(time.Since(start).Seconds())
+	defer func() { s.Deps.Metrics.RedisGate.Observe(time.Since(start).Seconds()) }()
+	if idem != nil {
+		var err error
+		idem.res, err = s.Deps.Idem.Reserve(r.Context(), kid, idem.key, idem.fp, r.route.TakeoverAfter, r.ID)
+		if err != nil {
+			return limits.Decision{}, err
+		}
+		idem.outcome, idem.stored = idem.res.Outcome, idem.res.Stored
+		if idem.outcome == idempotency.Reuse || idem.outcome == idempotency.InUse {
+			return s.Deps.Limits.Peek(r.Context(), kid, burst, daily)
+		}
+	}
+	dec, err := s.takeWindows(r, kid, burst, daily)
+	if idem != nil && idem.outcome == idempotency.Proceed && (err != nil || !dec.Allowed) {
+		if err := s.Deps.Idem.Release(r.Context(), kid, idem.key, idem.fp, r.ID); err != nil {
+			s.Deps.Log.Warn("idempotency release failed", "request_id", r.ID, "err", err.Error())
+		}
+	}
+	return dec, err
+}
+
+// takeWindows takes one request from key kid's windows (the gate function).
+func (s *Server) takeWindows(r *Request, kid string, burst, daily limits.Window) (limits.Decision, error) {
+	res, err := gateLibrary.Call(r.Context(), s.Deps.Limits.Redis(), "gate", limits.Keys(kid), limits.Args(s.now(), burst, daily)...).Slice()
 	if err != nil {
 		return limits.Decision{}, err
 	}
@@ -70,16 +73,12 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 	for i := range ints {
 		ints[i], _ = res[i].(int64)
 	}
-	dec := limits.DecisionOf(ints, burst, daily)
-	if idem != nil && len(res) > limits.Results {
-		idem.outcome, idem.stored = idempotency.OutcomeOf(res[limits.Results:])
-	}
-	return dec, nil
+	return limits.DecisionOf(ints, burst, daily), nil
 }
 
 // gate takes one request from the key's windows and, for an Idempotency-Key request,
-// reserves the key, in one Redis round trip (gate.go). A conflicting Idempotency-Key
-// (reuse, in use) spends nothing.
+// reserves the key first (take). A conflicting Idempotency-Key (reuse, in use) spends
+// nothing.
 func (s *Server) gate(r *Request) *problem.Problem {
 	var idem *idemState
 	if r.route.Idempotent {
@@ -180,7 +179,7 @@ func (s *Server) idempotent(r *Request) {
 	// and runs again: the consumer drops that second copy of an event batch by its batch
 	// id.
 	start := time.Now()
-	err := s.Deps.Idem.Complete(r.Context(), kid, in.key, in.fp, idempotency.Stored{Status: st,
+	err := s.Deps.Idem.CompleteReserved(r.Context(), in.res, kid, in.key, in.fp, idempotency.Stored{Status: st,
 		ContentType: string(r.Ctx.Response.Header.ContentType()), Body: r.Ctx.Response.Body()})
 	s.Deps.Metrics.RedisStore.Observe(time.Since(start).Seconds())
 	if err != nil {

@@ -77,7 +77,7 @@ func TestUnpackRefusesGarbage(t *testing.T) {
 			t.Errorf("parseDone(%q) accepted a record that is not a done record", rec)
 		}
 	}
-	if o, st := OutcomeOf([]any{int64(Replay), "garbage"}); o != InUse || st != nil {
+	if o, st := outcomeOf([]any{int64(Replay), "garbage"}); o != InUse || st != nil {
 		t.Errorf("an unreadable record gave %v, %v; want InUse (retry later)", o, st)
 	}
 }

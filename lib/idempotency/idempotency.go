@@ -4,25 +4,27 @@
 // different request is idempotency_key_reuse; a repeat while the first still runs is
 // idempotency_key_in_use.
 //
-// Records are per API key, fields of the key's table (table.go): small Redis hashes
-// under svc:idem3:{<key id>}:, one family per 6-hour epoch, split as the key gets busy so
-// that each stays in Redis's compact listpack encoding. A record's field is the first
-// 10 bytes of the SHA-256 of the Idempotency-Key (a lookup meets a few hundred fields
-// that share at most 16 of its 80 bits: two keys are taken for one with a chance under
-// 2^-50); its value is one of
+// Records are fields of bucket tables (buckets.go): small Redis hashes in 256 groups,
+// each group a table under svc:idem4:{<byte, hex>}:, where a record's group is the last
+// byte of the SHA-256 of its API key's id and its Idempotency-Key, and its field the first
+// 10 bytes of that hash (a lookup meets a few hundred fields that share at most 16 of its
+// 80 bits: two keys are taken for one with a chance under 2^-50). So one API key's records
+// spread over every slot group, and over every master of a Redis Cluster, like every
+// other key's: the busiest key is not held to one Redis core (DESIGN.md, "Redis work per
+// request"). A record's value is one of
 //
 //	"P" <fingerprint> <owner> <lapses at, Unix ms> " " <takeover at, Unix ms; 0: never>   reserved
 //	"D" <fingerprint> <packed answer>                                                      done
-//	"L" <fingerprint>      done, the answer too long for a field (over MaxValue bytes in
-//	                       all): "D" <fingerprint> <packed answer> is the string
-//	                       svc:idem3:{<key id>}:a<epoch>:<field, hex>, expiring with the epoch
+//	"L" <fingerprint>      done, the answer too long for a field (over MaxValue - 1 bytes
+//	                       in all): "D" <fingerprint> <packed answer> is the string
+//	                       svc:idem4:{<byte, hex>}:a<field, hex>, expiring with the record
 //
 // where the fingerprint is 8 bytes of the SHA-256 of method, path and body, the owner 8
 // bytes of the SHA-256 of the reserving request's id, and the answer is packed
 // (answer.go: a 202 of POST /events takes about 20 bytes). A done record lives 24 h to
-// 30 h after it was written (Table: Life 24 h, Span 6 h, plus 1 min of clock skew); about
-// 50 B of Redis memory each (MEMORY USAGE of the tables), where a key of its own took
-// about 400.
+// 30 h after it was written (Buckets: Life 24 h, swept every 6 h, plus 1 min of clock
+// skew); about 50 B of Redis memory each (MEMORY USAGE of the tables), where a key of its
+// own took about 400.
 //
 // A reservation lasts until its request completes (Complete), fails retryably (Release),
 // or its process dies: then it lapses after PendingTTL (60 s) and counts as absent. A
@@ -37,12 +39,12 @@
 // pending or not, because a takeover needs the same fingerprint. The owner keeps a late
 // Release of the first run from dropping the taker's reservation.
 //
-// The table's base carries the hash tag {<key id>} of the key's rate-limit windows
-// (limits.Keys): the gate script reserves a record and takes from the windows in one hash
-// slot of a Redis Cluster. A key's records thus live on one master; the key's daily
-// quota bounds how many there are. (Records of the formats before, svc:idem2: strings
-// and svc:idem: hashes, are not read: they expire within 24 hours of an upgrade, and a
-// retry that misses one runs again, its events caught by the consumer's batch claim.)
+// The records are not in the hash slot of the key's rate-limit windows (limits.Keys): the
+// server's gate reserves first (Reserve, on the record's slot), then takes from the
+// windows (on the key's), and releases the reservation of a request the windows deny.
+// (Records of the formats before, svc:idem3:{<key id>}: tables, svc:idem2: strings and
+// svc:idem: hashes, are not read: they expire within 30 hours of an upgrade, and a retry
+// that misses one runs again, its events caught by the consumer's batch claim.)
 package idempotency
 
 import (
@@ -57,7 +59,7 @@ import (
 	"svc/lib/redisfn"
 )
 
-// Outcome of a reservation (LuaReserve, run by the server's gate script).
+// Outcome of a reservation (Reserve).
 type Outcome int
 
 const (
@@ -82,7 +84,8 @@ type Store struct {
 	// PendingTTL bounds a reservation whose process died before finishing (60 s): after
 	// it, the request may run again.
 	PendingTTL time.Duration
-	// Span is the epoch of the records' tables (6 h): a record lives at most TTL + Span.
+	// Span is how often a bucket of the records' tables is swept (6 h): a record lives
+	// at most TTL + Span + 2 min.
 	Span time.Duration
 	// Now is the clock of Complete and Release; the gate passes its own (the server's).
 	Now func() time.Time
@@ -92,9 +95,6 @@ type Store struct {
 func New(rdb redis.Cmdable) *Store {
 	return &Store{rdb: rdb, TTL: 24 * time.Hour, PendingTTL: time.Minute, Span: 6 * time.Hour, Now: time.Now}
 }
-
-// Table is the timing of the records' tables.
-func (s *Store) Table() Table { return Table{Life: s.TTL, Span: s.Span, Skew: time.Minute} }
 
 // MaxKeyLen is the longest Idempotency-Key accepted.
 const MaxKeyLen = 255
@@ -116,10 +116,22 @@ const (
 	ownerLen = 8  // bytes of an owner
 )
 
-// field is the table field of idemKey's record.
-func field(idemKey string) string {
-	h := sha256.Sum256([]byte(idemKey))
-	return string(h[:fieldLen])
+// recordHash identifies key id's record of idemKey: its field is the first fieldLen
+// bytes, its group the last byte.
+func recordHash(keyID, idemKey string) [sha256.Size]byte {
+	h := sha256.New()
+	h.Write([]byte(keyID))
+	h.Write([]byte{0})
+	h.Write([]byte(idemKey))
+	var sum [sha256.Size]byte
+	h.Sum(sum[:0])
+	return sum
+}
+
+// record is key id's record of idemKey: the directory key of its group and its field.
+func record(keyID, idemKey string) (dir, field string) {
+	h := recordHash(keyID, idemKey)
+	return GroupBase(h[len(h)-1]) + "d", string(h[:fieldLen])
 }
 
 // owner is what a reservation keeps of the reserving request's id.
@@ -128,36 +140,42 @@ func owner(requestID string) string {
 	return string(h[:ownerLen])
 }
 
-// KeyPrefix is the common prefix of key id's records (for tools that drop them): the
-// base of its table.
-func KeyPrefix(keyID string) string { return "svc:idem3:{" + keyID + "}:" }
+// Group is the group of key id's record of idemKey (tests and tools).
+func Group(keyID, idemKey string) byte {
+	h := recordHash(keyID, idemKey)
+	return h[len(h)-1]
+}
 
-// DirKey is the Redis key of the directory of key id's table: the key the gate script
-// declares (its hash tag is the key's rate-limit windows').
-func DirKey(keyID string) string { return KeyPrefix(keyID) + "m" }
+// Groups is the number of record groups (the last byte of a record's hash).
+const Groups = 256
 
-// luaRecords defines, over LuaTable, the operations on records: reserve and reserved
-// (the gate's), complete, release, forget and peek. Each takes the directory key dk, now
-// (ms) and its arguments as a list.
+// GroupBase is the base of group g's table (tests and tools): every key of it carries
+// the hash tag {<g, hex>}.
+func GroupBase(g byte) string { return fmt.Sprintf("svc:idem4:{%02x}:", g) }
+
+// Buckets is the timing of the records' tables.
+func (s *Store) Buckets() Buckets { return Buckets{Life: s.TTL, Every: s.Span, Skew: time.Minute} }
+
+// luaRecords defines, over LuaBuckets, the operations on records: reserve, complete,
+// release, forget and peek. Each takes the group's directory key dk and its ARGV: now
+// (ms), the record's field, its arguments, then the table's life, every and skew (the
+// last three).
 const luaRecords = `
-local function r_table(dk, now, life, span, skew)
-  return t_open(string.sub(dk, 1, -2), now, life, span, skew)
+local function r_table(dk, a)
+  local n = #a
+  return b_open(string.sub(dk, 1, -2), a[1], a[n - 2], a[n - 1], a[n])
 end
 
-local function r_large(t, en, f)
-  return t.base .. 'a' .. en .. ':' .. t_hex(f)
+local function r_large(t, f)
+  return t.base .. 'a' .. b_hex(f)
 end
 
-local to_reserve = nil
-
--- reserve decides, writing nothing: a = {f, fp, pending ms, takeover ms, owner, life,
--- span, skew}. {0} proceed (also when it takes over an expired takeover time or a lapsed
--- reservation): then reserved() makes the reservation; {1, record} replay, {2} reuse,
--- {3} in use.
-local function reserve(dk, now, a)
-  local f, fp, pending, takeover, owner = a[1], a[2], tonumber(a[3]), tonumber(a[4]), a[5]
-  local t = r_table(dk, now, a[6], a[7], a[8])
-  local v, key, en, cur = t_find(t, f)
+-- reserve: a = {now, f, fp, pending ms, takeover ms, owner, ...}. {0, bucket} proceed,
+-- the reservation made in that bucket (also when it takes over an expired takeover time
+-- or a lapsed reservation); {1, record} replay, {2} reuse, {3} in use: nothing written.
+local function reserve(dk, a)
+  local t, f, fp = r_table(dk, a), a[2], a[3]
+  local v = b_get(t, f)
   if v then
     local kind, same = string.sub(v, 1, 1), string.sub(v, 2, 9) == fp
     if kind == 'P' then
@@ -172,87 +190,121 @@ local function reserve(dk, now, a)
     elseif kind == 'D' then
       return {1, v}
     else
-      local big = redis.call('GET', r_large(t, en, f))
+      local big = redis.call('GET', r_large(t, f))
       if big then return {1, big} end
     end
   end
-  local at = 0
+  local takeover, at = tonumber(a[5]), 0
   if takeover > 0 then at = t.now + takeover end
-  to_reserve = {t = t, f = f, key = key, en = en, cur = cur,
-    v = 'P' .. fp .. owner .. string.format('%d %d', t.now + pending, at)}
-  return {0}
+  b_put(t, f, 'P' .. fp .. a[6] .. string.format('%d %d', t.now + tonumber(a[4]), at))
+  return {0, t.key}
 end
 
--- reserved makes the reservation the last reserve decided on.
-local function reserved()
-  local r = to_reserve
-  local nk = t_put(r.t, r.f, r.v, r.cur)
-  if r.key and r.key ~= nk then t_del(r.t, r.key, r.en, r.f) end
-end
-
--- complete: a = {f, record, life, span, skew}: the record replaces whatever f holds.
--- Usually f is reserved in the current epoch and one HSET replaces it.
-local function complete(dk, now, a)
-  local f, rec = a[1], a[2]
-  local t = r_table(dk, now, a[3], a[4], a[5])
-  if #rec > 64 then
-    local e = math.floor(t.now / t.span)
-    redis.call('SET', r_large(t, string.format('%d', e), f), rec, 'PXAT', string.format('%d', t_expiry(t, e)))
+-- complete: a = {now, f, record, ...}: the record replaces whatever f holds (usually
+-- the reservation, made moments before: one HSET).
+local function complete(dk, a)
+  local t, f, rec = r_table(dk, a), a[2], a[3]
+  if #rec > 63 then
+    redis.call('SET', r_large(t, f), rec, 'PXAT', b_expiry(t))
     rec = 'L' .. string.sub(rec, 2, 9)
   end
-  local _, en, added = t_put(t, f, rec)
-  if added then
-    local v, key, was = t_find(t, f, en)
-    if v then t_del(t, key, was, f) end
-  end
+  b_set(t, f, rec)
   return 1
 end
 
--- release: a = {f, fp, owner, life, span, skew}: drops the reservation fp and owner made.
-local function release(dk, now, a)
-  local f = a[1]
-  local t = r_table(dk, now, a[4], a[5], a[6])
-  local v, key, en = t_find(t, f)
-  if v and string.sub(v, 1, 1 + 8 + 8) == 'P' .. a[2] .. a[3] then t_del(t, key, en, f) end
+-- release: a = {now, f, fp, owner, ...}: drops the reservation fp and owner made.
+local function release(dk, a)
+  local t, f = r_table(dk, a), a[2]
+  local v = b_get(t, f)
+  if v and string.sub(v, 1, 1 + 8 + 8) == 'P' .. a[3] .. a[4] then b_del(t, f) end
   return 1
 end
 
--- forget: a = {f, life, span, skew}: drops the record, whatever it holds.
-local function forget(dk, now, a)
-  local t = r_table(dk, now, a[2], a[3], a[4])
-  local v, key, en = t_find(t, a[1])
+-- forget: a = {now, f, ...}: drops the record, whatever it holds.
+local function forget(dk, a)
+  local t, f = r_table(dk, a), a[2]
+  local v = b_get(t, f)
   if v then
-    t_del(t, key, en, a[1])
-    if string.sub(v, 1, 1) == 'L' then redis.call('DEL', r_large(t, en, a[1])) end
+    b_del(t, f)
+    if string.sub(v, 1, 1) == 'L' then redis.call('DEL', r_large(t, f)) end
   end
   return 1
 end
 
--- peek: a = {f, life, span, skew}: the record, or false.
-local function peek(dk, now, a)
-  local v = t_find(r_table(dk, now, a[2], a[3], a[4]), a[1])
-  return v or false
+-- peek: a = {now, f, ...}: the record, or false.
+local function peek(dk, a)
+  return b_get(r_table(dk, a), a[2]) or false
 end
 `
 
-// LuaReserve defines, with the table functions, reserve(dk, now, args) and reserved();
-// the server's one-trip gate script includes it and passes ReserveArgs. See luaRecords.
-const LuaReserve = LuaTable + luaRecords
-
-// ReserveArgs are the arguments of reserve for idemKey, the request's fingerprint, the
-// route's takeover time and the reserving request's id.
-func (s *Store) ReserveArgs(idemKey, fp string, takeover time.Duration, requestID string) []any {
-	return append([]any{field(idemKey), fp, s.PendingTTL.Milliseconds(), takeover.Milliseconds(), owner(requestID)},
-		s.Table().Args()...)
+// Reservation is what Reserve decided: its outcome, the answer to replay (Replay), and
+// where the reservation was written (Proceed), for CompleteReserved.
+type Reservation struct {
+	Outcome Outcome
+	Stored  *Stored
+	bucket  string
 }
 
-// OutcomeOf reads reserve's result (see LuaReserve).
-func OutcomeOf(res []any) (Outcome, *Stored) {
-	o := Outcome(res[0].(int64))
-	if o != Replay {
-		return o, nil
+// Reserve looks key id's record of idemKey up and, when the request may run (Proceed),
+// reserves it for the request requestID with its fingerprint fp, for takeover (the
+// route's TakeoverAfter; 0: none), in one call on the record's group. Replay comes with
+// the stored answer; Reuse and InUse write nothing.
+func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string, takeover time.Duration, requestID string) (Reservation, error) {
+	res, err := s.run(ctx, "reserve_record", keyID, idemKey, fp, s.PendingTTL.Milliseconds(), takeover.Milliseconds(),
+		owner(requestID)).Slice()
+	if err != nil {
+		return Reservation{}, err
 	}
-	rec, _ := res[1].(string)
+	if len(res) == 0 {
+		return Reservation{}, fmt.Errorf("idempotency: reserve returned nothing")
+	}
+	var r Reservation
+	r.Outcome, r.Stored = outcomeOf(res)
+	if r.Outcome == Proceed && len(res) > 1 {
+		r.bucket, _ = res[1].(string)
+	}
+	return r, nil
+}
+
+// CompleteReserved is Complete for the request that made res (Proceed): one HSET of the
+// record into the bucket res was written to, no function call. Where that field was not
+// there any more (its bucket split meanwhile, or the reservation lapsed or was released)
+// it takes the HSET back and runs Complete. An answer too long for a field goes through
+// Complete.
+func (s *Store) CompleteReserved(ctx context.Context, res Reservation, keyID, idemKey, fp string, st Stored) error {
+	rec := doneRecord(fp, st)
+	if res.bucket == "" || len(rec) > MaxValue-stampLen {
+		return s.Complete(ctx, keyID, idemKey, fp, st)
+	}
+	_, f := record(keyID, idemKey)
+	added, err := s.rdb.HSet(ctx, res.bucket, f, stamp(s.Now())+rec).Result()
+	if err != nil || added == 0 {
+		return err
+	}
+	if err := s.rdb.HDel(ctx, res.bucket, f).Err(); err != nil {
+		return err
+	}
+	return s.Complete(ctx, keyID, idemKey, fp, st)
+}
+
+// stampLen is the bytes of a bucket value's write time (LuaBuckets' b_stamp).
+const stampLen = 1
+
+// stamp is b_stamp: the Unix quarter hour of now, mod 256.
+func stamp(now time.Time) string {
+	return string([]byte{byte(now.UnixMilli() / 900000 % 256)})
+}
+
+// outcomeOf reads reserve's result (see luaRecords).
+func outcomeOf(res []any) (Outcome, *Stored) {
+	o, _ := res[0].(int64)
+	if Outcome(o) != Replay {
+		return Outcome(o), nil
+	}
+	rec := ""
+	if len(res) > 1 {
+		rec, _ = res[1].(string)
+	}
 	st, err := parseDone(rec)
 	if err != nil {
 		return InUse, nil // a record this version cannot read: the client retries later
@@ -273,18 +325,22 @@ func parseDone(rec string) (Stored, error) {
 	return Unpack([]byte(rec[1+fpLen:]))
 }
 
-// recordsLibrary holds the records' operations other than the gate's: complete, release,
-// peek and forget, each called with KEYS = {DirKey} and ARGV = {now ms, its arguments}.
-var recordsLibrary = redisfn.New("records", LuaReserve+`
-local function complete_record(KEYS, ARGV) return complete(KEYS[1], ARGV[1], {unpack(ARGV, 2)}) end
-local function release_record(KEYS, ARGV) return release(KEYS[1], ARGV[1], {unpack(ARGV, 2)}) end
-local function peek_record(KEYS, ARGV) return peek(KEYS[1], ARGV[1], {unpack(ARGV, 2)}) end
-local function forget_record(KEYS, ARGV) return forget(KEYS[1], ARGV[1], {unpack(ARGV, 2)}) end
-`, "complete_record", "release_record", "peek_record", "forget_record")
+// recordsLibrary holds the records' operations, each called with KEYS = {the group's
+// directory} and ARGV = {now ms, its arguments, Buckets.Args}.
+var recordsLibrary = redisfn.New("records", LuaBuckets+luaRecords+`
+local function reserve_record(KEYS, ARGV) return reserve(KEYS[1], ARGV) end
+local function complete_record(KEYS, ARGV) return complete(KEYS[1], ARGV) end
+local function release_record(KEYS, ARGV) return release(KEYS[1], ARGV) end
+local function peek_record(KEYS, ARGV) return peek(KEYS[1], ARGV) end
+local function forget_record(KEYS, ARGV) return forget(KEYS[1], ARGV) end
+`, "reserve_record", "complete_record", "release_record", "peek_record", "forget_record")
 
-func (s *Store) run(ctx context.Context, fn, keyID string, args ...any) *redis.Cmd {
-	args = append(append([]any{s.Now().UnixMilli()}, args...), s.Table().Args()...)
-	return recordsLibrary.Call(ctx, s.rdb, fn, []string{DirKey(keyID)}, args...)
+// run calls fn on key id's record of idemKey with args.
+func (s *Store) run(ctx context.Context, fn, keyID, idemKey string, args ...any) *redis.Cmd {
+	dir, f := record(keyID, idemKey)
+	all := make([]any, 0, 2+len(args)+3)
+	all = append(append(append(all, s.Now().UnixMilli(), f), args...), s.Buckets().Args()...)
+	return recordsLibrary.Call(ctx, s.rdb, fn, []string{dir}, all...)
 }
 
 // Complete stores the response of the reserved request for the replay window, in one
@@ -294,7 +350,7 @@ func (s *Store) run(ctx context.Context, fn, keyID string, args ...any) *redis.C
 // it stores the answer of had the same effect as the taker's (the takeover contract),
 // so either answer is the key's answer.
 func (s *Store) Complete(ctx context.Context, keyID, idemKey, fp string, st Stored) error {
-	return s.run(ctx, "complete_record", keyID, field(idemKey), doneRecord(fp, st)).Err()
+	return s.run(ctx, "complete_record", keyID, idemKey, doneRecord(fp, st)).Err()
 }
 
 // Release drops the reservation the request requestID made, when its request failed in
@@ -304,7 +360,7 @@ func (s *Store) Release(ctx context.Context, keyID, idemKey, fp, requestID strin
 	if requestID == "" {
 		return fmt.Errorf("idempotency: release without a request id")
 	}
-	return s.run(ctx, "release_record", keyID, field(idemKey), fp, owner(requestID)).Err()
+	return s.run(ctx, "release_record", keyID, idemKey, fp, owner(requestID)).Err()
 }
 
 // Forget drops key id's records of idemKeys, in one pipeline (tools: the load generator
@@ -312,10 +368,11 @@ func (s *Store) Release(ctx context.Context, keyID, idemKey, fp, requestID strin
 func (s *Store) Forget(ctx context.Context, keyID string, idemKeys ...string) error {
 	keys := make([]string, len(idemKeys))
 	args := make([][]any, len(idemKeys))
-	now, table := s.Now().UnixMilli(), s.Table().Args()
+	now, table := s.Now().UnixMilli(), s.Buckets().Args()
 	for i, k := range idemKeys {
-		keys[i] = DirKey(keyID)
-		args[i] = append([]any{now, field(k)}, table...)
+		var f string
+		keys[i], f = record(keyID, k)
+		args[i] = append([]any{now, f}, table...)
 	}
 	_, err := recordsLibrary.Pipelined(ctx, s.rdb, "forget_record", keys, args)
 	return err
@@ -332,7 +389,7 @@ const (
 
 // Peek reports the state of key id's record for idemKey (tests and tools).
 func (s *Store) Peek(ctx context.Context, keyID, idemKey string) (State, error) {
-	v, err := s.run(ctx, "peek_record", keyID, field(idemKey)).Text()
+	v, err := s.run(ctx, "peek_record", keyID, idemKey).Text()
 	switch {
 	case errors.Is(err, redis.Nil):
 		return Absent, nil

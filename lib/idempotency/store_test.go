@@ -230,44 +230,33 @@ func TestTableFindsFieldsAcrossEpochs(t *testing.T) {
 	}
 }
 
-// reserveScript runs reserve alone: ARGV = now, then ReserveArgs.
-var reserveScript = redis.NewScript(LuaReserve + `
-local deny = ARGV[#ARGV] == 'deny'
-local r = reserve(KEYS[1], tonumber(ARGV[1]), {unpack(ARGV, 2)})
-if r[1] == 0 and not deny then reserved() end
-return r`)
-
 type testStore struct {
 	*Store
 	t     *testing.T
 	rdb   redis.UniversalClient
 	keyID string
 	now   time.Time
+	used  []string
+	last  Reservation
 }
 
 func newTestStore(t *testing.T) *testStore {
 	rdb := testRedis(t)
 	ts := &testStore{Store: New(rdb), t: t, rdb: rdb, keyID: uuid.NewString(), now: time.Now()}
 	ts.Now = func() time.Time { return ts.now }
-	t.Cleanup(func() {
-		for _, k := range keysLike(t, rdb, KeyPrefix(ts.keyID)+"*") {
-			rdb.Del(context.Background(), k)
-		}
-	})
+	t.Cleanup(func() { _ = ts.Forget(context.Background(), ts.keyID, ts.used...) })
 	return ts
 }
 
-func (ts *testStore) reserve(idemKey, fp string, takeover time.Duration, reqID string, deny ...string) (Outcome, *Stored) {
+func (ts *testStore) reserve(idemKey, fp string, takeover time.Duration, reqID string) (Outcome, *Stored) {
 	ts.t.Helper()
-	args := append([]any{ts.now.UnixMilli()}, ts.ReserveArgs(idemKey, fp, takeover, reqID)...)
-	for _, d := range deny {
-		args = append(args, d)
-	}
-	res, err := reserveScript.Run(context.Background(), ts.rdb, []string{DirKey(ts.keyID)}, args...).Slice()
+	ts.used = append(ts.used, idemKey)
+	r, err := ts.Reserve(context.Background(), ts.keyID, idemKey, fp, takeover, reqID)
 	if err != nil {
 		ts.t.Fatal(err)
 	}
-	return OutcomeOf(res)
+	ts.last = r
+	return r.Outcome, r.Stored
 }
 
 func (ts *testStore) peek(idemKey string) State {
@@ -285,8 +274,8 @@ func sameStored(a *Stored, b Stored) bool {
 
 // The record's life: reserved, in use, reuse with another body, completed and replayed
 // byte for byte (a long answer too, kept outside the table), released only by its owner,
-// lapsed after PendingTTL, taken over after the takeover time, dropped when the gate
-// denies the request, and replayed 24 h after it was stored, across epochs.
+// lapsed after PendingTTL, taken over after the takeover time, and replayed 24 h after it
+// was stored.
 func TestRecordLifecycle(t *testing.T) {
 	ts := newTestStore(t)
 	ctx := context.Background()
@@ -350,56 +339,16 @@ func TestRecordLifecycle(t *testing.T) {
 		t.Fatalf("the first run's late release dropped the taker's reservation: %v", o)
 	}
 
-	if o, _ := ts.reserve("k6", fp, 0, "req_12", "deny"); o != Proceed || ts.peek("k6") != Absent {
-		t.Fatalf("a denied request's reservation stays: %v", ts.peek("k6"))
-	}
-
-	// Stored just before an epoch ends, replayed a day later from another epoch.
-	end := time.UnixMilli((ts.now.UnixMilli()/ts.Span.Milliseconds() + 1) * ts.Span.Milliseconds())
-	ts.now = end.Add(-time.Second)
+	// Stored, then replayed a day later (TestBucketsSweepOnlyExpiredRecords: the sweeps
+	// of its bucket in between keep it).
 	ts.reserve("k7", fp, 0, "req_13")
-	ts.now = end.Add(time.Second) // completed in the next epoch: the record moves there
 	ts.Complete(ctx, ts.keyID, "k7", fp, oneRejection)
-	ts.now = ts.now.Add(ts.TTL)
+	ts.now = ts.now.Add(ts.TTL + time.Minute)
 	if o, st := ts.reserve("k7", fp, 0, "req_14"); o != Replay || !sameStored(st, oneRejection) {
 		t.Fatalf("replay 24 h later: %v %+v", o, st)
 	}
-	if n := ts.fields(); n != 5 {
-		t.Errorf("%d fields in the table, want 5 (k1, k2, k4, k5, k7): a record is in one epoch only", n)
-	}
 	if err := ts.Forget(ctx, ts.keyID, "k7"); err != nil || ts.peek("k7") != Absent {
 		t.Fatalf("forget: %v, state %v", err, ts.peek("k7"))
-	}
-}
-
-// fields counts the fields in the shards of the store's table.
-func (ts *testStore) fields() int64 {
-	var n int64
-	for _, k := range keysLike(ts.t, ts.rdb, KeyPrefix(ts.keyID)+"[0-9]*") {
-		n += ts.rdb.HLen(context.Background(), k).Val()
-	}
-	return n
-}
-
-// A shard that loses its last record keeps its expiry (and a placeholder): Redis would
-// drop an empty hash, and the next record would make it anew with no expiry at all.
-func TestEmptiedShardKeepsItsExpiry(t *testing.T) {
-	ts := newTestStore(t)
-	ctx := context.Background()
-	fp := Fingerprint("POST", "/events", nil)
-	ts.reserve("only", fp, 0, "req_1")
-	if err := ts.Release(ctx, ts.keyID, "only", fp, "req_1"); err != nil {
-		t.Fatal(err)
-	}
-	ts.reserve("next", fp, 0, "req_2")
-	epoch := ts.Table().Epoch(ts.now.UnixMilli())
-	key := ShardKey(KeyPrefix(ts.keyID), epoch, 0)
-	at, err := ts.rdb.PExpireTime(ctx, key).Result()
-	if err != nil || at <= 0 {
-		t.Fatalf("shard %s: expiry %v (%v), want one", key, at, err)
-	}
-	if n := ts.rdb.HLen(ctx, key).Val(); n != 2 {
-		t.Fatalf("shard %s holds %d fields, want the placeholder and the new record", key, n)
 	}
 }
 
@@ -409,5 +358,43 @@ func TestLuaTableUsesTheGoConstants(t *testing.T) {
 		if !strings.Contains(LuaTable, want) {
 			t.Errorf("LuaTable lacks %q", want)
 		}
+	}
+}
+
+// CompleteReserved writes the answer over the reservation with one HSET (stamped as the
+// Lua functions stamp), and where the reservation is not in its bucket any more (its
+// bucket split, or it was dropped) it leaves no stray field and stores the answer where a
+// lookup finds it.
+func TestCompleteReservedWritesOverTheReservation(t *testing.T) {
+	ts := newTestStore(t)
+	ctx := context.Background()
+	fp := Fingerprint("POST", "/events", []byte("a"))
+	if o, _ := ts.reserve("c1", fp, 0, "req_1"); o != Proceed || ts.last.bucket == "" {
+		t.Fatalf("reserve: %v, bucket %q", o, ts.last.bucket)
+	}
+	if err := ts.CompleteReserved(ctx, ts.last, ts.keyID, "c1", fp, clean202); err != nil {
+		t.Fatal(err)
+	}
+	_, f := record(ts.keyID, "c1")
+	if v := ts.rdb.HGet(ctx, ts.last.bucket, f).Val(); !strings.HasPrefix(v, stamp(ts.now)+"D") {
+		t.Fatalf("the record in its bucket is %q, want the stamp and the done record", v)
+	}
+	if o, st := ts.reserve("c1", fp, 0, "req_2"); o != Replay || !sameStored(st, clean202) {
+		t.Fatalf("replay: %v %+v", o, st)
+	}
+
+	ts.reserve("c2", fp, 0, "req_3")
+	moved := ts.last
+	_, f2 := record(ts.keyID, "c2")
+	ts.rdb.HDel(ctx, moved.bucket, f2) // as if a split had moved it to a new bucket
+	moved.bucket = moved.bucket + "x"
+	if err := ts.CompleteReserved(ctx, moved, ts.keyID, "c2", fp, oneRejection); err != nil {
+		t.Fatal(err)
+	}
+	if n := ts.rdb.Exists(ctx, moved.bucket).Val(); n != 0 {
+		t.Fatalf("a stray field was left in %s", moved.bucket)
+	}
+	if o, st := ts.reserve("c2", fp, 0, "req_4"); o != Replay || !sameStored(st, oneRejection) {
+		t.Fatalf("replay after the fallback: %v %+v", o, st)
 	}
 }

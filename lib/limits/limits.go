@@ -74,16 +74,18 @@ func (l *Limiter) Redis() redis.Cmdable { return l.rdb }
 // New returns a Limiter over rdb.
 func New(rdb redis.Cmdable) *Limiter { return &Limiter{rdb: rdb, Now: time.Now} }
 
-// LuaTake defines the Lua function take(kd, kb, now, dq, dw, bq, bw, cost): both windows
-// over the daily state key kd and the burst state key kb (window lengths in ms), cost 1
-// to take, -1 to refund, 0 to read without writing (no write command runs, so it may be
-// called from a read-only script). It returns Results values: {allowed (0/1), denied
-// (0 none, 1 daily, 2 burst), retry_ms, daily remaining, daily ms until full, burst
-// remaining, burst ms until full}. Other scripts (the server's one-trip gate) include
-// it, so the algorithm is written once.
+// LuaTake defines the Lua function take(k, kd, kb, now, dq, dw, bq, bw, cost): both
+// windows of one key, whose state is the string k ("<daily spent> <burst spent> <unix
+// ms>"; window lengths in ms), cost 1 to take, -1 to refund, 0 to read without writing
+// (no write command runs, so it may be called from a read-only script). It returns
+// Results values: {allowed (0/1), denied (0 none, 1 daily, 2 burst), retry_ms, daily
+// remaining, daily ms until full, burst remaining, burst ms until full}. Other scripts
+// (the server's gate) include it, so the algorithm is written once. One GET and one SET
+// a request: the windows' state is one string.
 //
-// A state value written before this format (a bare GCRA theoretical arrival time in ms)
-// is read under the current quota; such values expire within a day.
+// When k is absent the state is read from the format before, one string per window
+// (kd, kb: "<spent>:<unix ms>", or a bare GCRA theoretical arrival time in ms, read
+// under the current quota); such values expire within a day.
 const LuaTake = `
 local L_EPS = 1e-9
 
@@ -99,12 +101,17 @@ local function l_spent(key, q, w, now)
   return math.max(0, math.min(q, s) - (now - at) * q / w)
 end
 
-local function l_put(key, s, w, now)
-  redis.call('SET', key, tostring(s) .. ':' .. tostring(now), 'PX', w + 1000)
+local function l_state(k, kd, kb, now, dq, dw, bq, bw)
+  local v = redis.call('GET', k)
+  if not v then return l_spent(kd, dq, dw, now), l_spent(kb, bq, bw, now) end
+  local d, b, at = string.match(v, '^(%S+) (%S+) (%S+)$')
+  at = math.min(tonumber(at) or now, now)
+  return math.max(0, math.min(dq, tonumber(d) or 0) - (now - at) * dq / dw),
+    math.max(0, math.min(bq, tonumber(b) or 0) - (now - at) * bq / bw)
 end
 
-local function take(kd, kb, now, dq, dw, bq, bw, cost)
-  local ds, bs = l_spent(kd, dq, dw, now), l_spent(kb, bq, bw, now)
+local function take(k, kd, kb, now, dq, dw, bq, bw, cost)
+  local ds, bs = l_state(k, kd, kb, now, dq, dw, bq, bw)
   local allowed, denied, retry = 1, 0, 0
   if cost < 0 then
     ds, bs = math.max(0, ds - 1), math.max(0, bs - 1)
@@ -118,7 +125,7 @@ local function take(kd, kb, now, dq, dw, bq, bw, cost)
     end
   end
   if cost ~= 0 and allowed == 1 then
-    l_put(kd, ds, dw, now); l_put(kb, bs, bw, now)
+    redis.call('SET', k, tostring(ds) .. ' ' .. tostring(bs) .. ' ' .. string.format('%d', now), 'PX', math.max(dw, bw) + 1000)
   end
   return {allowed, denied, retry,
     math.floor(dq - ds + L_EPS), math.ceil(ds * dw / dq - L_EPS),
@@ -129,18 +136,17 @@ end
 // Results is the number of values take returns.
 const Results = 7
 
-// takeScript: KEYS = daily state, burst state. ARGV = now ms, daily q, daily w ms,
-// burst q, burst w ms, cost.
+// takeScript: KEYS = Keys. ARGV = now ms, daily q, daily w ms, burst q, burst w ms, cost.
 var takeScript = redis.NewScript(LuaTake + `
-return take(KEYS[1], KEYS[2], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
+return take(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
   tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6]))
 `)
 
-// Keys returns the daily and burst state keys of key id. Both carry the hash tag {<key
-// id>}, as the key's idempotency table does (idempotency.DirKey), so that the gate
-// script touches one hash slot of a Redis Cluster.
+// Keys returns the state key of key id's windows, then the daily and burst keys of the
+// format before (read while the first is absent). All carry the hash tag {<key id>}, so
+// a take touches one hash slot of a Redis Cluster.
 func Keys(id string) []string {
-	return []string{"svc:rl:{" + id + "}:daily", "svc:rl:{" + id + "}:burst"}
+	return []string{"svc:rl2:{" + id + "}", "svc:rl:{" + id + "}:daily", "svc:rl:{" + id + "}:burst"}
 }
 
 // Args returns take's ARGV for now and the windows, cost excluded.
@@ -225,21 +231,31 @@ func Windows(burst, daily int) (Window, Window) {
 	return Window{"burst", burst, 60}, Window{"daily", daily, 86400}
 }
 
-// LastTaken is when key id last spent (or was refunded) a request, read from its daily
-// window's state ("<spent>:<unix ms>", written by every take): nothing is written for
-// it, so it costs the requests nothing. ok is false when the state is gone (no request
-// within the daily window and a second: the key's TTL) or in the older format.
+// LastTaken is when key id last spent (or was refunded) a request, read from its windows'
+// state ("<daily spent> <burst spent> <unix ms>", written by every take; while that is
+// absent, the daily window's string of the format before, "<spent>:<unix ms>"): nothing
+// is written for it, so it costs the requests nothing. ok is false when the state is gone
+// (no request within the daily window and a second: the key's TTL) or in an older format.
 func (l *Limiter) LastTaken(ctx context.Context, id string) (at time.Time, ok bool, err error) {
-	v, err := l.rdb.Get(ctx, Keys(id)[0]).Result()
+	keys := Keys(id)
+	v, err := l.rdb.Get(ctx, keys[0]).Result()
+	sep := " "
+	if errors.Is(err, redis.Nil) {
+		v, err = l.rdb.Get(ctx, keys[1]).Result()
+		sep = ":"
+	}
 	if errors.Is(err, redis.Nil) {
 		return time.Time{}, false, nil
 	}
 	if err != nil {
 		return time.Time{}, false, err
 	}
-	_, ms, found := strings.Cut(v, ":")
-	n, perr := strconv.ParseFloat(ms, 64)
-	if !found || perr != nil || n <= 0 {
+	i := strings.LastIndex(v, sep)
+	if i < 0 {
+		return time.Time{}, false, nil
+	}
+	n, perr := strconv.ParseFloat(v[i+1:], 64)
+	if perr != nil || n <= 0 {
 		return time.Time{}, false, nil
 	}
 	return time.UnixMilli(int64(n)).UTC(), true, nil

@@ -2,6 +2,7 @@ package limits_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -150,11 +151,34 @@ func TestLegacyStateIsRead(t *testing.T) {
 	k := limits.Keys(id)
 	// 3 requests of a 10-per-day window: TAT = now + 3 × 8640 s.
 	tat := now.Add(3 * 8640 * time.Second).UnixMilli()
-	if err := l.Redis().Set(context.Background(), k[0], tat, time.Minute).Err(); err != nil {
+	if err := l.Redis().Set(context.Background(), k[1], tat, time.Minute).Err(); err != nil {
 		t.Fatal(err)
 	}
 	if r := peek(t, l, id, 120, 10).Daily.Remaining; r != 7 {
 		t.Fatalf("legacy state: daily remaining %d, want 7", r)
+	}
+}
+
+// TestTwoKeyStateIsRead: windows written by the version before (a string per window,
+// "<spent>:<unix ms>") are read while the one state string is absent, and the next take
+// writes both windows into it: nothing spent is forgotten across the upgrade.
+func TestTwoKeyStateIsRead(t *testing.T) {
+	l, id, now := clocked(t)
+	ctx := context.Background()
+	k := limits.Keys(id)
+	at := strconv.FormatInt(now.UnixMilli(), 10)
+	if err := l.Redis().Set(ctx, k[1], "4:"+at, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Redis().Set(ctx, k[2], "2:"+at, time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if dec := take(t, l, id, 120, 10); dec.Daily.Remaining != 5 || dec.Burst.Remaining != 117 {
+		t.Fatalf("after the upgrade's first take: daily %d, burst %d remaining; want 5 and 117", dec.Daily.Remaining, dec.Burst.Remaining)
+	}
+	l.Redis().Del(ctx, k[1], k[2])
+	if dec := peek(t, l, id, 120, 10); dec.Daily.Remaining != 5 || dec.Burst.Remaining != 117 {
+		t.Fatalf("from the one state string: daily %d, burst %d remaining; want 5 and 117", dec.Daily.Remaining, dec.Burst.Remaining)
 	}
 }
 

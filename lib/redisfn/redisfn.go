@@ -102,11 +102,20 @@ func (l *Library) Call(ctx context.Context, c redis.Cmdable, fn string, keys []s
 // fn's effect must be the same run once or twice. It returns each run's result, or the
 // first error that is not redis.Nil.
 func (l *Library) Pipelined(ctx context.Context, c redis.Cmdable, fn string, keys []string, args [][]any) ([]*redis.Cmd, error) {
+	all := make([][]string, len(keys))
+	for i, k := range keys {
+		all[i] = []string{k}
+	}
+	return l.PipelinedKeys(ctx, c, fn, all, args)
+}
+
+// PipelinedKeys is Pipelined for runs of several keys each: fn over keys[i] with args[i].
+func (l *Library) PipelinedKeys(ctx context.Context, c redis.Cmdable, fn string, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(keys))
 	run := func() (missing bool) {
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, k := range keys {
-				cmds[i] = p.FCall(ctx, l.Function(fn), []string{k}, args[i]...)
+				cmds[i] = p.FCall(ctx, l.Function(fn), k, args[i]...)
 			}
 			return nil
 		})

@@ -1,0 +1,222 @@
+package idempotency
+
+import (
+	"fmt"
+	"time"
+)
+
+// Buckets. A bucket table keeps records that must each live at least Life after their
+// last write (the idempotency records, the consumer's batch claims) as fields of small
+// Redis hashes, like Table, but finds one in one read whatever its age: a record's
+// bucket depends on its field only, not on when it was written, and expired records are
+// swept out of a bucket instead of expiring with an epoch's hashes.
+//
+//	<base>d    string "<level> <split> <count>": the directory (linear hashing), absent:
+//	           "0 0 0"
+//	<base><n>  hash: field -> <written at: 1 byte, the Unix quarter hour mod 256> value, and
+//	           "" -> when the bucket was last swept (Unix ms)
+//
+// A field's bucket is h mod 2^level, or h mod 2^(level+1) when that is below split, where
+// h is the field's first four bytes (big-endian): one GET of the directory and one HMGET
+// of the bucket (the field and its sweep time) find it. A write that finds the bucket
+// last swept more than Every ago (or never: a new bucket) sweeps it: one HGETALL, an HDEL
+// of the fields written more than Life + Skew ago, and a new expiry for the bucket and
+// the directory, now + Every + Life + Skew + SweepMargin. Every write to a bucket comes
+// at most Every + SweepMargin after its last sweep (a write that does not read the sweep
+// time, Complete, follows a reservation that did by less than SweepMargin), so no record
+// expires with its bucket before Life + Skew; a record lives at most about Life + Skew +
+// Every + 30 min (its write time is kept in quarter hours). A sweep costs about one HGETALL of the bucket, once per Every per bucket,
+// while the bucket takes about its size × Every / Life writes in that time.
+//
+// Buckets grow by linear hashing as in Table: the directory also holds an estimate of the
+// table's fields ("<level> <split> <count>"; an added field counts CountStep when its
+// fifth byte is a multiple of CountStep, and then writes the directory; a sweep takes
+// off what it deleted), and when it passes Load per bucket, bucket split is split into
+// itself and split + 2^level (one HGETALL and two writes). Buckets average Load to 2·Load
+// fields, under Redis's hash-max-listpack-entries (128). Buckets never merge: one the
+// sweeps emptied keeps its sweep time and expiry, and costs its key. Every key of a table
+// shares the base's hash tag. Fields are at least 5 bytes, their first five uniformly
+// distributed (a hash); fields and values within MaxValue - 1 bytes. The write time wraps
+// every 64 h, longer than a record can wait for its sweep.
+type Buckets struct {
+	Life  time.Duration // a record lives at least Life + Skew after its last write
+	Every time.Duration // a bucket is swept at most this often
+	Skew  time.Duration // clock difference between writers tolerated
+}
+
+// Args are the table's timing as LuaBuckets' b_open takes it (ms): life, every, skew.
+func (b Buckets) Args() []any {
+	return []any{b.Life.Milliseconds(), b.Every.Milliseconds(), b.Skew.Milliseconds()}
+}
+
+// BucketKey is the name of bucket n of the table under base (tests and tools).
+func BucketKey(base string, n int) string { return fmt.Sprintf("%s%d", base, n) }
+
+// SweepMargin bounds the time between a reservation and the write that completes it.
+const SweepMargin = 10 * time.Minute
+
+// LuaBuckets defines the Lua functions of a bucket table (see Buckets). A handle is
+// b_open(base, now, life, every, skew) (times in ms); then
+//
+//	b_get(b, f)    -> f's value (its stamp removed) or nil; remembers f's bucket
+//	b_put(b, f, v) -> added: sets f (after b_get(b, f)), sweeps and splits as due
+//	b_set(b, f, v) -> added: sets f without reading it first, for a write that comes
+//	                  less than SweepMargin after a b_get of f (it reads the bucket's
+//	                  sweep time only when f was absent)
+//	b_del(b, f)       deletes f (after b_get(b, f))
+//	b_hex(s)       -> s in hex
+const LuaBuckets = `
+local B_LOAD = 48
+local B_STEP = 8
+local B_MARGIN = 600000
+
+local function b_open(base, now, life, every, skew)
+  return {base = base, now = tonumber(now), life = life, every = every, skew = skew}
+end
+
+local function b_hash(f)
+  local a, b, c, d = string.byte(f, 1, 4)
+  return ((a * 256 + b) * 256 + c) * 256 + d
+end
+
+local function b_locate(b, f)
+  if not b.level then
+    b.dir = redis.call('GET', b.base .. 'd')
+    b.level, b.split, b.count = 0, 0, 0
+    if b.dir then
+      local l, s, n = string.match(b.dir, '^(%d+) (%d+) (%d+)$')
+      b.level, b.split, b.count = tonumber(l) or 0, tonumber(s) or 0, tonumber(n) or 0
+    end
+  end
+  local h = b_hash(f)
+  local n = h % (2 ^ b.level)
+  if n < b.split then n = h % (2 ^ (b.level + 1)) end
+  return b.base .. n
+end
+
+local function b_get(b, f)
+  local key = b_locate(b, f)
+  local r = redis.call('HMGET', key, f, '')
+  b.key, b.swept = key, r[2]
+  if r[1] then return string.sub(r[1], 2) end
+  return nil
+end
+
+-- b_each runs cmd on key with the items of list, at most 400 at a time (Lua's unpack
+-- has a limit).
+local function b_each(cmd, key, list, head)
+  for i = 1, #list, 400 do
+    if head then
+      redis.call(cmd, key, head[1], head[2], unpack(list, i, math.min(#list, i + 399)))
+      head = nil
+    else
+      redis.call(cmd, key, unpack(list, i, math.min(#list, i + 399)))
+    end
+  end
+end
+
+local function b_stamp(now)
+  return string.char(math.floor(now / 900000) % 256)
+end
+
+local function b_expiry(b)
+  return string.format('%d', b.now + tonumber(b.every) + tonumber(b.life) + tonumber(b.skew) + B_MARGIN)
+end
+
+local function b_setdir(b)
+  local v = b.level .. ' ' .. b.split .. ' ' .. math.max(0, b.count)
+  if b.dir then
+    redis.call('SET', b.base .. 'd', v, 'KEEPTTL')
+  else
+    redis.call('SET', b.base .. 'd', v, 'PXAT', b_expiry(b))
+  end
+  b.dir = v
+end
+
+local function b_keep(b, key)
+  local at = b_expiry(b)
+  redis.call('HSET', key, '', string.format('%d', b.now))
+  redis.call('PEXPIREAT', key, at)
+  if b.dir then redis.call('PEXPIREAT', b.base .. 'd', at, 'GT') else b_setdir(b) end
+end
+
+local function b_sweep(b, key)
+  local all = redis.call('HGETALL', key)
+  local q = math.floor(b.now / 900000)
+  local keep = math.ceil((b.life + b.skew) / 900000) + 1
+  local gone = {}
+  for i = 1, #all, 2 do
+    if all[i] ~= '' then
+      if (q - (string.byte(all[i + 1], 1) or q)) % 256 > keep then gone[#gone + 1] = all[i] end
+    end
+  end
+  if #gone > 0 then
+    b_each('HDEL', key, gone)
+    b.count = b.count - #gone
+    if b.dir then b_setdir(b) end
+  end
+  b_keep(b, key)
+end
+
+local function b_split(b)
+  local size = 2 ^ b.level
+  local from = b.base .. b.split
+  local to = b.base .. (b.split + size)
+  local all = redis.call('HGETALL', from)
+  local moved, gone, swept = {}, {}, nil
+  for i = 1, #all, 2 do
+    local f = all[i]
+    if f == '' then
+      swept = all[i + 1]
+    elseif b_hash(f) % (2 * size) ~= b.split then
+      moved[#moved + 1] = f
+      moved[#moved + 1] = all[i + 1]
+      gone[#gone + 1] = f
+    end
+  end
+  if #gone > 0 then
+    b_each('HSET', to, moved, {'', swept or string.format('%d', b.now)})
+    local at = redis.call('PEXPIRETIME', from)
+    if at <= 0 then at = b_expiry(b) end
+    redis.call('PEXPIREAT', to, at)
+    b_each('HDEL', from, gone)
+  end
+  b.split = b.split + 1
+  if b.split == size then b.level, b.split = b.level + 1, 0 end
+end
+
+local function b_after(b, f, key, added)
+  if not b.swept or b.now - tonumber(b.swept) > tonumber(b.every) then
+    b.life, b.every, b.skew = tonumber(b.life), tonumber(b.every), tonumber(b.skew)
+    b_sweep(b, key)
+    b.swept = b.now
+  end
+  if added and string.byte(f, 5) % B_STEP == 0 then
+    b.count = b.count + B_STEP
+    if b.count > B_LOAD * (2 ^ b.level + b.split) then b_split(b) end
+    b_setdir(b)
+  end
+  return added
+end
+
+local function b_put(b, f, v)
+  local key = b.key
+  return b_after(b, f, key, redis.call('HSET', key, f, b_stamp(b.now) .. v) == 1)
+end
+
+local function b_set(b, f, v)
+  local key = b_locate(b, f)
+  b.key = key
+  if redis.call('HSET', key, f, b_stamp(b.now) .. v) == 0 then return false end
+  b.swept = redis.call('HGET', key, '')
+  return b_after(b, f, key, true)
+end
+
+local function b_del(b, f)
+  redis.call('HDEL', b.key, f)
+end
+
+local function b_hex(s)
+  return (string.gsub(s, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+`

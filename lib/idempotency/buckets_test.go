@@ -1,0 +1,166 @@
+package idempotency
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// bucketScript exposes the bucket functions: ARGV = op ("put", "get" or "del"), base,
+// now, life, every, skew, f[, v].
+var bucketScript = redis.NewScript(LuaBuckets + `
+local b = b_open(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+local v = b_get(b, ARGV[7])
+if ARGV[1] == 'put' then return b_put(b, ARGV[7], ARGV[8]) and 1 or 0 end
+if ARGV[1] == 'del' then b_del(b, ARGV[7]) end
+return v or false
+`)
+
+type testBuckets struct {
+	t    *testing.T
+	rdb  redis.UniversalClient
+	base string
+	tab  Buckets
+}
+
+func newTestBuckets(t *testing.T, tab Buckets) *testBuckets {
+	rdb := testRedis(t)
+	tb := &testBuckets{t: t, rdb: rdb, base: "svc:test:buckets:{" + uuid.NewString() + "}:", tab: tab}
+	t.Cleanup(func() {
+		for _, k := range keysLike(t, rdb, tb.base+"*") {
+			rdb.Del(context.Background(), k)
+		}
+	})
+	return tb
+}
+
+func (tb *testBuckets) run(op string, now time.Time, f string, v ...any) any {
+	tb.t.Helper()
+	args := append(append([]any{op, tb.base, now.UnixMilli()}, tb.tab.Args()...), f)
+	res, err := bucketScript.Run(context.Background(), tb.rdb, []string{tb.base + "d"}, append(args, v...)...).Result()
+	if err == redis.Nil {
+		return nil
+	}
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	return res
+}
+
+func (tb *testBuckets) put(now time.Time, f, v string) { tb.run("put", now, f, v) }
+
+func (tb *testBuckets) get(now time.Time, f string) (string, bool) {
+	v, ok := tb.run("get", now, f).(string)
+	return v, ok
+}
+
+// level and split of the table's directory.
+func (tb *testBuckets) dir() (level, split int) {
+	d, _ := tb.rdb.Get(context.Background(), tb.base+"d").Result()
+	fmt.Sscanf(d, "%d %d", &level, &split)
+	return level, split
+}
+
+// A busy table splits its buckets as it fills: every field is found in one read, every
+// bucket stays in the listpack encoding (under 128 fields), the buckets average Load to
+// 2·Load fields, and
+// every bucket and the directory expire no sooner than Life + Skew from now.
+func TestBucketsSplitIntoCompactHashes(t *testing.T) {
+	tb := newTestBuckets(t, Buckets{Life: 24 * time.Hour, Every: 6 * time.Hour, Skew: time.Minute})
+	ctx := context.Background()
+	now := time.Now()
+	const n = 3000
+	for i := 0; i < n; i++ {
+		tb.put(now, testField(i), fmt.Sprintf("value %d", i))
+	}
+	for i := 0; i < n; i++ {
+		if v, ok := tb.get(now, testField(i)); !ok || v != fmt.Sprintf("value %d", i) {
+			t.Fatalf("field %d: %q %v", i, v, ok)
+		}
+	}
+	if _, ok := tb.get(now, testField(n)); ok {
+		t.Fatal("a field never written was found")
+	}
+	level, split := tb.dir()
+	buckets := 1<<level + split
+	if n/buckets < Load*85/100 || n/buckets > Load*2 {
+		t.Fatalf("%d buckets for %d fields", buckets, n)
+	}
+	lo := now.Add(tb.tab.Life + tb.tab.Skew).UnixMilli()
+	total := 0
+	for i := 0; i < buckets; i++ {
+		key := BucketKey(tb.base, i)
+		enc, _ := tb.rdb.ObjectEncoding(ctx, key).Result()
+		size, _ := tb.rdb.HLen(ctx, key).Result()
+		at, _ := tb.rdb.PExpireTime(ctx, key).Result()
+		if enc != "listpack" || at.Milliseconds() < lo {
+			t.Errorf("bucket %d: %s, %d fields, expires at %d (want after %d)", i, enc, size, at.Milliseconds(), lo)
+		}
+		total += int(size) - 1 // the sweep time
+	}
+	if total != n {
+		t.Fatalf("%d fields in the buckets, want %d", total, n)
+	}
+	if at, _ := tb.rdb.PExpireTime(ctx, tb.base+"d").Result(); at.Milliseconds() < lo {
+		t.Fatalf("the directory expires at %d, before %d", at.Milliseconds(), lo)
+	}
+}
+
+// A record is kept at least Life + Skew after its last write, across the sweeps of its
+// bucket, and swept out by the first write past that (and Every after the last sweep);
+// a rewrite restarts its life. A bucket emptied by deletes keeps its expiry.
+func TestBucketsSweepOnlyExpiredRecords(t *testing.T) {
+	tab := Buckets{Life: 24 * time.Hour, Every: 6 * time.Hour, Skew: time.Minute}
+	tb := newTestBuckets(t, tab)
+	ctx := context.Background()
+	t0 := time.Now()
+	tb.put(t0, testField(1), "old")
+	tb.put(t0, testField(2), "rewritten")
+	// A write every 5 h sweeps the bucket (its last sweep is then over Every old at
+	// times), up to just before the old record's life ends.
+	at := t0
+	for i := 3; at.Before(t0.Add(tab.Life)); i++ {
+		at = at.Add(5 * time.Hour)
+		tb.put(at, testField(i), "filler")
+	}
+	if v, ok := tb.get(t0.Add(tab.Life+tab.Skew), testField(1)); !ok || v != "old" {
+		t.Fatalf("Life + Skew later: %q %v, want the record", v, ok)
+	}
+	tb.put(t0.Add(tab.Life), testField(2), "rewritten") // its life starts again
+	late := t0.Add(tab.Life + tab.Skew + tab.Every + 3*time.Minute)
+	tb.put(late, testField(100), "new")
+	if _, ok := tb.get(late, testField(1)); ok {
+		t.Error("a record past Life + Skew survived a sweep")
+	}
+	if v, ok := tb.get(late, testField(2)); !ok || v != "rewritten" {
+		t.Errorf("a rewritten record was swept by its first write's time: %q %v", v, ok)
+	}
+	for _, f := range []string{testField(2), testField(100)} {
+		tb.run("del", late, f)
+	}
+	for i := 3; i < 10; i++ {
+		tb.run("del", late, testField(i))
+	}
+	key := BucketKey(tb.base, 0)
+	if n := tb.rdb.HLen(ctx, key).Val(); n != 1 {
+		t.Fatalf("bucket holds %d fields after deleting every record, want the sweep time only", n)
+	}
+	if ex, err := tb.rdb.PExpireTime(ctx, key).Result(); err != nil || ex.Milliseconds() < late.Add(tab.Life).UnixMilli() {
+		t.Fatalf("emptied bucket expires at %v (%v)", ex, err)
+	}
+}
+
+// The Lua bucket functions use the package's Load, CountStep and SweepMargin.
+func TestLuaBucketsUseTheGoConstants(t *testing.T) {
+	for _, want := range []string{fmt.Sprintf("local B_LOAD = %d\n", Load), fmt.Sprintf("local B_STEP = %d\n", CountStep),
+		fmt.Sprintf("local B_MARGIN = %d\n", SweepMargin.Milliseconds())} {
+		if !strings.Contains(LuaBuckets, want) {
+			t.Errorf("LuaBuckets lacks %q", want)
+		}
+	}
+}
