@@ -336,6 +336,9 @@ func (c *consumer) handleOne(r *kgo.Record) {
 	}
 	if dup {
 		c.m.duplicates.Inc()
+		if _, err := c.decode(r); err == nil {
+			c.dlq = append(c.dlq, batchCopyRejections(r, &c.scratch))
+		}
 		return
 	}
 	if reason, err := c.decode(r); err != nil {

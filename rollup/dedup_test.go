@@ -23,7 +23,8 @@ import (
 
 // TestSecondCopyOfABatchIsSkipped: a batch produced twice with the same batch id (an
 // edge died between Kafka's acknowledgement and the response, and the client retried)
-// is stored once; a batch without an id, or with another id, is stored as usual; and
+// is stored once, the copies' events kept as rejections of rule duplicate_batch; a batch
+// without an id, or with another id, is stored as usual; and
 // after a restart the claiming record's redelivery is not mistaken for a copy. A claim of
 // the format before (a key of its own) is honoured: a copy it names another record for
 // is skipped, the record it names is stored.
@@ -64,7 +65,7 @@ func TestSecondCopyOfABatchIsSkipped(t *testing.T) {
 	}
 	defer ForgetClaims(ctx, rdb, schema.TopicEvents, ids)
 	cfg := w.config("g-dedup")
-	cfg.Redis = rdb
+	cfg.Redis, cfg.RejectionSamples = rdb, 100
 	stop := w.start(cfg)
 	w.waitExact(20 * time.Second)
 	if err := stop(); err != nil {
@@ -72,6 +73,21 @@ func TestSecondCopyOfABatchIsSkipped(t *testing.T) {
 	}
 	if got := metric(t, cfg.Registerer, "svc_rollup_duplicate_batches_total"); got != 3 {
 		t.Fatalf("duplicate batches counted %v, want 3", got)
+	}
+	// Each copy's events are kept as rejections of rule duplicate_batch under the copy's
+	// request (GET /batches, GET /rejections): here the copies of a (twice) and b.
+	want := uint64(2*len(a.Events) + len(b.Events))
+	var n uint64
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		if err := w.conn.QueryRow(ctx, `SELECT sum(rejections) FROM rejections WHERE rule = 'duplicate_batch'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		if n >= want || time.Now().After(deadline) {
+			break
+		}
+	}
+	if n != want {
+		t.Fatalf("rejections of rule duplicate_batch: %d, want %d (the events of the three copies)", n, want)
 	}
 	// A new group re-reads everything from the start: the claiming records are stored
 	// data already (skipped by offset), the copies are still copies; nothing changes.

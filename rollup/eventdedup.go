@@ -390,11 +390,17 @@ func (c *consumer) countCopies(r *kgo.Record, b *schema.Batch, copies uint64) {
 // event_id maps to (the record does not carry the client's string). At least once: a
 // consumer killed between producing it and its commit may produce it again.
 func copyRejections(r *kgo.Record, b *schema.Batch, copies uint64) *kgo.Record {
+	return eventRejections(r, b, copies, "event_id", schema.RuleDuplicateEventID)
+}
+
+// eventRejections is the rejection record of the events of b (record r) whose bits are
+// set in events, each with field and rule, its value the id the event was stored under.
+func eventRejections(r *kgo.Record, b *schema.Batch, events uint64, field, rule string) *kgo.Record {
 	rec := rejection.Record{Sandbox: b.Sandbox, Workspace: b.Workspace, Pixel: b.Pixel, Key: b.Key,
 		ReceivedAt: b.ReceivedAt, RequestID: b.RequestID, Status: 202, Events: len(b.Events)}
 	for i := range b.Events {
-		if copies&(1<<i) != 0 {
-			rec.Entries = append(rec.Entries, rejection.Entry{Index: i, Field: "event_id", Rule: schema.RuleDuplicateEventID,
+		if events&(1<<i) != 0 {
+			rec.Entries = append(rec.Entries, rejection.Entry{Index: i, Field: field, Rule: rule,
 				Value: rejection.Redact("event_id", uuid.UUID(b.Events[i].ID).String())})
 		}
 	}
@@ -402,6 +408,15 @@ func copyRejections(r *kgo.Record, b *schema.Batch, copies uint64) *kgo.Record {
 	return &kgo.Record{Topic: schema.TopicRejections, Key: key[:], Value: rejection.Append(nil, &rec),
 		Headers: []kgo.RecordHeader{{Key: schema.HeaderSchema, Value: []byte(rejection.SchemaV1)}},
 		Context: context.WithValue(context.Background(), dlqKey{}, dlqInfo{partition: r.Partition})}
+}
+
+// batchCopyRejections is the rejection record of the decoded batch b of record r, a
+// second copy of a batch already stored (dedup.go): every event, rule duplicate_batch,
+// field empty, under the copy's request_id, so that GET /batches finds the request
+// whose 202 the client holds and says its events were counted once, under the first
+// copy. At least once, as copyRejections.
+func batchCopyRejections(r *kgo.Record, b *schema.Batch) *kgo.Record {
+	return eventRejections(r, b, uint64(1)<<len(b.Events)-1, "", schema.RuleDuplicateBatch)
 }
 
 // checkRecord reads r as the consumer's decode does, with the same checks, into s

@@ -13,6 +13,14 @@ import "crypto/sha256"
 // and in GET /rejections for a copy of an earlier batch's event too (the consumer).
 const RuleDuplicateEventID = "duplicate_event_id"
 
+// RuleDuplicateBatch is the rule of the events of a request that was a second copy of a
+// batch already stored (the same key and Idempotency-Key: its first edge died after
+// Kafka's acknowledgement, before the answer was kept, and the client retried). The
+// consumer stores the batch once, under the first request, and keeps the copy's events
+// as rejections of this rule under the copy's request_id, so that the request the client
+// got a 202 for can be traced (GET /batches/{request_id}: its events are duplicates).
+const RuleDuplicateBatch = "duplicate_batch"
+
 // ClientEventID maps a client's event_id to the event's UUID: the first 16 bytes of its
 // SHA-256, with the version nibble set to 8 (RFC 9562's custom version) and the RFC 4122
 // variant. The same event_id always gives the same UUID.

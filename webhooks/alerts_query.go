@@ -73,7 +73,7 @@ func readWindows(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bo
 		return nil, fmt.Errorf("alerts: accepted: %w", err)
 	}
 	err = scanRows(ctx, conn, "SELECT pixel_id, rule, sum(toUInt64(rejections)) FROM "+rejection.Table+" WHERE "+in+
-		" AND minute >= toDateTime(?) AND minute < toDateTime(?) AND rule != '"+schema.RuleDuplicateEventID+"' GROUP BY pixel_id, rule",
+		" AND minute >= toDateTime(?) AND minute < toDateTime(?) AND rule NOT IN ('"+schema.RuleDuplicateEventID+"', '"+schema.RuleDuplicateBatch+"') GROUP BY pixel_id, rule",
 		args, func(s rowScanner) error {
 			var px uuid.UUID
 			var rule string

@@ -50,7 +50,7 @@ type Batch struct {
 	BatchEvents uint64
 	Stored      []Position        // by partition and offset
 	Rejected    map[string]uint64 // stored rejections by rule, duplicates excluded
-	Duplicates  uint64            // events dropped as copies of an event_id (rule duplicate_event_id)
+	Duplicates  uint64            // events dropped as copies: of an event_id (rule duplicate_event_id), or all of a request that was a copy of a stored batch (rule duplicate_batch)
 	occurred    map[time.Time]uint64
 }
 
@@ -172,7 +172,7 @@ GROUP BY rule`, ws.String(), chpool.UInt8(sandbox), rejection.Minute(since).Unix
 		if err := rows.Scan(&rule, &n, &recv, &pixel, &key, &status, &events); err != nil {
 			return fmt.Errorf("trace: scan batch rejections: %w", err)
 		}
-		if rule == schema.RuleDuplicateEventID {
+		if rule == schema.RuleDuplicateEventID || rule == schema.RuleDuplicateBatch {
 			b.Duplicates += n
 		} else {
 			b.Rejected[rule] += n

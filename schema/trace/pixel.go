@@ -117,7 +117,7 @@ func Healths(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bool, 
 			return err
 		}
 		if d := at(px, q); d != nil {
-			if rule == schema.RuleDuplicateEventID {
+			if rule == schema.RuleDuplicateEventID || rule == schema.RuleDuplicateBatch {
 				d.Duplicates += n
 			} else {
 				d.Rejected[rule] += n
