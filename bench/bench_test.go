@@ -573,4 +573,10 @@ func TestFloodFlags(t *testing.T) {
 	if f, err = parseIngestFlags(fs, "flood", nil); err != nil || f.rate*float64(f.batch) != 100000 || ff.rate*float64(f.batch) != 500000 {
 		t.Fatalf("defaults: %v events/s normal, %v flood (%v)", f.rate*float64(f.batch), ff.rate*float64(f.batch), err)
 	}
+	for src, ok := range map[string]bool{"127.0.0.2": true, "::1": true, "localhost": false, "127.0.0": false} {
+		ff.source = src
+		if err := ff.validate(); (err == nil) != ok {
+			t.Errorf("-flood-source %q: %v", src, err)
+		}
+	}
 }

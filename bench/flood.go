@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -38,6 +39,7 @@ type floodFlags struct {
 	baseline   bool
 	warmup     time.Duration
 	holdP99    float64
+	source     string
 }
 
 func (ff *floodFlags) register(fs *flag.FlagSet) {
@@ -52,6 +54,7 @@ func (ff *floodFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&ff.baseline, "baseline", true, "first run the normal traffic alone for -duration, the figures the flood run is held against")
 	fs.DurationVar(&ff.warmup, "warmup", 2*time.Second, "before the baseline, the normal traffic for this long, not recorded (the workspace's keys and pixels cold in the caches; 0: none)")
 	fs.Float64Var(&ff.holdP99, "hold-p99", 1.5, "the normal traffic's p99 holds when at most this many times its p99 alone")
+	fs.StringVar(&ff.source, "flood-source", "", "the local address the flood connects from (e.g. 127.0.0.2 against a service on loopback): a flooder is another client than the normal traffic, whose connections the per-address cap (SVC_MAX_CONNS_PER_IP) must not count against it; empty: the system's choice")
 }
 
 func (ff *floodFlags) validate() error {
@@ -66,6 +69,8 @@ func (ff *floodFlags) validate() error {
 		return errors.New("-warmup must not be negative")
 	case ff.holdP99 < 1:
 		return errors.New("-hold-p99 must be at least 1")
+	case ff.source != "" && net.ParseIP(ff.source) == nil:
+		return errors.New("-flood-source must be an IP address")
 	}
 	return nil
 }

@@ -57,6 +57,9 @@ func floodMain(ctx context.Context, args []string) error {
 		return err
 	}
 	fhc, err := hostClient(f.target, ff.workers, f.timeout)
+	if err == nil && ff.source != "" {
+		fhc.Dial = dialFrom(ff.source, f.timeout)
+	}
 	if err != nil {
 		return err
 	}

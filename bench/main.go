@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/url"
 	"os"
 	"strings"
@@ -174,6 +175,12 @@ func hostClient(base string, conns int, timeout time.Duration) (*fasthttp.HostCl
 	return &fasthttp.HostClient{Addr: u.Host, MaxConns: conns, ReadTimeout: timeout, WriteTimeout: timeout,
 		MaxIdleConnDuration: time.Minute, NoDefaultUserAgentHeader: true,
 		MaxConnWaitTimeout: timeout, ReadBufferSize: 16 << 10}, nil
+}
+
+// dialFrom is a fasthttp dial function whose connections leave from local address source.
+func dialFrom(source string, timeout time.Duration) fasthttp.DialFunc {
+	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(source)}, Timeout: timeout}
+	return func(addr string) (net.Conn, error) { return d.Dial("tcp", addr) }
 }
 
 // doHTTP sends req and turns the answer into an Outcome (OK for 2xx; otherwise the

@@ -256,7 +256,7 @@ want ingest500k && ingest_step ingest-500k-plain -rate 10000 -duration "$(dur 60
 # table's growth and exact count.
 # shellcheck disable=SC2086 # BENCH_FLOOD_ARGS is a list of flags
 want flood      && step flood-100k-500k flood -rate 2000 -flood-rate 10000 -duration "$(dur 30)" -batch 50 -workers 256 \
-  -flood-workers 1024 -db "$db" -clickhouse-http "$chhttp" ${BENCH_FLOOD_ARGS:-}
+  -flood-workers 1024 -flood-source 127.0.0.2 -db "$db" -clickhouse-http "$chhttp" ${BENCH_FLOOD_ARGS:-}
 want e2e        && step e2e-50k e2e -rate 1000 -duration "$(dur 60)" -batch 50 -via auto
 want read       && step read-100 read -rate 100 -duration "$(dur 20)"
 want read       && step read-500 read -rate 500 -duration "$(dur 30)"
