@@ -49,6 +49,10 @@ type Config struct {
 	// snappy; default auto = none with the embedded broker, whose "network" is loopback,
 	// and lz4 with real brokers).
 	Compression string
+	// InvalidRate is how many batches a second one key may have refused whole (422)
+	// by one edge, in bursts of twice that, before its next POST /events are answered
+	// 429 at once (SVC_INGEST_INVALID_RATE, default 100; 0: never; brake.go).
+	InvalidRate int
 	// Log receives the Kafka client's warnings (nil: slog.Default()). Not from the
 	// environment: Start sets the process's logger.
 	Log *slog.Logger
@@ -61,6 +65,7 @@ func ConfigFromEnv(r *settings.Reader) Config {
 		MaxBufferedRecords: r.Int("SVC_INGEST_MAX_BUFFERED"),
 		Linger:             r.Duration("SVC_INGEST_LINGER"),
 		Compression:        r.String("SVC_INGEST_COMPRESSION"),
+		InvalidRate:        r.Int("SVC_INGEST_INVALID_RATE"),
 	}
 }
 
@@ -68,6 +73,9 @@ func ConfigFromEnv(r *settings.Reader) Config {
 func (c Config) Validate() error {
 	if c.DeliveryTimeout < 100*time.Millisecond {
 		return fmt.Errorf("SVC_INGEST_DELIVERY_TIMEOUT %s: want at least 100ms", c.DeliveryTimeout)
+	}
+	if c.InvalidRate < 0 {
+		return fmt.Errorf("SVC_INGEST_INVALID_RATE %d: want 0 (never) or more", c.InvalidRate)
 	}
 	if c.MaxBufferedRecords < 1 {
 		return fmt.Errorf("SVC_INGEST_MAX_BUFFERED %d: want at least 1", c.MaxBufferedRecords)
@@ -127,6 +135,7 @@ func retryBackoff(fails int) time.Duration {
 type Metrics struct {
 	Events  *prometheus.CounterVec // svc_ingest_events_total{outcome,reason}
 	Produce prometheus.Histogram   // svc_ingest_produce_duration_seconds
+	braked  prometheus.Counter     // svc_ingest_braked_requests_total (brake.go)
 }
 
 func newMetrics(reg prometheus.Registerer, client *kgo.Client, capacity int) *Metrics {
@@ -137,8 +146,10 @@ func newMetrics(reg prometheus.Registerer, client *kgo.Client, capacity int) *Me
 		Produce: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "svc_ingest_produce_duration_seconds",
 			Help:    "Time from handing a batch to the producer to Kafka's acknowledgement.",
 			Buckets: []float64{.0005, .001, .002, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}}),
+		braked: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_ingest_braked_requests_total",
+			Help: "POST /events answered 429 before their events were read: the key's recent batches were all refused (SVC_INGEST_INVALID_RATE)."}),
 	}
-	reg.MustRegister(m.Events, m.Produce,
+	reg.MustRegister(m.Events, m.Produce, m.braked,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "svc_ingest_producer_buffered_records",
 			Help: "Batches buffered in the producer, not yet acknowledged by Kafka."},
 			func() float64 { return float64(client.BufferedProduceRecords()) }),
@@ -161,6 +172,7 @@ type Edge struct {
 	suppress   *erasure.Registry
 	suppressed prometheus.Counter
 	rejm       *rejectionMetrics // rejection records (rejections.go)
+	brake      *invalidBrake     // keys whose batches are all refused (brake.go); nil: none
 }
 
 // work is the per-request scratch a pooled goroutine reuses: parser, batch, record
@@ -177,7 +189,8 @@ type work struct {
 
 // NewEdge returns the edge over an open producer and key store.
 func NewEdge(cfg Config, producer *kgo.Client, ks *workspace.Store, reg prometheus.Registerer) *Edge {
-	e := &Edge{cfg: cfg, producer: producer, keys: ks, metrics: newMetrics(reg, producer, cfg.MaxBufferedRecords)}
+	e := &Edge{cfg: cfg, producer: producer, keys: ks, metrics: newMetrics(reg, producer, cfg.MaxBufferedRecords),
+		brake: newInvalidBrake(cfg.InvalidRate)}
 	e.work.New = func() any { return &work{acked: make(chan error, 1)} }
 	e.accepted = e.metrics.Events.WithLabelValues("accepted", "")
 	e.rejm = newRejectionMetrics(reg)
@@ -213,7 +226,7 @@ func (c Config) TakeoverAfter() time.Duration {
 // Routes returns the edge's operations.
 func (e *Edge) Routes() []httpserver.Route {
 	return []httpserver.Route{{Method: "POST", Path: "/events", Scope: "events:write", Idempotent: true,
-		TakeoverAfter: e.cfg.TakeoverAfter(), DryRunParam: DryRunParam, Refused: e.refused,
+		TakeoverAfter: e.cfg.TakeoverAfter(), DryRunParam: DryRunParam, Refused: e.refused, Admit: e.admit,
 		Summary: "Send a batch of up to 50 events for one pixel.", Handle: e.postEvents}}
 }
 
@@ -260,6 +273,9 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 	if !w.parser.Parse(r.Body(), b) {
 		p := problem.Invalid("The body is not a valid batch; see errors[].", b.Envelope...)
 		e.rejected(r, b, p)
+		if !r.DryRun() {
+			e.brake.refusedWhole(r.Key.ID, time.Now())
+		}
 		return p
 	}
 	px, perr := e.pixel(r, b.PixelID)
@@ -274,6 +290,9 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 	if len(b.Events) == 0 {
 		p := problem.Invalid(fmt.Sprintf("None of the %d events is acceptable; see errors[].", b.Total), fieldErrors(b.Rejections)...)
 		e.rejected(r, b, p)
+		if !r.DryRun() {
+			e.brake.refusedWhole(r.Key.ID, time.Now())
+		}
 		return p
 	}
 	base, idem := e.idBase(r)

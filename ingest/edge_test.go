@@ -61,7 +61,10 @@ func (rg *rig) counter(t *testing.T, name string, labels map[string]string) floa
 
 // newRig starts an embedded broker (persisting to a temp dir), an edge producing to it,
 // and an httpserver.Server serving POST /events over the real Redis.
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
+
+// newRigWith is newRig with the edge's configuration changed by set (nil: unchanged).
+func newRigWith(t *testing.T, set func(*Config)) *rig {
 	bc := kafkabroker.Config{EmbeddedAddr: svctest.FreeAddr(t), DataDir: t.TempDir(), Partitions: 2}
 	k, err := kafkabroker.StartEmbedded(bc, schema.Topics...)
 	if err != nil {
@@ -70,6 +73,9 @@ func newRig(t *testing.T) *rig {
 	rg := &rig{bc: bc, kafka: k, seeds: k.Addrs()}
 	t.Cleanup(func() { rg.kafka.Close() })
 	cfg := Config{DeliveryTimeout: time.Second, MaxBufferedRecords: 1000, Linger: time.Millisecond}
+	if set != nil {
+		set(&cfg)
+	}
 	producer, err := NewProducer(bc, rg.seeds, cfg)
 	if err != nil {
 		t.Fatal(err)

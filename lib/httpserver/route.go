@@ -56,6 +56,11 @@ type Route struct {
 	// before the answer is written, so it must not block (the edge hands a record to
 	// its producer). Not called for a dry run, nor for a 5xx.
 	Refused func(r *Request, p *problem.Problem)
+	// Admit, when set, runs after the key, version, scope and body checks and before the
+	// limits: a problem it returns is the answer at once (no limit spent; Refused is told
+	// of it as of the limits' refusals). It must be cheap and must not block: the edge
+	// brakes with it a key whose batches are all refused (ingest/brake.go).
+	Admit func(r *Request) *problem.Problem
 	// Summary is a one-line description (OpenAPI and developer pages).
 	Summary string
 	Handle  Handler

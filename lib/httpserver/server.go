@@ -261,6 +261,13 @@ func (s *Server) serve(r *Request) {
 		s.refuse(r, k, p)
 		return
 	}
+	if c.Admit != nil {
+		if p := c.Admit(r); p != nil {
+			s.refused(r, p)
+			s.writeProblem(r.Ctx, r.ID, nil, p)
+			return
+		}
+	}
 	if p := s.gate(r); p != nil {
 		s.refused(r, p)
 		s.writeProblem(r.Ctx, r.ID, r.Limits, p)

@@ -1,0 +1,93 @@
+package ingest
+
+import (
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"svc/lib/httpserver"
+	"svc/lib/problem"
+)
+
+// invalidBrake slows down a key whose batches are refused whole (422: not a batch, or no
+// event acceptable), so that a sender of nothing but invalid events cannot take the
+// edge's cores from everyone else: such a batch costs what a valid one does (every event
+// parsed and checked, its 422 written, its rejections recorded), and spends no quota
+// (a refused request is refunded).
+//
+// Each key has a bucket of 2 × rate tokens refilled at rate per second (Config.InvalidRate,
+// SVC_INGEST_INVALID_RATE); a whole refusal takes one. While the bucket is empty the key's
+// POST /events are answered 429 rate_limited at once, before their events are read (the
+// route's Admit hook: no limit spent, recorded as a refused batch like the limits' 429s).
+// A key whose batches are valid never meets it; one sending invalid batches slower than
+// rate per second neither: it gets every 422 with its errors. Per edge process: n edges
+// let n × rate through. Buckets are dropped once full again.
+type invalidBrake struct {
+	rate, burst float64
+	mu          sync.Mutex
+	keys        map[uuid.UUID]*brakeBucket
+}
+
+type brakeBucket struct {
+	tokens float64
+	at     time.Time
+}
+
+func newInvalidBrake(rate int) *invalidBrake {
+	if rate <= 0 {
+		return nil
+	}
+	return &invalidBrake{rate: float64(rate), burst: 2 * float64(rate), keys: map[uuid.UUID]*brakeBucket{}}
+}
+
+// refill brings b's tokens to now and reports whether the bucket is full.
+func (ib *invalidBrake) refill(b *brakeBucket, now time.Time) bool {
+	b.tokens = min(ib.burst, b.tokens+now.Sub(b.at).Seconds()*ib.rate)
+	b.at = now
+	return b.tokens >= ib.burst
+}
+
+// open reports whether key's batches may be read now.
+func (ib *invalidBrake) open(key uuid.UUID, now time.Time) bool {
+	if ib == nil {
+		return true
+	}
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	b := ib.keys[key]
+	if b == nil {
+		return true
+	}
+	if ib.refill(b, now) {
+		delete(ib.keys, key)
+	}
+	return b.tokens >= 1
+}
+
+// refusedWhole takes one token from key's bucket.
+func (ib *invalidBrake) refusedWhole(key uuid.UUID, now time.Time) {
+	if ib == nil {
+		return
+	}
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	b := ib.keys[key]
+	if b == nil {
+		b = &brakeBucket{tokens: ib.burst, at: now}
+		ib.keys[key] = b
+	}
+	ib.refill(b, now)
+	b.tokens = max(b.tokens-1, 0)
+}
+
+// admit is POST /events' Admit hook: 429 while the key's brake is on.
+func (e *Edge) admit(r *httpserver.Request) *problem.Problem {
+	if e.brake.open(r.Key.ID, time.Now()) {
+		return nil
+	}
+	e.metrics.braked.Inc()
+	p := problem.New(problem.RateLimited, "This key's recent batches were all refused (422): its POST /events are slowed to %d refused batches a second; send valid batches, or read the errors[] of one 422 first.", int(e.brake.rate))
+	p.RetryAfter = 1
+	return p
+}

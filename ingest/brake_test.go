@@ -1,0 +1,61 @@
+package ingest
+
+import (
+	"testing"
+	"time"
+
+	"svc/lib/apikey"
+	"svc/lib/svctest"
+	"svc/schema/apitest"
+	"svc/schema/rejection"
+	"svc/schema/workspace"
+)
+
+// TestInvalidBrake: a key whose batches are all refused gets its 2 × rate 422s with their
+// errors, then 429 rate_limited at once (Retry-After, recorded as a refused batch, valid
+// batches of that key too) until a token has come back; another key of the workspace
+// is not slowed; a key refused more slowly than the rate never meets the brake.
+func TestInvalidBrake(t *testing.T) {
+	const rate = 5
+	rg := newRigWith(t, func(c *Config) { c.InvalidRate = rate })
+	tn := rg.Tenant(t, false)
+	bad := batchJSON(tn.PixelID(), `{"event_name":"x"}`)
+	good := batchJSON(tn.PixelID(), eventJSON("lead", "", true))
+	for range 2 * rate {
+		apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, bad), 422, "invalid_request")
+	}
+	braked := rg.Do(t, "POST", "/events", tn.Secret, bad)
+	apitest.Problem(t, braked, 429, "rate_limited")
+	if braked.Header.Get("Retry-After") != "1" {
+		t.Fatalf("Retry-After %q, want 1", braked.Header.Get("Retry-After"))
+	}
+	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, good), 429, "rate_limited")
+	_, other := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live})
+	if r := rg.Do(t, "POST", "/events", other, good); r.Status != 202 {
+		t.Fatalf("another key: %d %s", r.Status, r.Body)
+	}
+	time.Sleep(time.Second / rate * 3 / 2) // a token back
+	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, bad), 422, "invalid_request")
+	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, bad), 429, "rate_limited")
+	if got := rg.counter(t, "svc_ingest_braked_requests_total", nil); got != 3 {
+		t.Fatalf("svc_ingest_braked_requests_total %v, want 3", got)
+	}
+	// The brake's refusals are kept as the limits' are: one record about the batch.
+	svctest.WaitFor(t, 5*time.Second, "the refusals' records", func() bool { return len(rg.rejectionRecords(t)) >= 2*rate+4 })
+	n429 := 0
+	for _, r := range rg.rejectionRecords(t) {
+		if r.Status == 429 && len(r.Entries) == 1 && r.Entries[0].Index == rejection.Batch && r.Entries[0].Rule == "rate_limited" {
+			n429++
+		}
+	}
+	if n429 != 3 {
+		t.Fatalf("%d records of the brake's 429s, want 3", n429)
+	}
+
+	// Refused more slowly than the rate: every batch gets its 422.
+	_, slow := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live})
+	for range 3 * rate {
+		apitest.Problem(t, rg.Do(t, "POST", "/events", slow, bad), 422, "invalid_request")
+		time.Sleep(time.Second / rate)
+	}
+}
