@@ -48,42 +48,64 @@ func (ib *invalidBrake) refill(b *brakeBucket, now time.Time) bool {
 	return b.tokens >= ib.burst
 }
 
-// open reports whether key's batches may be read now.
-func (ib *invalidBrake) open(key uuid.UUID, now time.Time) bool {
+// take admits one of key's batches: true when the key has no bucket (no recent whole
+// refusal), or takes one token from it (took: the batch holds it until done). false:
+// the bucket is empty, refuse the batch unread.
+func (ib *invalidBrake) take(key uuid.UUID, now time.Time) (ok, took bool) {
 	if ib == nil {
-		return true
+		return true, false
 	}
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
 	b := ib.keys[key]
 	if b == nil {
-		return true
+		return true, false
 	}
-	if ib.refill(b, now) {
-		delete(ib.keys, key)
+	ib.refill(b, now)
+	if b.tokens < 1 {
+		return false, false
 	}
-	return b.tokens >= 1
+	b.tokens--
+	return true, true
 }
 
-// refusedWhole takes one token from key's bucket.
-func (ib *invalidBrake) refusedWhole(key uuid.UUID, now time.Time) {
-	if ib == nil {
+// done settles an admitted batch of key: refused whole, it costs a token (already taken
+// when took); otherwise a token it took is given back (and a full bucket dropped). A
+// token is taken at admission, not at the refusal, so that a thousand batches in
+// flight cannot all pass a bucket holding one token.
+func (ib *invalidBrake) done(key uuid.UUID, took, refusedWhole bool, now time.Time) {
+	if ib == nil || took == refusedWhole {
 		return
 	}
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
 	b := ib.keys[key]
 	if b == nil {
+		if !refusedWhole {
+			return
+		}
 		b = &brakeBucket{tokens: ib.burst, at: now}
 		ib.keys[key] = b
 	}
 	ib.refill(b, now)
-	b.tokens = max(b.tokens-1, 0)
+	if refusedWhole {
+		b.tokens = max(b.tokens-1, 0)
+	} else if b.tokens = min(ib.burst, b.tokens+1); b.tokens >= ib.burst {
+		delete(ib.keys, key)
+	}
 }
+
+// brakeToken marks (as a fasthttp user value) a request that holds one of its key's
+// tokens.
+type brakeToken struct{}
 
 // admit is POST /events' Admit hook: 429 while the key's brake is on.
 func (e *Edge) admit(r *httpserver.Request) *problem.Problem {
-	if e.brake.open(r.Key.ID, time.Now()) {
+	ok, took := e.brake.take(r.Key.ID, time.Now())
+	if took {
+		r.Ctx.SetUserValue(brakeToken{}, true)
+	}
+	if ok {
 		return nil
 	}
 	e.metrics.braked.Inc()

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"sync"
 	"testing"
 	"time"
 
@@ -52,10 +53,35 @@ func TestInvalidBrake(t *testing.T) {
 		t.Fatalf("%d records of the brake's 429s, want 3", n429)
 	}
 
+	// Batches in flight together cannot pass a bucket of one token together: the token is
+	// taken when a batch is admitted, not when it is refused.
+	time.Sleep(time.Second / rate * 3 / 2)
+	var wg sync.WaitGroup
+	var got [40]int
+	for i := range 40 {
+		wg.Add(1)
+		go func() { defer wg.Done(); got[i] = rg.Do(t, "POST", "/events", tn.Secret, bad).Status }()
+	}
+	wg.Wait()
+	if n := countOf(got[:40], 422); n < 1 || n > 2 {
+		t.Fatalf("%d of 40 concurrent invalid batches read (422), want 1 (2 if a token came back meanwhile)", n)
+	}
+
 	// Refused more slowly than the rate: every batch gets its 422.
 	_, slow := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live})
 	for range 3 * rate {
 		apitest.Problem(t, rg.Do(t, "POST", "/events", slow, bad), 422, "invalid_request")
 		time.Sleep(time.Second / rate)
 	}
+}
+
+// countOf counts the statuses equal to want.
+func countOf(statuses []int, want int) int {
+	n := 0
+	for _, s := range statuses {
+		if s == want {
+			n++
+		}
+	}
+	return n
 }

@@ -270,12 +270,15 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 		}
 	}()
 	b := &w.batch
+	whole := false // refused whole (422): the brake counts it
+	if !r.DryRun() {
+		took := r.Ctx.UserValue(brakeToken{}) != nil
+		defer func() { e.brake.done(r.Key.ID, took, whole, time.Now()) }()
+	}
 	if !w.parser.Parse(r.Body(), b) {
 		p := problem.Invalid("The body is not a valid batch; see errors[].", b.Envelope...)
 		e.rejected(r, b, p)
-		if !r.DryRun() {
-			e.brake.refusedWhole(r.Key.ID, time.Now())
-		}
+		whole = true
 		return p
 	}
 	px, perr := e.pixel(r, b.PixelID)
@@ -290,9 +293,7 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 	if len(b.Events) == 0 {
 		p := problem.Invalid(fmt.Sprintf("None of the %d events is acceptable; see errors[].", b.Total), fieldErrors(b.Rejections)...)
 		e.rejected(r, b, p)
-		if !r.DryRun() {
-			e.brake.refusedWhole(r.Key.ID, time.Now())
-		}
+		whole = true
 		return p
 	}
 	base, idem := e.idBase(r)
