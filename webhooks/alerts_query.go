@@ -57,8 +57,8 @@ func readWindows(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bo
 	}
 	in, args := pixelsIn(ws, sandbox, pixels)
 	args = append(args, from.Unix(), to.Unix())
-	err := scanRows(ctx, conn, "SELECT pixel_id, countMerge(events_state) FROM pixel_accepted_minutes WHERE "+in+
-		" AND minute >= toDateTime(?) AND minute < toDateTime(?) GROUP BY pixel_id", args, func(s rowScanner) error {
+	err := chpool.EachRow(ctx, conn, "SELECT pixel_id, countMerge(events_state) FROM pixel_accepted_minutes WHERE "+in+
+		" AND minute >= toDateTime(?) AND minute < toDateTime(?) GROUP BY pixel_id", args, func(s chpool.Row) error {
 		var px uuid.UUID
 		var n uint64
 		if err := s.Scan(&px, &n); err != nil {
@@ -72,9 +72,9 @@ func readWindows(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bo
 	if err != nil {
 		return nil, fmt.Errorf("alerts: accepted: %w", err)
 	}
-	err = scanRows(ctx, conn, "SELECT pixel_id, rule, sum(toUInt64(rejections)) FROM "+rejection.Table+" WHERE "+in+
+	err = chpool.EachRow(ctx, conn, "SELECT pixel_id, rule, sum(toUInt64(rejections)) FROM "+rejection.Table+" WHERE "+in+
 		" AND minute >= toDateTime(?) AND minute < toDateTime(?) AND rule NOT IN ('"+schema.RuleDuplicateEventID+"', '"+schema.RuleDuplicateBatch+"') GROUP BY pixel_id, rule",
-		args, func(s rowScanner) error {
+		args, func(s chpool.Row) error {
 			var px uuid.UUID
 			var rule string
 			var n uint64
@@ -97,8 +97,8 @@ func readWindows(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bo
 func readLastAccepted(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bool, pixels []uuid.UUID, from time.Time) (map[uuid.UUID]time.Time, error) {
 	in, args := pixelsIn(ws, sandbox, pixels)
 	out := map[uuid.UUID]time.Time{}
-	err := scanRows(ctx, conn, "SELECT pixel_id, maxMerge(last_state) FROM pixel_accepted_minutes WHERE "+in+
-		" AND minute >= toDateTime(?) GROUP BY pixel_id", append(args, from.Truncate(time.Minute).Unix()), func(s rowScanner) error {
+	err := chpool.EachRow(ctx, conn, "SELECT pixel_id, maxMerge(last_state) FROM pixel_accepted_minutes WHERE "+in+
+		" AND minute >= toDateTime(?) GROUP BY pixel_id", append(args, from.Truncate(time.Minute).Unix()), func(s chpool.Row) error {
 		var px uuid.UUID
 		var t time.Time
 		if err := s.Scan(&px, &t); err != nil {
@@ -111,20 +111,4 @@ func readLastAccepted(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandb
 		return nil, fmt.Errorf("alerts: last accepted: %w", err)
 	}
 	return out, nil
-}
-
-type rowScanner interface{ Scan(dest ...any) error }
-
-func scanRows(ctx context.Context, conn driver.Conn, sql string, args []any, row func(rowScanner) error) error {
-	rows, err := conn.Query(ctx, sql, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := row(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
 }

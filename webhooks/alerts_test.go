@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"svc/ingest"
+	"svc/lib/chpool"
 	"svc/lib/kafkabroker"
 	"svc/lib/svctest"
 	"svc/rollup"
@@ -306,8 +307,8 @@ func TestAcceptedMinutesRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	var minutes []time.Time
-	err := scanRows(ctx, e.conn, "SELECT minute FROM pixel_accepted_minutes WHERE pixel_id = toUUID(?) ORDER BY minute", []any{px.String()},
-		func(s rowScanner) error {
+	err := chpool.EachRow(ctx, e.conn, "SELECT minute FROM pixel_accepted_minutes WHERE pixel_id = toUUID(?) ORDER BY minute", []any{px.String()},
+		func(s chpool.Row) error {
 			var m time.Time
 			minutes = append(minutes, m)
 			return s.Scan(&minutes[len(minutes)-1])

@@ -218,8 +218,8 @@ type spans struct {
 // where, and the aggregates agg (two UInt64: listable rows, counted-only rejections).
 func ranges(ctx context.Context, conn driver.Conn, table, where string, args []any, cur map[int32]int64, agg string) (spans, error) {
 	s := spans{to: map[int32]int64{}}
-	err := scan(ctx, conn, "SELECT kafka_partition, max(kafka_offset), "+agg+" FROM "+table+" WHERE "+where+
-		" AND kafka_offset > "+offsetOf(cur)+" GROUP BY kafka_partition", args, func(r scanner) error {
+	err := chpool.EachRow(ctx, conn, "SELECT kafka_partition, max(kafka_offset), "+agg+" FROM "+table+" WHERE "+where+
+		" AND kafka_offset > "+offsetOf(cur)+" GROUP BY kafka_partition", args, func(r chpool.Row) error {
 		var p int32
 		var o int64
 		var shown, counted uint64
@@ -254,9 +254,9 @@ func between(from, to map[int32]int64) string {
 
 func liveEvents(ctx context.Context, conn driver.Conn, where string, args []any, limit int) ([]LiveRow, error) {
 	var out []LiveRow
-	err := scan(ctx, conn, "SELECT received_at, inserted_at, request_id, key_id, batch_index, event_name, event_id, occurred_at, "+
+	err := chpool.EachRow(ctx, conn, "SELECT received_at, inserted_at, request_id, key_id, batch_index, event_name, event_id, occurred_at, "+
 		"if(has_value = 1, toString(value), ''), currency, consent, has_email, kafka_offset FROM events WHERE "+where+
-		" ORDER BY kafka_offset DESC, batch_index DESC LIMIT "+strconv.Itoa(limit), args, func(r scanner) error {
+		" ORDER BY kafka_offset DESC, batch_index DESC LIMIT "+strconv.Itoa(limit), args, func(r chpool.Row) error {
 		var x LiveRow
 		var index, consent, email uint8
 		if err := r.Scan(&x.ReceivedAt, &x.StoredAt, &x.RequestID, &x.Key, &index, &x.EventName, &x.EventID, &x.OccurredAt,
@@ -275,9 +275,9 @@ func liveEvents(ctx context.Context, conn driver.Conn, where string, args []any,
 
 func liveRejections(ctx context.Context, conn driver.Conn, where string, args []any, limit int) ([]LiveRow, error) {
 	var out []LiveRow
-	err := scan(ctx, conn, "SELECT received_at, inserted_at, request_id, key_id, event_index, status, field, rule, value, kafka_offset FROM "+
+	err := chpool.EachRow(ctx, conn, "SELECT received_at, inserted_at, request_id, key_id, event_index, status, field, rule, value, kafka_offset FROM "+
 		rejection.Table+" WHERE "+where+" ORDER BY kafka_offset DESC, event_index DESC, field DESC LIMIT "+strconv.Itoa(limit), args,
-		func(r scanner) error {
+		func(r chpool.Row) error {
 			var x LiveRow
 			var index int16
 			if err := r.Scan(&x.ReceivedAt, &x.StoredAt, &x.RequestID, &x.Key, &index, &x.Status, &x.Field, &x.Rule, &x.Input, &x.offset); err != nil {

@@ -90,8 +90,8 @@ func Healths(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bool, 
 		return &h.Days[i]
 	}
 	// Accepted: the 15-minute rollups (each quarter hour lies in one local day of every zone).
-	err := scan(ctx, conn, "SELECT pixel_id, bucket, countMerge(events_state) FROM pixel_rollups_15m WHERE "+in+
-		" AND bucket >= toDateTime(?) GROUP BY pixel_id, bucket", args, func(s scanner) error {
+	err := chpool.EachRow(ctx, conn, "SELECT pixel_id, bucket, countMerge(events_state) FROM pixel_rollups_15m WHERE "+in+
+		" AND bucket >= toDateTime(?) GROUP BY pixel_id, bucket", args, func(s chpool.Row) error {
 		var px uuid.UUID
 		var b time.Time
 		var n uint64
@@ -107,8 +107,8 @@ func Healths(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bool, 
 		return nil, fmt.Errorf("trace: accepted: %w", err)
 	}
 	// Rejected and duplicates: the rejections table's exact counts (samples and counts past the cap).
-	err = scan(ctx, conn, "SELECT pixel_id, toStartOfFifteenMinutes(minute) AS q, rule, sum(toUInt64(rejections)) FROM "+rejection.Table+
-		" WHERE "+in+" AND minute >= toDateTime(?) GROUP BY pixel_id, q, rule", args, func(s scanner) error {
+	err = chpool.EachRow(ctx, conn, "SELECT pixel_id, toStartOfFifteenMinutes(minute) AS q, rule, sum(toUInt64(rejections)) FROM "+rejection.Table+
+		" WHERE "+in+" AND minute >= toDateTime(?) GROUP BY pixel_id, q, rule", args, func(s chpool.Row) error {
 		var px uuid.UUID
 		var q time.Time
 		var rule string
@@ -130,9 +130,9 @@ func Healths(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bool, 
 	}
 	// The last accepted event: raw events received within the window (their event_date is
 	// at most MaxEventAge before they were received).
-	err = scan(ctx, conn, "SELECT pixel_id, max(received_at) FROM events WHERE "+in+
+	err = chpool.EachRow(ctx, conn, "SELECT pixel_id, max(received_at) FROM events WHERE "+in+
 		" AND received_at >= toDateTime(?) AND event_date >= toDate(?) GROUP BY pixel_id",
-		append(args, from.Add(-schema.MaxEventAge-24*time.Hour).UTC().Format("2006-01-02")), func(s scanner) error {
+		append(args, from.Add(-schema.MaxEventAge-24*time.Hour).UTC().Format("2006-01-02")), func(s chpool.Row) error {
 			var px uuid.UUID
 			var t time.Time
 			if err := s.Scan(&px, &t); err != nil {
@@ -152,22 +152,6 @@ func Healths(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bool, 
 func (p PixelDays) start(now time.Time) time.Time {
 	_, s := p.window(now)
 	return s
-}
-
-type scanner interface{ Scan(dest ...any) error }
-
-func scan(ctx context.Context, conn driver.Conn, sql string, args []any, row func(scanner) error) error {
-	rows, err := conn.Query(ctx, sql, args...)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		if err := row(rows); err != nil {
-			return err
-		}
-	}
-	return rows.Err()
 }
 
 // Partition is the partition of schema.TopicEvents, of n, that pixel's batches are
