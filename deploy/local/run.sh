@@ -72,7 +72,8 @@ The discovery document (your key's limits and scopes, the base URL, the OpenAPI 
 
   curl -s http://$addr/.well-known/svc -H 'Authorization: Bearer $secret'
 
-The application (API keys, pixels and their charts, the audit log) is at http://$addr/app.
+The application (API keys, pixels with their live events, health and charts, webhooks,
+the workspace and its audit log) is at http://$addr/app.
 Sign in as $admin_email through this one-time link (valid 24 h; it asks you to
 choose a password, or for the one you chose at an earlier make run):
 
