@@ -9,12 +9,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
-	"svc/ingest"
 	"svc/lib/apikey"
 	"svc/lib/idempotency"
 	"svc/lib/ids"
 	"svc/lib/process"
-	"svc/rollup"
 	"svc/schema"
 	"svc/schema/workspace"
 )
@@ -105,34 +103,29 @@ func (f *Fixture) Close(_ context.Context) error {
 }
 
 // ForgetRequests deletes by name what n requests left in Redis: request j's idempotency
-// record (its key id and Idempotency-Key are name(j)) and the rollup consumer's claim on
-// its batch (at least 25 h), each a field of a table, 500 requests per pipeline.
+// record (its key id and Idempotency-Key are name(j)), a field of a table, 500 requests
+// per pipeline. The rollup consumer's claim on each batch (about 20 B) is left to expire
+// (25 to 31 h): its tables are the consumer's own.
 func (f *Fixture) ForgetRequests(ctx context.Context, n int64, name func(j int64) (uuid.UUID, string)) error {
 	const perPipeline = 500
 	store := idempotency.New(f.rdb)
 	for j := int64(0); j < n; j += perPipeline {
 		byKey := map[uuid.UUID][]string{}
-		var batches [][]byte
 		for i := j; i < min(n, j+perPipeline); i++ {
 			kid, idem := name(i)
 			byKey[kid] = append(byKey[kid], idem)
-			batch := ingest.BatchID(kid, []byte(idem))
-			batches = append(batches, batch[:])
 		}
 		for kid, idems := range byKey {
 			if err := store.Forget(ctx, kid.String(), idems...); err != nil {
 				return fmt.Errorf("forget requests: %w", err)
 			}
 		}
-		if err := rollup.ForgetClaims(ctx, f.rdb, schema.TopicEvents, batches); err != nil {
-			return fmt.Errorf("forget requests: %w", err)
-		}
 	}
 	return nil
 }
 
 // dropEventClaims drops the rollup consumer's claim logs of database db after an
-// -event-ids run (rollup.DropEventClaims), when db is a scratch database of the suite
+// -event-ids run (the logs of schema.EventClaimLogs), when db is a scratch database of the suite
 // (named bench_…): the logs hold every partition's claims of the database, not only the
 // run's, so another database's are left to expire (the event-id window). It returns the
 // note for the report.
@@ -140,7 +133,7 @@ func dropEventClaims(ctx context.Context, fx *Fixture, db string) string {
 	if !strings.HasPrefix(db, "bench_") {
 		return "event-id claims kept: database " + db + " is not a scratch database (bench_…); they expire with the window"
 	}
-	n, err := rollup.DropEventClaims(ctx, fx.rdb, db)
+	n, err := process.UnlinkPattern(ctx, fx.rdb, schema.EventClaimLogs(db)+"*")
 	if err != nil {
 		return "cleanup of the event-id claims: " + err.Error()
 	}

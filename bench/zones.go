@@ -21,10 +21,10 @@ import (
 	"svc/lib/chpool"
 	"svc/lib/paging"
 	"svc/lib/settings"
-	"svc/rollup"
 	"svc/schema"
 	"svc/schema/migrations"
 	"svc/schema/rollups"
+	"svc/schema/sink"
 )
 
 // zonesMain is `svc bench zones`: what local-day rollups cost (issue 16), measured on
@@ -225,7 +225,7 @@ func zonesEvent(i int, at time.Time) schema.Event {
 // seedZones writes perDay events per pixel and day, evenly spread over each UTC day,
 // through the consumer's Sink (one INSERT per 200,000 rows).
 func seedZones(ctx context.Context, conn driver.Conn, ws schema.UUID, pix []schema.UUID, first time.Time, days, perDay int) error {
-	s := rollup.NewSink(conn, "events", "bench-seed")
+	s := sink.New(conn, "events", "bench-seed")
 	var off int64
 	flush := func() error {
 		err := s.Flush(ctx, time.Now())
@@ -299,7 +299,7 @@ func (c *flushCost) add(o flushCost) {
 // last two minutes, one in twenty up to three days late) into conn's events table.
 func zonesFlushRound(ctx context.Context, conn driver.Conn, chPID, n, rows int, settle time.Duration, seed uint64) (flushCost, error) {
 	rng := rand.New(rand.NewPCG(seed, 16))
-	s := rollup.NewSink(conn, "events", "bench-flush")
+	s := sink.New(conn, "events", "bench-flush")
 	ws := schema.UUID{0xb3}
 	var c flushCost
 	a, chA := readCPU(), pidCPU(chPID)

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -395,21 +394,10 @@ var noClientIDs, someClientIDs = []byte("0"), []byte("1")
 // random otherwise. idem reports which.
 func (e *Edge) idBase(r *httpserver.Request) (base [16]byte, idem bool) {
 	if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 && r.Idempotent() {
-		return BatchID(r.Key.ID, k), true
+		return schema.BatchID(r.Key.ID, k), true
 	}
 	_, _ = rand.Read(base[:])
 	return base, false
-}
-
-// BatchID is the id of a batch sent by key keyID with Idempotency-Key idemKey: the same
-// for every retry, so the consumer recognises a second copy (its batch claim,
-// rollup/dedup.go).
-func BatchID(keyID [16]byte, idemKey []byte) (id [16]byte) {
-	h := sha256.New()
-	h.Write(keyID[:])
-	h.Write(idemKey)
-	copy(id[:], h.Sum(nil))
-	return id
 }
 
 func (e *Edge) countRejections(b *Batch) {

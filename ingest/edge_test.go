@@ -264,7 +264,7 @@ func TestIdempotentRetryProducesOnce(t *testing.T) {
 	}
 	// The batch id the consumer deduplicates by (and svc bench forgets by) is
 	// BatchID(key, Idempotency-Key).
-	want := BatchID(tn.Key.ID, []byte("batch-1"))
+	want := schema.BatchID(tn.Key.ID, []byte("batch-1"))
 	var got []byte
 	for _, h := range recs[0].Headers {
 		if h.Key == schema.HeaderBatchID {

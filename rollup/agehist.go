@@ -1,6 +1,7 @@
 package rollup
 
 import (
+	"svc/schema/sink"
 	"sync"
 	"time"
 
@@ -47,7 +48,7 @@ func (c *ageCounts) add(bounds []float64, v float64) {
 }
 
 // observeAll records the ages at now of every event buffered in s.
-func (h *ageHistogram) observeAll(s *Sink, now time.Time) {
+func (h *ageHistogram) observeAll(s *sink.Sink, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s.EachAge(now, func(sinceReceived, sinceOccurred time.Duration) {

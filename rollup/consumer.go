@@ -17,6 +17,7 @@ import (
 	"svc/lib/logs"
 	"svc/lib/process"
 	"svc/schema"
+	"svc/schema/sink"
 )
 
 // errKilled is returned when the test hook stops the consumer between an INSERT and
@@ -47,7 +48,7 @@ type consumer struct {
 	cl      *kgo.Client
 	conn    driver.Conn
 	rb      readBack // what ClickHouse holds: the server, or every replica of the cluster
-	sink    *Sink
+	sink    *sink.Sink
 	m       *metrics
 	log     *slog.Logger
 	privacy *privacyFence // the privacy fence (erase.go); nil without Redis
@@ -81,7 +82,7 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		cfg:      cfg,
 		conn:     conn,
 		rb:       newReadBack(cfg, conn),
-		sink:     NewSink(conn, cfg.Table, cfg.Topic),
+		sink:     sink.New(conn, cfg.Table, cfg.Topic),
 		m:        newMetrics(cfg.Registerer),
 		log:      member.With("group", cfg.Group),
 		stored:   map[int32]int64{},

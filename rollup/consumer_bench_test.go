@@ -40,7 +40,7 @@ func BenchmarkConsumerEndToEnd(b *testing.B) {
 	}
 	defer prod.Close()
 	const records = 10000
-	batches := benchBatches(records)
+	batches := chtest.Batches(records)
 	rs := make([]*kgo.Record, records)
 	for i := range batches {
 		rs[i] = &kgo.Record{Topic: schema.TopicEvents, Key: batches[i].Pixel[:], Value: schema.AppendBatch(nil, &batches[i])}
@@ -62,7 +62,7 @@ func BenchmarkConsumerEndToEnd(b *testing.B) {
 		cfg.Registerer = prometheus.NewRegistry()
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
-		start, cpu0 := time.Now(), cpuTime()
+		start, cpu0 := time.Now(), chtest.CPUTime()
 		go func() { done <- Run(ctx, cfg) }()
 		for {
 			var n uint64
@@ -74,7 +74,7 @@ func BenchmarkConsumerEndToEnd(b *testing.B) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
-		el, cpu := time.Since(start), cpuTime()-cpu0
+		el, cpu := time.Since(start), chtest.CPUTime()-cpu0
 		cancel()
 		if err := <-done; err != nil {
 			b.Fatal(err)
@@ -173,7 +173,7 @@ func produceBench(b *testing.B, seeds []string, records int) {
 		b.Fatal(err)
 	}
 	defer prod.Close()
-	batches := benchBatches(1000)
+	batches := chtest.Batches(1000)
 	for done := 0; done < records; {
 		rs := make([]*kgo.Record, 0, 1000)
 		for j := 0; j < 1000 && done < records; j, done = j+1, done+1 {

@@ -119,7 +119,7 @@ local function forget_claim(KEYS, ARGV)
 end
 `, "claim", "claims", "forget_claim")
 
-// ForgetClaims drops the claims on batch ids in topic (tools: the load generator cleans
+// ForgetClaims drops the claims on batch ids in topic (tests clean up after themselves;
 // up after itself).
 func ForgetClaims(ctx context.Context, rdb redis.Cmdable, topic string, ids [][]byte) error {
 	keys, args := make([][]string, len(ids)), make([][]any, len(ids))

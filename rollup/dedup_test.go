@@ -184,7 +184,7 @@ func TestEpochClaimsAreHonoured(t *testing.T) {
 }
 
 // TestOneKeysClaimsSpreadOverMasters (make test-scale): the batch claims of one API
-// key's requests (batch ids as the edge makes them, ingest.BatchID: the SHA-256 of the
+// key's requests (batch ids as the edge makes them, schema.BatchID: the SHA-256 of the
 // key id and the Idempotency-Key) land on every master of a Redis Cluster, each in its
 // group's slot.
 func TestOneKeysClaimsSpreadOverMasters(t *testing.T) {

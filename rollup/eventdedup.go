@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
-	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -211,8 +210,7 @@ func (c *consumer) eventLogKey(p int32, e int64) string {
 	if topic == "" {
 		topic = c.cfg.Topic
 	}
-	return "svc:eid:{" + c.cfg.ClickHouse.Database + ":" + topic + ":" + strconv.Itoa(int(p)) + ":" +
-		strconv.FormatInt(e, 10) + "}"
+	return schema.EventClaimLog(c.cfg.ClickHouse.Database, topic, p, e)
 }
 
 // claimEvents claims the client event ids of held records not checked yet, in order,
@@ -435,5 +433,5 @@ func checkRecord(r *kgo.Record, s *schema.ClientIDs) (string, error) {
 // (a scratch database's, as it is dropped: tests, the load generator's suite). It scans
 // the keyspace.
 func DropEventClaims(ctx context.Context, rdb redis.UniversalClient, db string) (int, error) {
-	return process.UnlinkPattern(ctx, rdb, "svc:eid:{"+db+":*")
+	return process.UnlinkPattern(ctx, rdb, schema.EventClaimLogs(db)+"*")
 }

@@ -13,6 +13,7 @@ import (
 	"svc/schema"
 	"svc/schema/chtest"
 	"svc/schema/rollups"
+	"svc/schema/sink"
 )
 
 // dayCase is one local day: where it starts in UTC and how long it lasts.
@@ -128,7 +129,7 @@ func TestQuarterHourBucketsFitEveryZone(t *testing.T) {
 
 // insertAt writes one event per instant for pixel px through the sink: name, EUR value
 // 1.0000, consented, with the person of emails[i] (an empty email: none).
-func insertAt(t *testing.T, s *Sink, ws, px schema.UUID, name string, at []time.Time, emails []byte, off *int64) {
+func insertAt(t *testing.T, s *sink.Sink, ws, px schema.UUID, name string, at []time.Time, emails []byte, off *int64) {
 	t.Helper()
 	b := schema.Batch{Workspace: ws, Pixel: px, ReceivedAt: time.Now().UnixMilli()}
 	for i, ts := range at {
@@ -154,7 +155,7 @@ func insertAt(t *testing.T, s *Sink, ws, px schema.UUID, name string, at []time.
 func TestQueryDailyLocalDays(t *testing.T) {
 	_, conn := chtest.NewDB(t)
 	ctx := context.Background()
-	s := NewSink(conn, "events", schema.TopicEvents)
+	s := sink.New(conn, "events", schema.TopicEvents)
 	ws := schema.UUID{1}
 	var off int64
 	for i, c := range dayCases {
@@ -204,7 +205,7 @@ func TestQueryDailyLocalDays(t *testing.T) {
 func TestQueryDailyBucketsMatchDaily(t *testing.T) {
 	_, conn := chtest.NewDB(t)
 	ctx := context.Background()
-	s := NewSink(conn, "events", schema.TopicEvents)
+	s := sink.New(conn, "events", schema.TopicEvents)
 	ws, px := schema.UUID{1}, schema.UUID{3}
 	var off int64
 	base := time.Date(2026, 10, 30, 0, 0, 0, 0, time.UTC)
@@ -261,7 +262,7 @@ func TestQueryDailyRefusesUnknownZones(t *testing.T) {
 func TestQueryDailyLocalPagesBounded(t *testing.T) {
 	_, conn := chtest.NewDB(t)
 	ctx := context.Background()
-	s := NewSink(conn, "events", schema.TopicEvents)
+	s := sink.New(conn, "events", schema.TopicEvents)
 	ws, px := schema.UUID{1}, schema.UUID{4}
 	var off int64
 	base := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)

@@ -10,6 +10,7 @@ import (
 	"svc/schema"
 	"svc/schema/chtest"
 	"svc/schema/rollups"
+	"svc/schema/sink"
 )
 
 func TestStatus(t *testing.T) {
@@ -39,7 +40,7 @@ func TestStatus(t *testing.T) {
 
 // insertDays writes, for pixel px, one event per (day, name, currency) of the given
 // days, names and currencies, through the sink, with value 1.2345 and one person.
-func insertDays(t *testing.T, s *Sink, ws, px schema.UUID, sandbox bool, days []time.Time, names []string, off *int64) {
+func insertDays(t *testing.T, s *sink.Sink, ws, px schema.UUID, sandbox bool, days []time.Time, names []string, off *int64) {
 	t.Helper()
 	for _, d := range days {
 		for _, n := range names {
@@ -71,7 +72,7 @@ func TestQueryDailyPagingWhileInserting(t *testing.T) {
 func testPagingWhileInserting(t *testing.T, zone string) {
 	_, conn := chtest.NewDB(t)
 	ctx := context.Background()
-	s := NewSink(conn, "events", schema.TopicEvents)
+	s := sink.New(conn, "events", schema.TopicEvents)
 	ws, px := schema.UUID{1}, schema.UUID{2}
 	var off int64
 	base := time.Date(2026, 1, 10, 0, 0, 0, 0, time.UTC)

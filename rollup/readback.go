@@ -16,6 +16,7 @@ import (
 	"svc/lib/chpool"
 	"svc/schema"
 	"svc/schema/migrations"
+	"svc/schema/sink"
 )
 
 // readBack is how the consumer learns what ClickHouse holds, for its exactly-once
@@ -60,7 +61,7 @@ func (s serverReadBack) runningInserts(ctx context.Context) ([]string, error) {
 func (serverReadBack) close() {}
 
 func (s serverReadBack) maxOffsets(ctx context.Context, topic string, parts []int32) (map[int32]int64, error) {
-	return MaxOffsets(ctx, s.conn, s.table, topic, parts)
+	return sink.MaxOffsets(ctx, s.conn, s.table, topic, parts)
 }
 
 // replicaReadBack reads every replica of the cluster directly (a connection per
@@ -180,7 +181,7 @@ func (r *replicaReadBack) maxOffsets(ctx context.Context, topic string, parts []
 		if err != nil {
 			return err
 		}
-		m, err := MaxOffsets(ctx, conn, r.table, topic, parts)
+		m, err := sink.MaxOffsets(ctx, conn, r.table, topic, parts)
 		if err != nil {
 			return err
 		}

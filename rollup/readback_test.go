@@ -13,7 +13,9 @@ import (
 	"svc/lib/chpool"
 	"svc/lib/settings"
 	"svc/schema"
+	"svc/schema/chtest"
 	"svc/schema/migrations"
+	"svc/schema/sink"
 )
 
 // TestReadBackNeedsAReplicaThatHasEverything: a stored offset read while a replica is
@@ -101,8 +103,8 @@ func TestReplicaReadBack(t *testing.T) {
 		t.Cleanup(func() { c.Exec(context.Background(), "SYSTEM START FETCHES") })
 		conns[rp] = c
 	}
-	s := NewSink(conn, "events", schema.TopicEvents)
-	bs := benchBatches(8)
+	s := sink.New(conn, "events", schema.TopicEvents)
+	bs := chtest.Batches(8)
 	for i := range bs {
 		s.Add(&bs[i], int32(i%4), int64(100+i))
 	}

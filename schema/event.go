@@ -10,7 +10,7 @@ package schema
 //   - the record codec (record.go): checked byte for byte against an encoder driven by
 //     Pos, Wire, Bit, If and Since (event_test.go), and Event and Batch hold exactly the
 //     declared Go fields;
-//   - the consumer's column buffers (rollup/sink.go): its INSERT column list is Column and
+//   - the consumer's column buffers (schema/sink/sink.go): its INSERT column list is Column and
 //     CHType, in order (rollup's tests);
 //   - the ClickHouse table (migrations/): the migrated events table has exactly these
 //     columns and types (event_migration_test.go, on the real server);

@@ -1,6 +1,9 @@
 package schema
 
-import "crypto/sha256"
+import (
+	"crypto/sha256"
+	"strconv"
+)
 
 // Client event ids. A client may give an event its own event_id (1–64 printable bytes);
 // the edge stores it as ClientEventID(event_id), a UUID of version 8, and assigns every
@@ -63,3 +66,25 @@ func (s *ClientIDs) add(e *Event, i int) {
 		s.Index = append(s.Index, uint8(i))
 	}
 }
+
+// BatchID is the id of a batch sent by key keyID with Idempotency-Key idemKey
+// (schema.HeaderBatchID): the same for every retry, so the consumer recognises a second
+// copy (its batch claim, rollup/dedup.go).
+func BatchID(keyID [16]byte, idemKey []byte) (id [16]byte) {
+	h := sha256.New()
+	h.Write(keyID[:])
+	h.Write(idemKey)
+	copy(id[:], h.Sum(nil))
+	return id
+}
+
+// EventClaimLog is the Redis key of the rollup consumer's claim log of client event ids
+// (rollup/eventdedup.go) for database db, topic (its incarnation's label), partition and
+// epoch: a hash tag each, so the logs spread over a Redis Cluster's masters.
+func EventClaimLog(db, topic string, partition int32, epoch int64) string {
+	return EventClaimLogs(db) + topic + ":" + strconv.Itoa(int(partition)) + ":" + strconv.FormatInt(epoch, 10) + "}"
+}
+
+// EventClaimLogs is the prefix of every claim log of database db (a pattern with "*"
+// appended: a scratch database's logs are dropped with it).
+func EventClaimLogs(db string) string { return "svc:eid:{" + db + ":" }

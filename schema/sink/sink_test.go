@@ -1,4 +1,4 @@
-package rollup
+package sink
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,30 +17,6 @@ import (
 	"svc/schema/chtest"
 )
 
-// benchBatches returns n records of 50 events each, as the edge would write them.
-func benchBatches(n int) []schema.Batch {
-	out := make([]schema.Batch, n)
-	for i := range out {
-		b := &out[i]
-		b.Workspace[0], b.Pixel[0], b.Key[0] = 1, byte(i%7), 3
-		b.ReceivedAt = time.Now().UnixMilli()
-		b.RequestID = "req_0123456789abcdef"
-		b.Events = make([]schema.Event, 50)
-		for j := range b.Events {
-			e := &b.Events[j]
-			e.ID[0], e.ID[1], e.ID[2] = byte(i), byte(i>>8), byte(j)
-			e.Name = []string{"purchase", "page_view", "signup"}[j%3]
-			e.OccurredAt = b.ReceivedAt - int64(j)*1000
-			e.HasValue, e.Value = j%3 == 0, int64(j)*12345
-			e.Currency = [3]byte{'E', 'U', 'R'}
-			e.Consent = j%4 != 0
-			e.HasEmail = e.Consent
-			e.EmailSHA[0], e.EmailSHA[1] = byte(j), byte(i)
-		}
-	}
-	return out
-}
-
 // BenchmarkSinkFlush50k is the consumer's per-row client cost with the real
 // ClickHouse (rollup materialized view attached): decode each record (as the consumer
 // does), hand it to the sink, and INSERT 50,000-row flushes. It reports rows/s (wall,
@@ -49,7 +24,7 @@ func benchBatches(n int) []schema.Batch {
 // encoding the columns, sending, GC; the server runs in another process) and
 // allocs/row, B/row. Run with GOMAXPROCS=1 for the per-core figure:
 //
-//	GOMAXPROCS=1 go test -run '^$' -bench SinkFlush50k -benchtime 20x ./rollup/
+//	GOMAXPROCS=1 go test -run '^$' -bench SinkFlush50k -benchtime 20x ./schema/sink/
 func BenchmarkSinkFlush50k(b *testing.B) { benchSink(b, true) }
 
 // BenchmarkSinkFlush50kNoMV is the same without the rollup materialized view: the
@@ -63,7 +38,7 @@ func benchSink(b *testing.B, withMV bool) {
 			b.Fatal(err)
 		}
 	}
-	batches := benchBatches(1000)
+	batches := chtest.Batches(1000)
 	records := make([][]byte, len(batches))
 	for i := range batches {
 		records[i] = schema.AppendBatch(nil, &batches[i])
@@ -74,7 +49,7 @@ func benchSink(b *testing.B, withMV bool) {
 	b.ReportAllocs()
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	cpu0 := cpuTime()
+	cpu0 := chtest.CPUTime()
 	b.ResetTimer()
 	var off int64
 	for i := 0; i < b.N; i++ {
@@ -91,7 +66,7 @@ func benchSink(b *testing.B, withMV bool) {
 		s.Reset()
 	}
 	b.StopTimer()
-	cpu := cpuTime() - cpu0
+	cpu := chtest.CPUTime() - cpu0
 	runtime.ReadMemStats(&m1)
 	rows := float64(b.N) * 50000
 	b.ReportMetric(rows/b.Elapsed().Seconds(), "rows/s")
@@ -100,22 +75,13 @@ func benchSink(b *testing.B, withMV bool) {
 	b.ReportMetric(float64(m1.TotalAlloc-m0.TotalAlloc)/rows, "B/row")
 }
 
-// cpuTime is the user+system CPU time of this process so far.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // TestOneFlushIsOnePart checks, on the server at hand (18.16 here), that one flush of
 // 60,000 rows whose events span three months becomes exactly one part of events (and
 // one of the rollup table): the all-or-nothing property exactly-once relies on.
 func TestOneFlushIsOnePart(t *testing.T) {
 	cfg, conn := chtest.NewDB(t)
-	s := NewSink(conn, "events", schema.TopicEvents)
-	batches := benchBatches(1200)
+	s := New(conn, "events", schema.TopicEvents)
+	batches := chtest.Batches(1200)
 	for i := range batches {
 		for j := range batches[i].Events {
 			batches[i].Events[j].OccurredAt -= int64(i%3) * 35 * 86400_000 // three months
@@ -140,7 +106,7 @@ func TestOneFlushIsOnePart(t *testing.T) {
 }
 
 func newBenchSink(_ testing.TB, _ chpool.Config, conn driver.Conn) *Sink {
-	return NewSink(conn, "events", schema.TopicEvents)
+	return New(conn, "events", schema.TopicEvents)
 }
 
 func benchFlush(ctx context.Context, s *Sink) error { return s.Flush(ctx, time.Now()) }
@@ -212,7 +178,7 @@ func TestSinkStoresEveryColumn(t *testing.T) {
 func sinkStoresEveryColumn(t *testing.T, decodeOnly bool) {
 	_, conn := chtest.NewDB(t)
 	ctx := context.Background()
-	s := NewSink(conn, "events", schema.TopicEvents)
+	s := New(conn, "events", schema.TopicEvents)
 	s.decodeOnly = decodeOnly
 	batches := sinkTestBatches()
 	inserted := time.Date(2026, 3, 5, 10, 0, 0, 0, time.UTC)
@@ -276,7 +242,7 @@ func sinkStoresEveryColumn(t *testing.T, decodeOnly bool) {
 // fails here (the sink still works, by decoding, but slower).
 func TestSinkHandsEveryColumnOver(t *testing.T) {
 	_, conn := chtest.NewDB(t)
-	s := NewSink(conn, "events", schema.TopicEvents)
+	s := New(conn, "events", schema.TopicEvents)
 	b := sinkTestBatches()
 	s.Add(&b[0], 0, 1)
 	s.stamp(time.Now())
@@ -305,12 +271,12 @@ func TestSinkHandsEveryColumnOver(t *testing.T) {
 // none per row).
 func TestSinkFlushAllocations(t *testing.T) {
 	_, conn := chtest.NewDB(t)
-	batches := benchBatches(200) // 10,000 rows
+	batches := chtest.Batches(200) // 10,000 rows
 	records := make([][]byte, len(batches))
 	for i := range batches {
 		records[i] = schema.AppendBatch(nil, &batches[i])
 	}
-	s := NewSink(conn, "events", schema.TopicEvents)
+	s := New(conn, "events", schema.TopicEvents)
 	var scratch schema.Batch
 	var off int64
 	allocs := testing.AllocsPerRun(5, func() {
@@ -343,7 +309,7 @@ func TestSinkRefusesAnotherColumnType(t *testing.T) {
 	if err := conn.Exec(ctx, "ALTER TABLE events_wide MODIFY COLUMN value Decimal(38, 4)"); err != nil {
 		t.Fatal(err)
 	}
-	s := NewSink(conn, "events_wide", schema.TopicEvents)
+	s := New(conn, "events_wide", schema.TopicEvents)
 	b := sinkTestBatches()
 	s.Add(&b[0], 0, 1)
 	err := s.Flush(ctx, time.Now())

@@ -1,4 +1,4 @@
-package rollup
+package sink
 
 import (
 	"context"
@@ -77,9 +77,9 @@ func (c *sinkColumns) columns() []namedColumn {
 	}
 }
 
-// NewSink returns a sink writing to table (normally "events") in conn's database, for
+// New returns a sink writing to table (normally "events") in conn's database, for
 // records of topic.
-func NewSink(conn driver.Conn, table, topic string) *Sink {
+func New(conn driver.Conn, table, topic string) *Sink {
 	s := &Sink{conn: conn, topic: topic}
 	s.c.email.Size = 32
 	s.table = s.c.columns()
