@@ -128,38 +128,19 @@ func (c *consumer) run(ctx context.Context) error {
 	wmDone := make(chan struct{})
 	go func() { defer close(wmDone); c.wm.run(wctx) }()
 	defer func() { stopWM(); <-wmDone }()
-	for ctx.Err() == nil {
-		c.mu.Lock()
-		err := c.work(ctx)
-		wait, canPoll := c.nextWake(time.Now())
-		c.mu.Unlock()
-		if errors.Is(err, errKilled) {
-			return c.die(err)
-		}
-		if !canPoll {
-			process.Sleep(ctx, wait)
-			continue
-		}
-		pctx, cancel := context.WithTimeout(ctx, wait)
-		fs := c.cl.PollRecords(pctx, maxPollRecords)
-		cancel()
-		if fs.IsClientClosed() {
-			return errors.New("kafka client closed")
-		}
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-				c.log.Warn("fetch", "topic", t, "partition", p, "err", err)
-			}
-		})
-		c.mu.Lock()
-		c.updateLag(fs)
-		fs.EachRecord(func(r *kgo.Record) { c.held = append(c.held, r) })
-		err = c.work(ctx)
-		c.mu.Unlock()
-		c.cl.AllowRebalance()
-		if errors.Is(err, errKilled) {
-			return c.die(err)
-		}
+	err := pollLoop(ctx, loop{cl: c.cl, mu: &c.mu, work: c.work, die: c.die,
+		wake: func() (time.Duration, bool) { return c.nextWake(time.Now()) },
+		got: func(fs kgo.Fetches) {
+			fs.EachError(func(t string, p int32, err error) {
+				if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+					c.log.Warn("fetch", "topic", t, "partition", p, "err", err)
+				}
+			})
+			c.updateLag(fs)
+			fs.EachRecord(func(r *kgo.Record) { c.held = append(c.held, r) })
+		}})
+	if err != nil {
+		return err
 	}
 	return c.shutdown()
 }

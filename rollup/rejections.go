@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/logs"
-	"svc/lib/process"
 	"svc/schema"
 	"svc/schema/rejection"
 )
@@ -149,36 +148,14 @@ func newRejConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.O
 
 // run polls until ctx is cancelled, then flushes, commits and leaves the group.
 func (c *rejConsumer) run(ctx context.Context) error {
-	for ctx.Err() == nil {
-		c.mu.Lock()
-		err := c.work(ctx)
-		wait, canPoll := c.nextWake()
-		c.mu.Unlock()
-		if errors.Is(err, errKilled) {
-			return c.die(err)
-		}
-		if !canPoll {
-			process.Sleep(ctx, wait)
-			continue
-		}
-		pctx, cancel := context.WithTimeout(ctx, wait)
-		fs := c.cl.PollRecords(pctx, maxPollRecords)
-		cancel()
-		if fs.IsClientClosed() {
-			return errors.New("kafka client closed")
-		}
-		c.mu.Lock()
-		fs.EachRecord(func(r *kgo.Record) { c.held = append(c.held, r) })
-		err = c.work(ctx)
-		c.mu.Unlock()
-		c.cl.AllowRebalance()
-		if errors.Is(err, errKilled) {
-			return c.die(err)
-		}
+	err := pollLoop(ctx, loop{cl: c.cl, mu: &c.mu, work: c.work, wake: c.nextWake, die: c.die,
+		got: func(fs kgo.Fetches) { fs.EachRecord(func(r *kgo.Record) { c.held = append(c.held, r) }) }})
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	c.held = nil
-	err := c.flushUntil(c.now().Add(c.cfg.RevokeTimeout))
+	err = c.flushUntil(c.now().Add(c.cfg.RevokeTimeout))
 	c.mu.Unlock()
 	c.cl.Close()
 	if err != nil {
