@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,6 +28,7 @@ type invalidBrake struct {
 	rate, burst float64
 	mu          sync.Mutex
 	keys        map[uuid.UUID]*brakeBucket
+	buckets     atomic.Int32 // len(keys): while 0, a batch passes without the lock
 }
 
 type brakeBucket struct {
@@ -52,7 +54,7 @@ func (ib *invalidBrake) refill(b *brakeBucket, now time.Time) bool {
 // refusal), or takes one token from it (took: the batch holds it until done). false:
 // the bucket is empty, refuse the batch unread.
 func (ib *invalidBrake) take(key uuid.UUID, now time.Time) (ok, took bool) {
-	if ib == nil {
+	if ib == nil || ib.buckets.Load() == 0 {
 		return true, false
 	}
 	ib.mu.Lock()
@@ -61,7 +63,11 @@ func (ib *invalidBrake) take(key uuid.UUID, now time.Time) (ok, took bool) {
 	if b == nil {
 		return true, false
 	}
-	ib.refill(b, now)
+	if ib.refill(b, now) { // back under the pace for a while: forget the key
+		delete(ib.keys, key)
+		ib.buckets.Add(-1)
+		return true, false
+	}
 	if b.tokens < 1 {
 		return false, false
 	}
@@ -86,12 +92,14 @@ func (ib *invalidBrake) done(key uuid.UUID, took, refusedWhole bool, now time.Ti
 		}
 		b = &brakeBucket{tokens: ib.burst, at: now}
 		ib.keys[key] = b
+		ib.buckets.Add(1)
 	}
 	ib.refill(b, now)
 	if refusedWhole {
 		b.tokens = max(b.tokens-1, 0)
 	} else if b.tokens = min(ib.burst, b.tokens+1); b.tokens >= ib.burst {
 		delete(ib.keys, key)
+		ib.buckets.Add(-1)
 	}
 }
 
