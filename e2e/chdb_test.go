@@ -16,13 +16,13 @@ import (
 
 	"svc/lib/chpool"
 	"svc/privacy"
-	"svc/rollup"
 	"svc/schema"
 	"svc/schema/apitest"
 	"svc/schema/chtest"
 	"svc/schema/erasure"
 	"svc/schema/migrations"
 	"svc/schema/rollups"
+	"svc/schema/sink"
 	"svc/schema/workspace"
 )
 
@@ -35,7 +35,7 @@ import (
 //   - the same INSERT … SELECT gives the same events, and the views the same rollups;
 //   - the 0004 backfill (INSERT … SELECT) adds the same rollup rows;
 //   - the rollup reads (rollups.QueryDaily) in UTC, in Asia/Kathmandu (+05:45) and from
-//     the 15-minute table, with paging, and the consumer's read-back (rollup.MaxOffsets,
+//     the 15-minute table, with paging, and the consumer's read-back (sink.MaxOffsets,
 //     chpool.RunningQueries) answer the same;
 //   - an erasure by the privacy worker (its UPDATE, the rebuild's DELETE and INSERT …
 //     SELECT, every query it sent) leaves the same events and rollups, and raw-event
@@ -160,7 +160,7 @@ func TestCurrentClickHouseAnswersAsTheLocalServer(t *testing.T) {
 		}
 	}
 	reads("before the erasure")
-	if _, err := rollup.MaxOffsets(ctx, tap, "events", topicLabel, []int32{0, 1, 2, 3, 9}); err != nil {
+	if _, err := sink.MaxOffsets(ctx, tap, "events", topicLabel, []int32{0, 1, 2, 3, 9}); err != nil {
 		t.Fatal(err)
 	}
 	replay("the consumer's read-back", tap, true)

@@ -15,12 +15,12 @@ import (
 	"svc/lib/chpool"
 	"svc/lib/paging"
 	"svc/privacy"
-	"svc/rollup"
 	"svc/schema"
 	"svc/schema/apitest"
 	"svc/schema/chtest"
 	"svc/schema/erasure"
 	"svc/schema/rollups"
+	"svc/schema/sink"
 )
 
 // world is one test's stores: a private ClickHouse database, the shared Redis (the
@@ -74,7 +74,7 @@ type ev struct {
 // rollups), each as its own record at the next offset.
 func (w *world) store(evs ...ev) {
 	w.t.Helper()
-	sink := rollup.NewSink(w.conn, "events", schema.TopicEvents)
+	s := sink.New(w.conn, "events", schema.TopicEvents)
 	for _, e := range evs {
 		b := schema.Batch{Sandbox: e.sandbox, Workspace: schema.UUID(e.ws), Pixel: schema.UUID(e.pixel),
 			ReceivedAt: e.received.UnixMilli(), RequestID: "req_test"}
@@ -84,10 +84,10 @@ func (w *world) store(evs ...ev) {
 			se.HasEmail, se.EmailSHA = true, email(e.email)
 		}
 		b.Events = []schema.Event{se}
-		sink.Add(&b, 0, w.offset)
+		s.Add(&b, 0, w.offset)
 		w.offset++
 	}
-	if err := sink.Flush(context.Background(), time.Now()); err != nil {
+	if err := s.Flush(context.Background(), time.Now()); err != nil {
 		w.t.Fatal(err)
 	}
 }
