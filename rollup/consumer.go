@@ -113,6 +113,10 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		kgo.HeartbeatInterval(heartbeatInterval(cfg.SessionTimeout)),
 	}
 	opts = append(opts, kgo.WithLogger(logs.Kgo(member))) // franz-go names the group itself
+	// The client joins the group at once: its rebalance callbacks, which take mu, may
+	// run before NewClient returns, and must not see cl or wm unset.
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client: %w", err)

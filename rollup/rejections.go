@@ -138,6 +138,8 @@ func newRejConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.O
 		kgo.HeartbeatInterval(heartbeatInterval(cfg.SessionTimeout)),
 		kgo.WithLogger(logs.Kgo(member)),
 	}
+	c.mu.Lock() // the rebalance callbacks may run before NewClient returns (consumer.go)
+	defer c.mu.Unlock()
 	cl, err := kgo.NewClient(append(opts, extra...)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client (rejections): %w", err)
