@@ -312,8 +312,12 @@ func BenchmarkEventIndexClaim(b *testing.B) {
 		fields[i] = field()
 	}
 	b.ResetTimer()
-	for i := range fields {
-		ix.claim(fields[i], now, uint64(i))
+	for i := 0; i < len(fields); i += 50 { // as the consumer claims a record's events
+		batch := fields[i:min(i+50, len(fields))]
+		ix.set.touch(batch)
+		for j := range batch {
+			ix.claim(batch[j], now, uint64(i+j))
+		}
 	}
 }
 

@@ -150,6 +150,7 @@ func (ix *eventIndex) replay(e int64, blob []byte) error {
 type eventClaims struct {
 	window  int64 // seconds
 	scan    schema.ClientIDs
+	fields  []eventField          // the fields of the record being claimed (scratch)
 	index   map[int32]*eventIndex // per owned partition, once its log is read
 	pending map[logKey][]byte     // claims decided, not yet in their log
 	last    logKey                // the log lastBuf gathers for; its claims are not in pending yet
@@ -264,9 +265,14 @@ func (c *consumer) claimRecord(ix *eventIndex, r *kgo.Record) uint64 {
 		return 0
 	}
 	sec := max(s.ReceivedAt/1000, 0)
+	fs := ec.fields[:0]
+	for _, id := range s.IDs {
+		fs = append(fs, eventKey(s.Pixel, id))
+	}
+	ec.fields = fs
+	ix.set.touch(fs)
 	var copies uint64
-	for i, id := range s.IDs {
-		f := eventKey(s.Pixel, id)
+	for i, f := range fs {
 		pos := uint64(r.Offset)<<6 | uint64(s.Index[i])
 		switch ix.claim(f, sec, pos) {
 		case claimIsCopy:
