@@ -1,6 +1,8 @@
 package ingest
 
 import (
+	"cmp"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -103,6 +105,16 @@ func (ib *invalidBrake) done(key uuid.UUID, took, refusedWhole bool, now time.Ti
 	}
 }
 
+// brakeHold is how long a braked request's 429 is held at most before it is written
+// (half of it at least; at most its Retry-After): a sender that retries at once is then paced by its own concurrency
+// (n connections: at most n requests a second) instead of costing the edge an HTTP
+// exchange per retry. A held request costs a goroutine and a timer, no CPU.
+const brakeHold = time.Second
+
+// brakeHeldMax bounds the requests held at once per edge; past it a braked request is
+// answered at once.
+const brakeHeldMax = 4096
+
 // brakeToken marks (as a fasthttp user value) a request that holds one of its key's
 // tokens.
 type brakeToken struct{}
@@ -117,7 +129,27 @@ func (e *Edge) admit(r *httpserver.Request) *problem.Problem {
 		return nil
 	}
 	e.metrics.braked.Inc()
+	e.hold(r)
 	p := problem.New(problem.RateLimited, "This key's recent batches were all refused (422): its POST /events are slowed to %d refused batches a second; send valid batches, or read the errors[] of one 422 first.", int(e.brake.rate))
 	p.RetryAfter = 1
 	return p
+}
+
+// hold waits between half of brakeHold (Config.BrakeHold) and all of it before a braked
+// request is answered, unless brakeHeldMax are held already or the server is shutting
+// down. The wait is drawn at random: a flood's requests braked at one moment would
+// otherwise all come back at one moment a second later, a wave of work every second.
+func (e *Edge) hold(r *httpserver.Request) {
+	if e.held.Add(1) > brakeHeldMax {
+		e.held.Add(-1)
+		return
+	}
+	defer e.held.Add(-1)
+	d := cmp.Or(e.cfg.BrakeHold, brakeHold)
+	t := time.NewTimer(d/2 + rand.N(d/2+1)) // spread: the senders' retries must not arrive in waves
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Ctx.Done(): // the server is shutting down
+	}
 }

@@ -18,15 +18,20 @@ import (
 // is not slowed; a key refused more slowly than the rate never meets the brake.
 func TestInvalidBrake(t *testing.T) {
 	const rate = 5
-	rg := newRigWith(t, func(c *Config) { c.InvalidRate = rate })
+	const hold = 10 * time.Millisecond // a tenth of a token
+	rg := newRigWith(t, func(c *Config) { c.InvalidRate, c.BrakeHold = rate, hold })
 	tn := rg.Tenant(t, false)
 	bad := batchJSON(tn.PixelID(), `{"event_name":"x"}`)
 	good := batchJSON(tn.PixelID(), eventJSON("lead", "", true))
 	for range 2 * rate {
 		apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, bad), 422, "invalid_request")
 	}
+	start := time.Now()
 	braked := rg.Do(t, "POST", "/events", tn.Secret, bad)
 	apitest.Problem(t, braked, 429, "rate_limited")
+	if held := time.Since(start); held < hold/2 {
+		t.Fatalf("a braked request answered after %s, want it held %s at least", held, hold/2)
+	}
 	if braked.Header.Get("Retry-After") != "1" {
 		t.Fatalf("Retry-After %q, want 1", braked.Header.Get("Retry-After"))
 	}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -52,6 +53,9 @@ type Config struct {
 	// by one edge, in bursts of twice that, before its next POST /events are answered
 	// 429 at once (SVC_INGEST_INVALID_RATE, default 100; 0: never; brake.go).
 	InvalidRate int
+	// BrakeHold is how long a braked request's 429 is held before it is written (0: the
+	// default, brakeHold, 1s; brake.go). Not from the environment: tests shorten it.
+	BrakeHold time.Duration
 	// Log receives the Kafka client's warnings (nil: slog.Default()). Not from the
 	// environment: Start sets the process's logger.
 	Log *slog.Logger
@@ -172,6 +176,7 @@ type Edge struct {
 	suppressed prometheus.Counter
 	rejm       *rejectionMetrics // rejection records (rejections.go)
 	brake      *invalidBrake     // keys whose batches are all refused (brake.go); nil: none
+	held       atomic.Int32      // braked requests being held (brake.go)
 }
 
 // work is the per-request scratch a pooled goroutine reuses: parser, batch, record
