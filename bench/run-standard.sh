@@ -157,6 +157,23 @@ drain() {
   if [ $((SECONDS - start)) -gt 2 ]; then
     echo "   (before $name: the consumer caught up with the earlier steps' backlog in $((SECONDS - start)) s; lag now $lag records)" | tee -a "$out/summary.txt"
   fi
+  settle "$name"
+}
+
+# settle NAME: wait (2 min at most) until ClickHouse runs no merge in the scratch database,
+# so that a scenario does not pay for merging what the one before it wrote (a pair of
+# steps compared A against B would otherwise always favour A); the summary says how long
+# when that took more than 2 s.
+settle() {
+  local name=$1 start=$SECONDS n=0
+  while [ $((SECONDS - start)) -lt 120 ]; do
+    n=$(curl -fsS "$chhttp/" --data-binary "SELECT count() FROM system.merges WHERE database = '$db'" 2>/dev/null || echo 0)
+    [ "$n" = 0 ] && break
+    sleep 1
+  done
+  if [ $((SECONDS - start)) -gt 2 ]; then
+    echo "   (before $name: ClickHouse finished merging the earlier steps' parts in $((SECONDS - start)) s; merges running now: $n)" | tee -a "$out/summary.txt"
+  fi
 }
 
 step() { # step NAME ARGS...: one scenario, its summary appended to summary.txt
