@@ -51,7 +51,7 @@ type Config struct {
 	Compression string
 	// InvalidRate is how many batches a second one key may have refused whole (422)
 	// by one edge, in bursts of twice that, before its next POST /events are answered
-	// 429 at once (SVC_INGEST_INVALID_RATE, default 100; 0: never; brake.go).
+	// 429 (SVC_INGEST_INVALID_RATE, default 10; 0: never; brake.go).
 	InvalidRate int
 	// BrakeHold is how long a braked request's 429 is held before it is written (0: the
 	// default, brakeHold, 1s; brake.go). Not from the environment: tests shorten it.

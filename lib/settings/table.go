@@ -86,7 +86,7 @@ var Table = []Setting{
 		ReadBy: []string{Dev, Ingest}, Meaning: "longest wait for Kafka's acknowledgement before 503 (while Kafka is unreachable the edge answers 503 at once instead: `ingest/README.md`); also sets when a retry may take over a pending `POST /events` Idempotency-Key (this + 2s)"},
 	{Name: "SVC_INGEST_MAX_BUFFERED", Group: GroupIngest, Kind: Int, Default: "20000",
 		ReadBy: []string{Dev, Ingest}, Meaning: "batches the producer may buffer before the edge answers 503"},
-	{Name: "SVC_INGEST_INVALID_RATE", Group: GroupIngest, Kind: Int, Default: "100",
+	{Name: "SVC_INGEST_INVALID_RATE", Group: GroupIngest, Kind: Int, Default: "10",
 		ReadBy: []string{Dev, Ingest}, Meaning: "batches a second one key may have refused whole (422) by one edge, in bursts of twice that, before its further `POST /events` are answered 429 `rate_limited` without being read (0: never; `ingest/README.md`)"},
 	{Name: "SVC_INGEST_LINGER", Group: GroupIngest, Kind: Duration, Default: "2ms",
 		ReadBy: []string{Dev, Ingest}, Meaning: "producer linger per partition"},
