@@ -13,7 +13,8 @@
 #                      "vegeta" adds, after each ingest step run, the same scenario driven
 #                      by vegeta and the comparison of the two; "ids" adds, after
 #                      ingest-200k and ingest-500k, the same with every event carrying a
-#                      client event_id of its own (-event-ids) and the comparison of the two
+#                      client event_id of its own (-event-ids), then both again in the
+#                      other order, and the comparison of each pair
 #   BENCH_VEGETA=path  a vegeta binary to use instead of installing one
 #   BENCH_FLOOD_ARGS="-rate 40 -flood-rate 100"  flags appended to the flood step (the
 #                      last of a repeated flag wins): a short check at low rates
@@ -222,16 +223,27 @@ ingest_step() { # ingest_step NAME ARGS...: svc bench ingest, then its vegeta tw
   vegeta_step "$name" "$@"
 }
 
-# ids_step NAME ARGS...: after ingest step NAME, the same load with every event carrying
-# a client event_id of its own (the consumer claims each in Redis: what event-id
-# deduplication costs), as NAME-ids, and both sets of figures side by side.
+# ids_step NAME ARGS...: after ingest step NAME (A), the same load with every event
+# carrying a client event_id of its own (B: what event-id deduplication costs), as
+# NAME-ids, then B again (NAME-ids-2) and A again (NAME-2), and the two pairs side by side.
+# The order A B B A: a step meets what the steps before it left (Redis records, ClickHouse
+# parts, a warm or cold consumer), which favours whichever runs first; in the second pair
+# B runs first, so the two ratios err in opposite directions, and their mean does not.
 ids_step() {
   local name=$1; shift
   want ids || return 0
   step "$name-ids" ingest "$@" -event-ids -db "$db"
-  if [ -f "$out/$name.json" ] && [ -f "$out/$name-ids.json" ]; then
-    echo "== $name: without event ids (A) against with them (B)" | tee -a "$out/summary.txt"
-    "$svc" bench compare "$out/$name.json" "$out/$name-ids.json" | tee -a "$out/summary.txt"
+  step "$name-ids-2" ingest "$@" -event-ids -db "$db"
+  step "$name-2" ingest "$@"
+  compare_pair "$name" "$name-ids" "A first"
+  compare_pair "$name-2" "$name-ids-2" "B first"
+}
+
+# compare_pair A B ORDER: svc bench compare of two reports, into the summary.
+compare_pair() {
+  if [ -f "$out/$1.json" ] && [ -f "$out/$2.json" ]; then
+    echo "== $1 ($3): without event ids (A) against with them (B)" | tee -a "$out/summary.txt"
+    "$svc" bench compare "$out/$1.json" "$out/$2.json" | tee -a "$out/summary.txt"
     echo >>"$out/summary.txt"
   fi
 }
