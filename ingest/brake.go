@@ -106,9 +106,10 @@ func (ib *invalidBrake) done(key uuid.UUID, took, refusedWhole bool, now time.Ti
 }
 
 // brakeHold is how long a braked request's 429 is held at most before it is written
-// (half of it at least; at most its Retry-After): a sender that retries at once is then paced by its own concurrency
-// (n connections: at most n requests a second) instead of costing the edge an HTTP
-// exchange per retry. A held request costs a goroutine and a timer, no CPU.
+// (half of it at least; never past its Retry-After): a sender that retries at once is
+// then paced by its own concurrency (n connections: at most 2n requests a second)
+// instead of costing the edge an HTTP exchange per retry. A held request costs a
+// goroutine and a timer, no CPU.
 const brakeHold = time.Second
 
 // brakeHeldMax bounds the requests held at once per edge; past it a braked request is

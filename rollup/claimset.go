@@ -60,8 +60,9 @@ func (s *claimSet) get(f *eventField) (sec uint32, pos uint64, ok bool) {
 	return t.slots[i].sec(), t.slots[i].pos(), true
 }
 
-// touch reads the first slot of each field's probe sequence, so that the lookups that
-// follow find it in the cache: the reads do not depend on one another, and the CPU
+// touch reads the start of each field's probe sequence (its first slot, and the slot
+// three further on: 66 bytes on, in the next cache line), so that the lookups that
+// follow find them in the cache: the reads do not depend on one another, and the CPU
 // waits for their cache misses (a table of millions of claims is far larger than the
 // caches) together instead of one after another, as a loop of lookups would.
 func (s *claimSet) touch(fs []eventField) {
