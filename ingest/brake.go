@@ -116,6 +116,10 @@ const brakeHold = time.Second
 // answered at once.
 const brakeHeldMax = 4096
 
+// brakeHeld marks (as a fasthttp user value) a request the brake refused: its 429 is
+// held (hold) once the refusal is recorded and the body released.
+type brakeHeld struct{}
+
 // brakeToken marks (as a fasthttp user value) a request that holds one of its key's
 // tokens.
 type brakeToken struct{}
@@ -130,7 +134,7 @@ func (e *Edge) admit(r *httpserver.Request) *problem.Problem {
 		return nil
 	}
 	e.metrics.braked.Inc()
-	e.hold(r)
+	r.Ctx.SetUserValue(brakeHeld{}, true) // refused (rejections.go) records it, then holds it
 	p := problem.New(problem.RateLimited, "This key's recent batches were all refused (422): its POST /events are slowed to %d refused batches a second; send valid batches, or read the errors[] of one 422 first.", int(e.brake.rate))
 	p.RetryAfter = 1
 	return p
@@ -138,7 +142,8 @@ func (e *Edge) admit(r *httpserver.Request) *problem.Problem {
 
 // hold waits between half of brakeHold (Config.BrakeHold) and all of it before a braked
 // request is answered, unless brakeHeldMax are held already or the server is shutting
-// down. The wait is drawn at random: a flood's requests braked at one moment would
+// down. The caller has released the body: a held request keeps none of the in-flight
+// bodies' budget, which would otherwise let a flood of large bodies starve everyone's. The wait is drawn at random: a flood's requests braked at one moment would
 // otherwise all come back at one moment a second later, a wave of work every second.
 func (e *Edge) hold(r *httpserver.Request) {
 	if e.held.Add(1) > brakeHeldMax {

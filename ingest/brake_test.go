@@ -1,11 +1,13 @@
 package ingest
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/svctest"
 	"svc/schema/apitest"
 	"svc/schema/rejection"
@@ -89,4 +91,35 @@ func countOf(statuses []int, want int) int {
 		}
 	}
 	return n
+}
+
+// A held 429 keeps none of the in-flight bodies' budget (SVC_MAX_INFLIGHT_BODY_BYTES):
+// large braked batches held at once, more than the budget holds together, are all
+// answered 429, and meanwhile another key's batch is accepted, not refused 503.
+func TestBrakeHoldKeepsNoBody(t *testing.T) {
+	const hold = 1500 * time.Millisecond
+	rg := newRigServer(t, func(c *Config) { c.InvalidRate, c.BrakeHold = 1, hold },
+		func(c *httpserver.Config) { c.MaxBodyBytes, c.MaxInflightBodyBytes = 64<<10, 128<<10 })
+	tn := rg.Tenant(t, false)
+	bad := batchJSON(tn.PixelID(), `{"event_name":"x"}`)
+	for range 2 { // the bucket's two tokens
+		apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, bad), 422, "invalid_request")
+	}
+	big := batchJSON(tn.PixelID(), `{"event_name":"`+strings.Repeat("x", 40<<10)+`"}`) // 40 KiB: 3 fill the budget
+	var wg sync.WaitGroup
+	statuses := make([]int, 8)
+	for i := range statuses {
+		wg.Add(1)
+		go func() { defer wg.Done(); statuses[i] = rg.Do(t, "POST", "/events", tn.Secret, big).Status }()
+		time.Sleep(20 * time.Millisecond) // each read before the next arrives
+	}
+	time.Sleep(100 * time.Millisecond) // all held now (at least 750 ms each)
+	_, other := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live})
+	if r := rg.Do(t, "POST", "/events", other, batchJSON(tn.PixelID(), eventJSON("lead", "", true))); r.Status != 202 {
+		t.Fatalf("another key's batch while 8 large braked batches are held: %d %s", r.Status, r.Body)
+	}
+	wg.Wait()
+	if n := countOf(statuses, 429); n != len(statuses) {
+		t.Fatalf("the braked batches were answered %v, want all 429", statuses)
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/apikey"
+	"svc/lib/httpserver"
 	"svc/lib/kafkabroker"
 	"svc/lib/svctest"
 	"svc/schema"
@@ -64,7 +65,10 @@ func (rg *rig) counter(t *testing.T, name string, labels map[string]string) floa
 func newRig(t *testing.T) *rig { return newRigWith(t, nil) }
 
 // newRigWith is newRig with the edge's configuration changed by set (nil: unchanged).
-func newRigWith(t *testing.T, set func(*Config)) *rig {
+func newRigWith(t *testing.T, set func(*Config)) *rig { return newRigServer(t, set, nil) }
+
+// newRigServer is newRigWith with the HTTP server's configuration changed by srv too.
+func newRigServer(t *testing.T, set func(*Config), srv func(*httpserver.Config)) *rig {
 	bc := kafkabroker.Config{EmbeddedAddr: svctest.FreeAddr(t), DataDir: t.TempDir(), Partitions: 2}
 	k, err := kafkabroker.StartEmbedded(bc, schema.Topics...)
 	if err != nil {
@@ -83,7 +87,7 @@ func newRigWith(t *testing.T, set func(*Config)) *rig {
 	t.Cleanup(producer.Close)
 	rg.reg = prometheus.NewRegistry()
 	edge := NewEdge(cfg, producer, nil, rg.reg)
-	rg.Server = apitest.Start(t, edge.Routes(), nil)
+	rg.Server = apitest.Start(t, edge.Routes(), srv)
 	edge.keys = rg.Keys
 	return rg
 }

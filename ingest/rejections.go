@@ -161,8 +161,19 @@ func (e *Edge) rejected(r *httpserver.Request, b *Batch, p *problem.Problem) {
 
 // refused is the route's Refused hook (httpserver.Route.Refused): a 429, 409 or 422
 // the server answered before the handler, recorded when the body names a pixel of the
-// key's workspace. It reads only the body's pixel_id member, not the events.
+// key's workspace. It reads only the body's pixel_id member, not the events. A 429 of
+// the brake (brake.go) is then held, its body released first.
 func (e *Edge) refused(r *httpserver.Request, p *problem.Problem) {
+	e.recordRefusal(r, p)
+	if r.Ctx.UserValue(brakeHeld{}) != nil {
+		r.ReleaseBody()
+		e.hold(r)
+	}
+}
+
+// recordRefusal records a refusal the server answered, when the body names a pixel of
+// the key's workspace.
+func (e *Edge) recordRefusal(r *httpserver.Request, p *problem.Problem) {
 	raw := pixelOf(r.Body())
 	if raw == "" {
 		return

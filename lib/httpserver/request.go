@@ -80,6 +80,11 @@ func (r *Request) Query(name string) string {
 // during the handler.
 func (r *Request) Body() []byte { return r.Ctx.PostBody() }
 
+// ReleaseBody gives the body's buffer and its bytes of the in-flight budget
+// (SVC_MAX_INFLIGHT_BODY_BYTES) back before the answer is written, for a hook that will
+// wait before it: Body is empty afterwards.
+func (r *Request) ReleaseBody() { r.srv.releaseBody(r) }
+
 // ClientIP is the client's address as the allow-lists see it: the peer, or behind a
 // trusted proxy (SVC_TRUSTED_PROXIES) the address it forwarded (auth.go).
 func (r *Request) ClientIP() netip.Addr { return r.srv.clientIP(r.Ctx) }
