@@ -53,13 +53,15 @@ type Route struct {
 	// Refused, when set, is told of each refusal the server itself answers for this
 	// route once the key is known and the body read: the limits' 429s, the
 	// Idempotency-Key's 409s and its 422 (too long). It runs on the request's goroutine
-	// before the answer is written, so it must not block (the edge hands a record to
-	// its producer). Not called for a dry run, nor for a 5xx.
+	// before the answer is written, so what it spends delays the answer: the edge hands
+	// a record to its producer, and holds its brake's 429s there on purpose, their body
+	// released first (Request.ReleaseBody; ingest/brake.go). Not called for a dry run,
+	// nor for a 5xx.
 	Refused func(r *Request, p *problem.Problem)
 	// Admit, when set, runs after the key, version, scope and body checks and before the
-	// limits: a problem it returns is the answer at once (no limit spent; Refused is told
-	// of it as of the limits' refusals). It must be cheap and must not block: the edge
-	// brakes with it a key whose batches are all refused (ingest/brake.go).
+	// limits: a problem it returns is the answer (no limit spent; Refused is told of it
+	// as of the limits' refusals). It must be cheap and must not block: the edge brakes
+	// with it a key whose batches are all refused (ingest/brake.go).
 	Admit func(r *Request) *problem.Problem
 	// Summary is a one-line description (OpenAPI and developer pages).
 	Summary string
