@@ -21,16 +21,19 @@ import (
 //
 // Each key has a bucket of 2 × rate tokens refilled at rate per second (Config.InvalidRate,
 // SVC_INGEST_INVALID_RATE); a whole refusal takes one. While the bucket is empty the key's
-// POST /events are answered 429 rate_limited at once, before their events are read (the
-// route's Admit hook: no limit spent, recorded as a refused batch like the limits' 429s).
+// POST /events are answered 429 rate_limited, before their events are read (the route's
+// Admit hook: no limit spent, recorded as a refused batch like the limits' 429s), each
+// answer held a while first (hold).
 // A key whose batches are valid never meets it; one sending invalid batches slower than
 // rate per second neither: it gets every 422 with its errors. Per edge process: n edges
 // let n × rate through. Buckets are dropped once full again.
 type invalidBrake struct {
 	rate, burst float64
+	holdFor     time.Duration // a braked answer is held holdFor/2 to holdFor (hold)
 	mu          sync.Mutex
 	keys        map[uuid.UUID]*brakeBucket
 	buckets     atomic.Int32 // len(keys): while 0, a batch passes without the lock
+	held        atomic.Int32 // braked requests being held
 }
 
 type brakeBucket struct {
@@ -38,11 +41,13 @@ type brakeBucket struct {
 	at     time.Time
 }
 
-func newInvalidBrake(rate int) *invalidBrake {
-	if rate <= 0 {
+// newInvalidBrake returns the brake of cfg (nil when InvalidRate is 0).
+func newInvalidBrake(cfg Config) *invalidBrake {
+	if cfg.InvalidRate <= 0 {
 		return nil
 	}
-	return &invalidBrake{rate: float64(rate), burst: 2 * float64(rate), keys: map[uuid.UUID]*brakeBucket{}}
+	return &invalidBrake{rate: float64(cfg.InvalidRate), burst: 2 * float64(cfg.InvalidRate),
+		holdFor: cmp.Or(cfg.BrakeHold, brakeHold), keys: map[uuid.UUID]*brakeBucket{}}
 }
 
 // refill brings b's tokens to now and reports whether the bucket is full.
@@ -140,22 +145,23 @@ func (e *Edge) admit(r *httpserver.Request) *problem.Problem {
 	return p
 }
 
-// hold waits between half of brakeHold (Config.BrakeHold) and all of it before a braked
-// request is answered, unless brakeHeldMax are held already or the server is shutting
-// down. The caller has released the body: a held request keeps none of the in-flight
-// bodies' budget, which would otherwise let a flood of large bodies starve everyone's. The wait is drawn at random: a flood's requests braked at one moment would
-// otherwise all come back at one moment a second later, a wave of work every second.
-func (e *Edge) hold(r *httpserver.Request) {
-	if e.held.Add(1) > brakeHeldMax {
-		e.held.Add(-1)
+// hold waits between half of holdFor (Config.BrakeHold, default brakeHold) and all of it
+// before a braked request is answered, unless brakeHeldMax are held already or done
+// closes (the server is shutting down). The wait is drawn at random: a flood's requests
+// braked at one moment would otherwise all come back at one moment a second later, a
+// wave of work every second. The caller releases the body first: a held request must
+// keep none of the in-flight bodies' budget, or a flood of large bodies would starve
+// everyone's.
+func (ib *invalidBrake) hold(done <-chan struct{}) {
+	if ib.held.Add(1) > brakeHeldMax {
+		ib.held.Add(-1)
 		return
 	}
-	defer e.held.Add(-1)
-	d := cmp.Or(e.cfg.BrakeHold, brakeHold)
-	t := time.NewTimer(d/2 + rand.N(d/2+1)) // spread: the senders' retries must not arrive in waves
+	defer ib.held.Add(-1)
+	t := time.NewTimer(ib.holdFor/2 + rand.N(ib.holdFor/2+1))
 	defer t.Stop()
 	select {
 	case <-t.C:
-	case <-r.Ctx.Done(): // the server is shutting down
+	case <-done:
 	}
 }

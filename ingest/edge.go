@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -176,7 +175,6 @@ type Edge struct {
 	suppressed prometheus.Counter
 	rejm       *rejectionMetrics // rejection records (rejections.go)
 	brake      *invalidBrake     // keys whose batches are all refused (brake.go); nil: none
-	held       atomic.Int32      // braked requests being held (brake.go)
 }
 
 // work is the per-request scratch a pooled goroutine reuses: parser, batch, record
@@ -194,7 +192,7 @@ type work struct {
 // NewEdge returns the edge over an open producer and key store.
 func NewEdge(cfg Config, producer *kgo.Client, ks *workspace.Store, reg prometheus.Registerer) *Edge {
 	e := &Edge{cfg: cfg, producer: producer, keys: ks, metrics: newMetrics(reg, producer, cfg.MaxBufferedRecords),
-		brake: newInvalidBrake(cfg.InvalidRate)}
+		brake: newInvalidBrake(cfg)}
 	e.work.New = func() any { return &work{acked: make(chan error, 1)} }
 	e.accepted = e.metrics.Events.WithLabelValues("accepted", "")
 	e.rejm = newRejectionMetrics(reg)

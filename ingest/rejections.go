@@ -167,7 +167,7 @@ func (e *Edge) refused(r *httpserver.Request, p *problem.Problem) {
 	e.recordRefusal(r, p)
 	if r.Ctx.UserValue(brakeHeld{}) != nil {
 		r.ReleaseBody()
-		e.hold(r)
+		e.brake.hold(r.Ctx.Done())
 	}
 }
 

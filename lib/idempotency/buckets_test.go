@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,13 +29,7 @@ type testBuckets struct {
 
 func newTestBuckets(t *testing.T, tab Buckets) *testBuckets {
 	rdb := testRedis(t)
-	tb := &testBuckets{t: t, rdb: rdb, base: "svc:test:buckets:{" + uuid.NewString() + "}:", tab: tab}
-	t.Cleanup(func() {
-		for _, k := range keysLike(t, rdb, tb.base+"*") {
-			rdb.Del(context.Background(), k)
-		}
-	})
-	return tb
+	return &testBuckets{t: t, rdb: rdb, base: scratchBase(t, rdb, "buckets"), tab: tab}
 }
 
 func (tb *testBuckets) run(op string, now time.Time, f string, v ...any) any {

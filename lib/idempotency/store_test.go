@@ -82,13 +82,19 @@ type testTable struct {
 
 func newTestTable(t *testing.T, tab Table) *testTable {
 	rdb := testRedis(t)
-	tt := &testTable{t: t, rdb: rdb, base: "svc:test:table:{" + uuid.NewString() + "}:", tab: tab}
+	return &testTable{t: t, rdb: rdb, base: scratchBase(t, rdb, "table"), tab: tab}
+}
+
+// scratchBase returns a base name of its own under one hash tag, for a test's table of
+// the given kind; its keys are deleted when the test ends.
+func scratchBase(t *testing.T, rdb redis.UniversalClient, kind string) string {
+	base := "svc:test:" + kind + ":{" + uuid.NewString() + "}:"
 	t.Cleanup(func() {
-		for _, k := range keysLike(t, rdb, tt.base+"*") {
+		for _, k := range keysLike(t, rdb, base+"*") {
 			rdb.Del(context.Background(), k)
 		}
 	})
-	return tt
+	return base
 }
 
 func (tt *testTable) run(op string, now time.Time, f string, v ...string) ([]any, error) {

@@ -306,19 +306,19 @@ func MaxOffsets(ctx context.Context, conn driver.Conn, table, topic string, part
 	for i, p := range partitions {
 		in[i] = strconv.Itoa(int(p))
 	}
-	rows, err := conn.Query(ctx, "SELECT kafka_partition, max(kafka_offset) FROM "+table+
-		" WHERE kafka_topic = ? AND kafka_partition IN ("+strings.Join(in, ", ")+") GROUP BY kafka_partition", topic)
+	err := chpool.EachRow(ctx, conn, "SELECT kafka_partition, max(kafka_offset) FROM "+table+
+		" WHERE kafka_topic = ? AND kafka_partition IN ("+strings.Join(in, ", ")+") GROUP BY kafka_partition", []any{topic},
+		func(row chpool.Row) error {
+			var p int32
+			var o int64
+			if err := row.Scan(&p, &o); err != nil {
+				return err
+			}
+			out[p] = o
+			return nil
+		})
 	if err != nil {
 		return nil, fmt.Errorf("read stored offsets: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var p int32
-		var o int64
-		if err := rows.Scan(&p, &o); err != nil {
-			return nil, err
-		}
-		out[p] = o
-	}
-	return out, rows.Err()
+	return out, nil
 }
