@@ -59,7 +59,8 @@ func startDev(t *testing.T, extra ...string) *dev {
 	d := &dev{url: "http://" + addr}
 	d.env = append(os.Environ(), "SVC_HTTP_ADDR="+addr, "SVC_METRICS_ADDR=off", "SVC_EMBEDDED_KAFKA_ADDR="+svctest.FreeAddr(t),
 		"SVC_DATA_DIR="+t.TempDir(), "SVC_CLICKHOUSE_DB="+cfg.Database, "SVC_KAFKA_PARTITIONS=2", "SVC_ROLLUP_BATCH_INTERVAL=100ms",
-		"SVC_APP_ADDRESS_ATTEMPTS=100000") // every attempt of every run comes from loopback
+		"SVC_APP_ADDRESS_ATTEMPTS=100000", // every attempt of every run comes from loopback
+		svctest.WebhooksEnv(t))
 	d.env = append(d.env, extra...)
 	svctest.Run(t, d.env, "migrate")
 	t.Cleanup(func() {
@@ -71,7 +72,13 @@ func startDev(t *testing.T, extra ...string) *dev {
 	})
 	p := svctest.Start(t, d.env, addr, "dev")
 	p.WaitReady(t, 90*time.Second)
-	t.Cleanup(func() { _ = p.Stop(t, 30*time.Second) })
+	t.Cleanup(func() {
+		_ = p.Stop(t, 30*time.Second)
+		if t.Failed() { // what svc dev said, to tell a slow role from a wrong page
+			out := p.Output()
+			t.Logf("svc dev's log (its last 8 KiB):\n%s", out[max(0, len(out)-8192):])
+		}
+	})
 	return d
 }
 

@@ -67,7 +67,7 @@ func newInstance(t *testing.T) *instance {
 	in.env = append(os.Environ(),
 		"SVC_HTTP_ADDR="+in.http, "SVC_METRICS_ADDR=off", "SVC_EMBEDDED_KAFKA_ADDR="+svctest.FreeAddr(t),
 		"SVC_DATA_DIR="+t.TempDir(), "SVC_CLICKHOUSE_DB="+db, "SVC_KAFKA_PARTITIONS=2",
-		"SVC_INGEST_DELIVERY_TIMEOUT=2s")
+		"SVC_INGEST_DELIVERY_TIMEOUT=2s", svctest.WebhooksEnv(t))
 	t.Cleanup(func() {
 		in.stop()
 		exec.Command("clickhouse-client", "--port", chPort(), "-q", "DROP DATABASE IF EXISTS "+db).Run()

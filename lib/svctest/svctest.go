@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -46,6 +47,24 @@ func Redis(t testing.TB) redis.UniversalClient {
 	}
 	t.Cleanup(func() { rdb.Close() })
 	return rdb
+}
+
+// WebhooksEnv returns the setting that gives a test's processes a webhooks state of their
+// own in the shared test Redis (SVC_WEBHOOKS_REDIS_PREFIX, under a fresh prefix), whose
+// keys are deleted when the test ends. Processes of concurrent tests, each writing to a
+// ClickHouse database of its own, would otherwise take each other's due deliveries from
+// the one schedule and log the attempts in the wrong database.
+func WebhooksEnv(t testing.TB) string {
+	prefix := fmt.Sprintf("svc:test:wh:%d:", time.Now().UnixNano())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if rdb, err := process.OpenRedis(ctx, RedisConfig()); err == nil {
+			_, _ = process.UnlinkPattern(ctx, rdb, prefix+"*")
+			rdb.Close()
+		}
+	})
+	return "SVC_WEBHOOKS_REDIS_PREFIX=" + prefix
 }
 
 // FreeAddr returns a loopback address whose port was free a moment ago.
