@@ -124,7 +124,8 @@ func (p *pipeline) waitRejections(t *testing.T, secret, query string, want uint6
 		if r.Status != 200 {
 			t.Fatalf("GET /rejections?%s: %d %s", query, r.Status, r.Body)
 		}
-		return pg.Meta.Rejections >= want
+		// The count and the page are two reads: wait until both have caught up.
+		return pg.Meta.Rejections >= want && uint64(len(pg.Data))+pg.Meta.NotStored >= want
 	})
 	if pg.Meta.Rejections != want {
 		t.Fatalf("GET /rejections?%s counts %d, want %d", query, pg.Meta.Rejections, want)
