@@ -88,12 +88,48 @@ func TestEventIndexExpires(t *testing.T) {
 	}
 	live := 0
 	for k := range tbl.slots {
-		if sec := tbl.slots[k].sec(); sec >= ix.set.horizon {
+		if tbl.slots[k].rel() != 0 && tbl.sec(k) >= ix.set.horizon {
 			live++
 		}
 	}
 	if live > int(window+margin)+2 || len(tbl.slots) > 4*(int(window+margin)+2)*2 {
 		t.Fatalf("table of %d slots, %d live claims: expired claims kept", len(tbl.slots), live)
+	}
+}
+
+// TestEventIndexRebases: a table keeps its claims' times as seconds from its base, in 24
+// bits; a claim accepted 2^24 seconds or more after the base rebuilds the table on a new
+// base and is held with its own time, and the claims past the horizon go. A claim
+// accepted before the horizon is expired on arrival and not kept.
+func TestEventIndexRebases(t *testing.T) {
+	const window = 3600
+	ix := newEventIndex(window)
+	px := schema.UUID{1}
+	f := eventKey(px, schema.ClientEventID([]byte("a")))
+	t0 := int64(1_800_000_000)
+	ix.claim(f, t0, 1<<6)
+	var g eventField // f's table, another field
+	for i := 0; g[0] != f[0] || g == f; i++ {
+		g = eventKey(px, schema.ClientEventID([]byte(strconv.Itoa(i))))
+	}
+	t1 := t0 + 1<<24 + 10
+	if got := ix.claim(g, t1, 2<<6); got != claimNew {
+		t.Fatalf("a claim 2^24 s on: outcome %d", got)
+	}
+	if sec, pos, ok := ix.set.get(&g); !ok || int64(sec) != t1 || pos != 2<<6 {
+		t.Fatalf("after the rebase: held %v at %d (pos %d), want %d (pos %d)", ok, sec, pos, t1, 2<<6)
+	}
+	if got := ix.claim(g, t1, 2<<6); got != claimHeld {
+		t.Fatalf("its redelivery after the rebase: outcome %d, want held", got)
+	}
+	if _, _, ok := ix.set.get(&f); ok {
+		t.Fatal("a claim 2^24 s old kept")
+	}
+	if ix.held() != 1 {
+		t.Fatalf("%d claims held, want 1", ix.held())
+	}
+	if got := ix.claim(f, t0, 3<<6); got != claimNew || ix.held() != 1 {
+		t.Fatalf("a claim before the horizon: outcome %d, %d held; want new, not kept", got, ix.held())
 	}
 }
 

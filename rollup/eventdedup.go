@@ -59,8 +59,9 @@ const eventLogChunk = 1 << 20
 
 // eventField is the claim's field: 11 bytes of pixel XOR event id (the id is a SHA-256
 // of the client's string, so the bytes are uniform; the UUID's version and variant
-// bytes are left out). Within one partition, two events are taken for one with a chance
-// of about n²/2^89 for n claims held.
+// bytes are left out). The index in memory (claimSet) keeps 80 bits of it: within one
+// partition, two events are taken for one with a chance of about n²/2^81 for n claims
+// held (4 × 10^-9 for 100 million).
 type eventField [11]byte
 
 // eventKey is the field of the claim on event id of pixel.
@@ -105,7 +106,7 @@ func (ix *eventIndex) claim(f eventField, sec int64, pos uint64) claimOutcome {
 	}
 	held, p, ok := ix.set.get(&f)
 	if ok {
-		if int64(held) == sec && p == pos {
+		if int64(held) == sec && p == uint32(pos) {
 			return claimHeld
 		}
 		if sec-int64(held) < ix.window {
