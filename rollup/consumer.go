@@ -15,7 +15,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/logs"
-	"svc/lib/process"
 	"svc/schema"
 	"svc/schema/sink"
 )
@@ -69,8 +68,7 @@ type consumer struct {
 	claims   map[recordPos]bool        // held records whose batch id was claimed: true = duplicate
 	events   eventClaims               // the client event-id claims of owned partitions (eventdedup.go)
 	eventDup map[recordPos]uint64      // held records whose event ids were claimed: bit i = event i is a copy
-	unsynced map[string]bool           // claim keys written, not yet known to be on a replica
-	replicas *process.Replicas         // waits for the claims' replication (nil without Redis)
+	sync     claimSync                 // claim keys written, not yet known to be on a replica
 	failures int                       // consecutive failed steps (flush or read-back)
 	flushBad bool                      // the last flush failed
 	retryAt  time.Time
@@ -91,11 +89,8 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		claims:   map[recordPos]bool{},
 		events:   newEventClaims(cfg.eventIDWindow()),
 		eventDup: map[recordPos]uint64{},
-		unsynced: map[string]bool{},
+		sync:     newClaimSync(cfg.Redis),
 		privacy:  newPrivacyFence(cfg),
-	}
-	if cfg.Redis != nil {
-		c.replicas = process.NewReplicas(cfg.Redis, claimReplicaTimeout)
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
@@ -237,7 +232,7 @@ func (c *consumer) handle(ctx context.Context) {
 		c.fail(err)
 		return
 	}
-	if err := c.syncClaims(ctx); err != nil {
+	if err := c.sync.wait(ctx); err != nil {
 		c.fail(err)
 		return
 	}
@@ -323,7 +318,7 @@ func (c *consumer) handleOne(r *kgo.Record) {
 	if dup {
 		c.m.duplicates.Inc()
 		if _, err := c.decode(r); err == nil {
-			c.dlq = append(c.dlq, batchCopyRejections(r, &c.scratch))
+			c.dlq = append(c.dlq, batchCopyRejections(c.label, r, &c.scratch))
 		}
 		return
 	}

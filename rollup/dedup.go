@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/idempotency"
+	"svc/lib/process"
 	"svc/lib/redisfn"
 	"svc/schema"
 )
@@ -159,6 +160,30 @@ func batchID(r *kgo.Record) []byte {
 	return nil
 }
 
+// unclaimed lists the batch ids of the held records claims has no entry for, with their
+// positions; a record without a batch id is entered as no duplicate. An id shorter than
+// an edge's 16 bytes of a SHA-256 is spread by hashing it.
+func unclaimed(held []*kgo.Record, claims map[recordPos]bool) (ids [][]byte, pos []recordPos) {
+	for _, r := range held {
+		at := recordPos{r.Partition, r.Offset}
+		if _, done := claims[at]; done {
+			continue
+		}
+		id := batchID(r)
+		if len(id) == 0 {
+			claims[at] = false
+			continue
+		}
+		if len(id) < 16 {
+			h := sha256.Sum256(id)
+			id = h[:]
+		}
+		ids = append(ids, id)
+		pos = append(pos, at)
+	}
+	return ids, pos
+}
+
 // claimBatches claims the batch ids of held records not checked yet, in one round trip
 // (two while older claims may exist), and remembers which records are duplicates. mu
 // must be held. Without Redis it does nothing.
@@ -166,31 +191,13 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 	if c.cfg.Redis == nil {
 		return nil
 	}
-	var ids [][]byte
-	var pos []recordPos
-	for _, r := range c.held {
-		at := recordPos{r.Partition, r.Offset}
-		if _, done := c.claims[at]; done {
-			continue
-		}
-		id := batchID(r)
-		if len(id) == 0 {
-			c.claims[at] = false
-			continue
-		}
-		if len(id) < 16 { // not an edge's (they are 16 bytes of a SHA-256): spread it
-			h := sha256.Sum256(id)
-			id = h[:]
-		}
-		ids = append(ids, id)
-		pos = append(pos, at)
-	}
+	ids, pos := unclaimed(c.held, c.claims)
 	if len(ids) == 0 {
 		return nil
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	held, err := c.claimGroups(qctx, ids, pos)
+	held, err := claimIDs(qctx, c.cfg.Redis, c.cfg.Topic, ids, pos, c.sync.unsynced)
 	if err != nil {
 		return err
 	}
@@ -212,11 +219,12 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 // runs, so each call stays short.
 const claimsPerCall = 64
 
-// claimGroups claims batch ids (at the records pos) in one pipeline: one call per claim
-// group and up to claimsPerCall batches, so a poll's batches of one group share the
-// call's fixed cost (and the directory's read). It returns, for each, the value of the
-// record that holds the claim, "" when this one took it now.
-func (c *consumer) claimGroups(ctx context.Context, ids [][]byte, pos []recordPos) ([]string, error) {
+// claimIDs claims batch ids of topic (at the records pos) in one pipeline: one call per
+// claim group and up to claimsPerCall batches, so a poll's batches of one group share
+// the call's fixed cost (and the directory's read). It returns, for each, the value of
+// the record that holds the claim, "" when this one took it now, and adds the keys it
+// wrote (or perhaps wrote) to unsynced.
+func claimIDs(ctx context.Context, rdb redis.UniversalClient, topic string, ids [][]byte, pos []recordPos, unsynced map[string]bool) ([]string, error) {
 	now := time.Now().UnixMilli()
 	type call struct {
 		keys []string
@@ -226,10 +234,10 @@ func (c *consumer) claimGroups(ctx context.Context, ids [][]byte, pos []recordPo
 	var calls []*call
 	open := map[string]*call{}
 	for i, id := range ids {
-		dir := claimDir(c.cfg.Topic, id)
+		dir := claimDir(topic, id)
 		cl := open[dir]
 		if cl == nil || len(cl.of) == claimsPerCall {
-			cl = &call{keys: []string{dir, epochClaimDir(c.cfg.Topic, id)},
+			cl = &call{keys: []string{dir, epochClaimDir(topic, id)},
 				args: append(append([]any{now}, claimTable.Args()...), epochClaimTable.Args()...)}
 			open[dir] = cl
 			calls = append(calls, cl)
@@ -240,9 +248,9 @@ func (c *consumer) claimGroups(ctx context.Context, ids [][]byte, pos []recordPo
 	keys, args := make([][]string, len(calls)), make([][]any, len(calls))
 	for j, cl := range calls {
 		keys[j], args[j] = cl.keys, cl.args
-		c.unsynced[cl.keys[0]] = true // written, or perhaps written
+		unsynced[cl.keys[0]] = true // written, or perhaps written
 	}
-	cmds, err := claimLibrary.PipelinedKeys(ctx, c.cfg.Redis, "claims", keys, args)
+	cmds, err := claimLibrary.PipelinedKeys(ctx, rdb, "claims", keys, args)
 	if err != nil {
 		return nil, err
 	}
@@ -293,25 +301,39 @@ func (c *consumer) legacyClaims(ctx context.Context, ids [][]byte, pos []recordP
 // (below the Redis client's 2 s read timeout).
 const claimReplicaTimeout = time.Second
 
-// syncClaims returns once the claims written since the last call are on a replica of
-// their master (process.Replicas; at once where a master has none): a failover can then
+// claimSync is the claim keys a consumer wrote and does not know to be on a replica yet.
+type claimSync struct {
+	unsynced map[string]bool
+	replicas *process.Replicas // nil without Redis
+}
+
+func newClaimSync(rdb redis.UniversalClient) claimSync {
+	s := claimSync{unsynced: map[string]bool{}}
+	if rdb != nil {
+		s.replicas = process.NewReplicas(rdb, claimReplicaTimeout)
+	}
+	return s
+}
+
+// wait returns once the claims written since the last call are on a replica of their
+// master (process.Replicas; at once where a master has none): a failover can then
 // promote only a replica that holds them, so a record is not handled on the strength
 // of a claim Redis may still forget (and a later copy would then be stored as well).
-// Until it succeeds, the records are not handled. mu must be held.
-func (c *consumer) syncClaims(ctx context.Context) error {
-	if len(c.unsynced) == 0 || c.replicas == nil {
+// Until it succeeds, the records are not handled.
+func (s *claimSync) wait(ctx context.Context) error {
+	if len(s.unsynced) == 0 || s.replicas == nil {
 		return nil
 	}
-	keys := make([]string, 0, len(c.unsynced))
-	for k := range c.unsynced {
+	keys := make([]string, 0, len(s.unsynced))
+	for k := range s.unsynced {
 		keys = append(keys, k)
 	}
 	qctx, cancel := context.WithTimeout(ctx, 2*claimReplicaTimeout)
 	defer cancel()
-	if err := c.replicas.Replicate(qctx, keys); err != nil {
+	if err := s.replicas.Replicate(qctx, keys); err != nil {
 		return fmt.Errorf("claims not replicated: %w", err)
 	}
-	clear(c.unsynced)
+	clear(s.unsynced)
 	return nil
 }
 

@@ -232,7 +232,7 @@ func TestOneKeysClaimsSpreadOverMasters(t *testing.T) {
 }
 
 // BenchmarkBatchClaimRedis: Redis's own time for one batch claim (redis-us/claim, the
-// FCALLs' usec from INFO commandstats), claimed as the consumer does (claimGroups: a
+// FCALLs' usec from INFO commandstats), claimed as the consumer does (claimIDs: a
 // poll's batches in one pipeline, one call per claim group; 1,000 batches a poll, what
 // 10,000 requests/s brings in 100 ms), in steady state: the groups already hold 30 hours
 // of claims. The
@@ -268,7 +268,7 @@ func BenchmarkBatchClaimRedis(b *testing.B) {
 	ids := newIDs(b.N)
 	all = append(all, ids...)
 	b.Cleanup(func() { _ = ForgetClaims(ctx, rdb, schema.TopicEvents, all) })
-	c := &consumer{cfg: Config{Topic: schema.TopicEvents, Redis: rdb}, unsynced: map[string]bool{}}
+	unsynced := map[string]bool{}
 	pos := make([]recordPos, b.N)
 	for i := range pos {
 		pos[i] = recordPos{3, int64(i)}
@@ -276,7 +276,7 @@ func BenchmarkBatchClaimRedis(b *testing.B) {
 	calls0, us0 := fcallStats(b, rdb)
 	b.ResetTimer()
 	for i := 0; i < b.N; i += 1000 {
-		if _, err := c.claimGroups(ctx, ids[i:min(b.N, i+1000)], pos[i:min(b.N, i+1000)]); err != nil {
+		if _, err := claimIDs(ctx, rdb, schema.TopicEvents, ids[i:min(b.N, i+1000)], pos[i:min(b.N, i+1000)], unsynced); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -184,7 +184,7 @@ func claimConsumer(rdb redis.UniversalClient, db string, window time.Duration) *
 	cfg := Config{Redis: rdb, Topic: schema.TopicEvents}
 	cfg.ClickHouse.Database = db
 	return &consumer{cfg: cfg, events: newEventClaims(window), eventDup: map[recordPos]uint64{},
-		claims: map[recordPos]bool{}, handled: map[int32]int64{}, unsynced: map[string]bool{}}
+		claims: map[recordPos]bool{}, handled: map[int32]int64{}, sync: claimSync{unsynced: map[string]bool{}}}
 }
 
 // idRecords makes n records of 50 events, each a fresh client event id of one pixel,

@@ -2,6 +2,7 @@ package rollup
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -343,7 +344,7 @@ func (c *consumer) writeEventLogs(ctx context.Context) error {
 			pipe.RPush(ctx, key, chunk)
 		}
 		pipe.ExpireAt(ctx, key, time.Unix((k.e+1)*span, 0).Add(keep))
-		c.unsynced[key] = true // written, or perhaps written
+		c.sync.unsynced[key] = true // written, or perhaps written
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
@@ -384,7 +385,7 @@ func (c *consumer) duplicateEvents(r *kgo.Record) uint64 {
 // the flush's INSERT, with the dead letters.
 func (c *consumer) countCopies(r *kgo.Record, b *schema.Batch, copies uint64) {
 	c.m.duplicateEvents.Add(float64(bits.OnesCount64(copies)))
-	c.dlq = append(c.dlq, copyRejections(r, b, copies))
+	c.dlq = append(c.dlq, copyRejections(c.label, r, b, copies))
 }
 
 // copyRejections is the rejection record (schema/rejection, topic rejections.v1) of the
@@ -392,15 +393,28 @@ func (c *consumer) countCopies(r *kgo.Record, b *schema.Batch, copies uint64) {
 // events a 202 rejected: GET /rejections lists them under the request_id of the copy's
 // 202, status 202, field event_id, rule duplicate_event_id. The index is the event's
 // position among the events the 202 accepted, and the value the id the client's
-// event_id maps to (the record does not carry the client's string). At least once: a
-// consumer killed between producing it and its commit may produce it again.
-func copyRejections(r *kgo.Record, b *schema.Batch, copies uint64) *kgo.Record {
-	return eventRejections(r, b, copies, "event_id", schema.RuleDuplicateEventID)
+// event_id maps to (the record does not carry the client's string). Produced at least
+// once (a consumer killed between producing it and its commit produces it again), and
+// counted once: it carries a batch id of its own (copyRecordID), which the rejections'
+// consumer claims as this consumer claims the edges' batch ids.
+func copyRejections(label string, r *kgo.Record, b *schema.Batch, copies uint64) *kgo.Record {
+	return eventRejections(label, r, b, copies, "event_id", schema.RuleDuplicateEventID)
 }
 
-// eventRejections is the rejection record of the events of b (record r) whose bits are
-// set in events, each with field and rule, its value the id the event was stored under.
-func eventRejections(r *kgo.Record, b *schema.Batch, events uint64, field, rule string) *kgo.Record {
+// copyRecordID is the batch id (schema.HeaderBatchID) of the rejection record of rule
+// that record r of the topic incarnation label makes: the same whenever the record is
+// decided again, and another for any other record.
+func copyRecordID(label string, r *kgo.Record, rule string) []byte {
+	h := sha256.New()
+	h.Write([]byte("svc-copy-rejections\x00" + label + "\x00" + rule + "\x00"))
+	h.Write(binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(nil, uint32(r.Partition)), uint64(r.Offset)))
+	return h.Sum(nil)[:16]
+}
+
+// eventRejections is the rejection record of the events of b (record r of the topic
+// incarnation label) whose bits are set in events, each with field and rule, its value
+// the id the event was stored under.
+func eventRejections(label string, r *kgo.Record, b *schema.Batch, events uint64, field, rule string) *kgo.Record {
 	rec := rejection.Record{Sandbox: b.Sandbox, Workspace: b.Workspace, Pixel: b.Pixel, Key: b.Key,
 		ReceivedAt: b.ReceivedAt, RequestID: b.RequestID, Status: 202, Events: len(b.Events)}
 	for i := range b.Events {
@@ -411,7 +425,8 @@ func eventRejections(r *kgo.Record, b *schema.Batch, events uint64, field, rule 
 	}
 	key := b.Pixel
 	return &kgo.Record{Topic: schema.TopicRejections, Key: key[:], Value: rejection.Append(nil, &rec),
-		Headers: []kgo.RecordHeader{{Key: schema.HeaderSchema, Value: []byte(rejection.SchemaV1)}},
+		Headers: []kgo.RecordHeader{{Key: schema.HeaderSchema, Value: []byte(rejection.SchemaV1)},
+			{Key: schema.HeaderBatchID, Value: copyRecordID(label, r, rule)}},
 		Context: context.WithValue(context.Background(), dlqKey{}, dlqInfo{partition: r.Partition})}
 }
 
@@ -419,9 +434,9 @@ func eventRejections(r *kgo.Record, b *schema.Batch, events uint64, field, rule 
 // second copy of a batch already stored (dedup.go): every event, rule duplicate_batch,
 // field empty, under the copy's request_id, so that GET /batches finds the request
 // whose 202 the client holds and says its events were counted once, under the first
-// copy. At least once, as copyRejections.
-func batchCopyRejections(r *kgo.Record, b *schema.Batch) *kgo.Record {
-	return eventRejections(r, b, uint64(1)<<len(b.Events)-1, "", schema.RuleDuplicateBatch)
+// copy. Produced at least once and counted once, as copyRejections.
+func batchCopyRejections(label string, r *kgo.Record, b *schema.Batch) *kgo.Record {
+	return eventRejections(label, r, b, uint64(1)<<len(b.Events)-1, "", schema.RuleDuplicateBatch)
 }
 
 // checkRecord reads r as the consumer's decode does, with the same checks, into s

@@ -131,7 +131,8 @@ func TestCopiesOfAClientEventIDAreDropped(t *testing.T) {
 // (within and across records, on every partition) are stored exactly once per pixel and
 // id while the consumer is killed after its claims and before its INSERT (its records
 // claimed but not stored: the next reader must store them, not take them for copies),
-// and while members join and leave.
+// and while members join and leave; and the rejections table counts each copy left out
+// once (the killed consumer had produced their record; the next reader produces it again).
 func TestEventIDCopiesExactThroughKillsAndRebalances(t *testing.T) {
 	w := newWorld(t, 4)
 	w.copies = true
@@ -181,6 +182,7 @@ func TestEventIDCopiesExactThroughKillsAndRebalances(t *testing.T) {
 	cancel()
 	wg.Wait()
 	w.waitExact(30 * time.Second)
+	w.waitCopyRejections(30 * time.Second)
 	for _, stop := range []func() error{b, c} {
 		if err := stop(); err != nil {
 			t.Fatal(err)

@@ -45,6 +45,7 @@ type world struct {
 	want     map[string]*total
 	produced int             // events
 	seen     map[string]bool // pixel and client event id of every event counted
+	copied   int             // events left out as a later copy of a client event id
 }
 
 type total struct {
@@ -166,6 +167,7 @@ func (e *world) count(b *schema.Batch, copies bool) {
 		if copies && ev.ID.FromClient() {
 			id := fmt.Sprintf("%x/%x", b.Pixel, ev.ID)
 			if e.seen[id] {
+				e.copied++
 				continue
 			}
 			e.seen[id] = true
@@ -275,6 +277,38 @@ func (e *world) rawCheck() (rows, distinct uint64) {
 		e.t.Fatal(err)
 	}
 	return rows, distinct
+}
+
+// waitCopyRejections waits until the rejections table counts every copy of a client
+// event id the consumer left out (rule duplicate_event_id) exactly once: it fails at
+// once if it counts more.
+func (e *world) waitCopyRejections(timeout time.Duration) {
+	e.t.Helper()
+	e.mu.Lock()
+	want := uint64(e.copied)
+	e.mu.Unlock()
+	if want == 0 {
+		e.t.Fatal("no copies produced: the test proves nothing")
+	}
+	deadline := time.Now().Add(timeout)
+	for {
+		var got uint64
+		err := e.conn.QueryRow(context.Background(),
+			"SELECT sum(toUInt64(rejections)) FROM rejections WHERE rule = ?", schema.RuleDuplicateEventID).Scan(&got)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if got > want {
+			e.t.Fatalf("rejections count %d copies of a client event id, %d were left out: some counted twice", got, want)
+		}
+		if got == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("rejections count %d copies of a client event id after %v, want %d", got, timeout, want)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
 
 // waitExact waits until the rollup equals the expected totals and the raw table holds

@@ -34,7 +34,14 @@ import (
 // partition and skips records at or below it; an INSERT whose outcome is unknown is
 // resolved the same way before the retry. Offsets are committed only after the INSERT.
 // So the counts (sum(rejections)) are exact: each record's rejections are in the table
-// once.
+// once. The records the events' consumer makes of the copies it leaves out
+// (eventdedup.go: rules duplicate_event_id and duplicate_batch) are produced at least
+// once: one killed after producing them decides the same copies again and produces them
+// again. Each carries a batch id of its own (schema.HeaderBatchID, the same for both
+// copies), which this consumer claims in Redis as the events' consumer claims the
+// edges' batch ids (dedup.go, topic rejections.v1): the record holding the claim is
+// stored, a second copy skipped (counted as outcome "copy"). The edges' records carry
+// none: each is a rejection of its own request, produced once (an idempotent producer).
 //
 // Samples are capped per pixel and minute (Config.RejectionSamples): past the cap a
 // rejection is only counted, in a row of sample = 0 per partition, pixel, minute,
@@ -67,12 +74,12 @@ type countKey struct {
 }
 
 type rejMetrics struct {
-	stored, counted, skipped, malformed prometheus.Counter
+	stored, counted, skipped, malformed, copies prometheus.Counter
 }
 
 func newRejMetrics(reg prometheus.Registerer) *rejMetrics {
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svc_rollup_rejections_total",
-		Help: "Rejections written to ClickHouse: stored (a sample row), counted (only counted: past the per-pixel-per-minute cap); and records skipped (already stored) or malformed."},
+		Help: "Rejections written to ClickHouse: stored (a sample row), counted (only counted: past the per-pixel-per-minute cap); and records skipped (already stored), malformed, or a second copy of a record the events' consumer produced (copy)."},
 		[]string{"outcome"})
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
@@ -83,7 +90,8 @@ func newRejMetrics(reg prometheus.Registerer) *rejMetrics {
 			v = are.ExistingCollector.(*prometheus.CounterVec)
 		}
 	}
-	return &rejMetrics{v.WithLabelValues("stored"), v.WithLabelValues("counted"), v.WithLabelValues("skipped"), v.WithLabelValues("malformed")}
+	return &rejMetrics{v.WithLabelValues("stored"), v.WithLabelValues("counted"), v.WithLabelValues("skipped"),
+		v.WithLabelValues("malformed"), v.WithLabelValues("copy")}
 }
 
 // rejConsumer is the rejections' consumer-group member. mu guards everything below it
@@ -104,6 +112,8 @@ type rejConsumer struct {
 	handled     map[int32]int64
 	commit      map[int32]kgo.EpochOffset
 	held        []*kgo.Record
+	claims      map[recordPos]bool // held records whose batch id was claimed: true = a second copy
+	sync        claimSync          // claim keys written, not yet known to be on a replica
 	rows        []rejection.Row
 	counts      map[countKey]*rejection.Row
 	samples     map[rejection.PixelMinute]int
@@ -121,7 +131,8 @@ func newRejConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.O
 	c := &rejConsumer{cfg: cfg, conn: conn, rb: newReadBackOf(cfg, conn, rejection.Table, rejectionsQueryPrefix),
 		log: member, m: newRejMetrics(cfg.Registerer), now: time.Now,
 		stored: map[int32]int64{}, handled: map[int32]int64{}, commit: map[int32]kgo.EpochOffset{},
-		counts: map[countKey]*rejection.Row{}, samples: map[rejection.PixelMinute]int{}}
+		counts: map[countKey]*rejection.Row{}, samples: map[rejection.PixelMinute]int{},
+		claims: map[recordPos]bool{}, sync: newClaimSync(cfg.Redis)}
 	c.seedThrough = c.now().Add(time.Minute)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),

@@ -30,6 +30,9 @@ func (c *rejConsumer) handle(ctx context.Context) error {
 	if err := c.loadStored(ctx); err != nil {
 		return err
 	}
+	if err := c.claimCopies(ctx); err != nil {
+		return err
+	}
 	recs := make([]decodedRej, 0, len(c.held))
 	var seed []rejection.PixelMinute
 	seen := map[rejection.PixelMinute]bool{}
@@ -64,6 +67,28 @@ func (c *rejConsumer) handle(ctx context.Context) error {
 	}
 	c.held = nil
 	return nil
+}
+
+// claimCopies claims the batch ids of held records that carry one (the events'
+// consumer's records of copies) and waits for the claims' replication, as the events'
+// consumer does (dedup.go). Without Redis it does nothing.
+func (c *rejConsumer) claimCopies(ctx context.Context) error {
+	if c.cfg.Redis == nil {
+		return nil
+	}
+	ids, pos := unclaimed(c.held, c.claims)
+	if len(ids) > 0 {
+		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		held, err := claimIDs(qctx, c.cfg.Redis, schema.TopicRejections, ids, pos, c.sync.unsynced)
+		cancel()
+		if err != nil {
+			return err
+		}
+		for i, at := range pos {
+			c.claims[at] = held[i] != "" && held[i] != claimValue(at)
+		}
+	}
+	return c.sync.wait(ctx)
 }
 
 func headerOK(r *kgo.Record) bool {
@@ -101,8 +126,15 @@ func (c *rejConsumer) apply(d *decodedRej) {
 	if c.first.IsZero() {
 		c.first = c.now()
 	}
+	pos := recordPos{p, off}
+	copied := c.claims[pos]
+	delete(c.claims, pos)
 	if off <= c.stored[p] {
 		c.m.skipped.Inc()
+		return
+	}
+	if copied {
+		c.m.copies.Inc()
 		return
 	}
 	if !d.ok {
@@ -317,6 +349,11 @@ func (c *rejConsumer) forget(parts []int32) {
 		delete(c.commit, p)
 	}
 	c.dropRows(func(p int32, _ int64) bool { return gone[p] })
+	for at := range c.claims {
+		if gone[at.p] {
+			delete(c.claims, at)
+		}
+	}
 	keep := c.held[:0]
 	for _, r := range c.held {
 		if !gone[r.Partition] {

@@ -1,6 +1,7 @@
 package rollup
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 
 	"svc/lib/svctest"
 	"svc/schema"
+	"svc/schema/apitest"
 	"svc/schema/rejection"
 )
 
@@ -107,6 +109,59 @@ func TestRejectionsExactlyOnceAcrossAKillAndCapped(t *testing.T) {
 	}
 	if counter(t, cfg2.Registerer, "svc_rollup_rejections_total", "skipped") == 0 {
 		t.Error("the restarted consumer skipped nothing: the kill did not leave an uncommitted insert")
+	}
+}
+
+// A record of copies the events' consumer produced twice (the same batch id, a consumer
+// killed after producing it) is counted once, also past the sample cap; the edges'
+// records carry no batch id, and two of them are two requests' rejections, both counted.
+func TestRejectionRecordsOfCopiesCountedOnce(t *testing.T) {
+	w := newWorld(t, 4)
+	rdb := apitest.Redis(t)
+	b, _ := w.batch()
+	at := &kgo.Record{Topic: schema.TopicEvents, Partition: 1, Offset: 42}
+	label := fmt.Sprintf("events.v1@%016x", w.rng.Uint64()) // a fresh incarnation: fresh claims
+	rec := copyRejections(label, at, b, 1<<len(b.Events)-1)
+	edge := &kgo.Record{Topic: schema.TopicRejections, Key: b.Pixel[:], Value: rec.Value,
+		Headers: []kgo.RecordHeader{{Key: schema.HeaderSchema, Value: []byte(rejection.SchemaV1)}}}
+	var rs []*kgo.Record
+	for range 2 { // the records of copies twice, an edge's record twice
+		for _, r := range []*kgo.Record{rec, edge} {
+			c := *r
+			c.Partition, c.Context = 2, nil
+			rs = append(rs, &c)
+		}
+	}
+	if err := w.prod.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := w.batch() // the id names the record and the rule, not what the record holds
+	if !bytes.Equal(batchID(copyRejections(label, at, b2, 1)), batchID(rec)) {
+		t.Fatal("a record's batch id of copies changes with what it holds")
+	}
+	other := *at
+	other.Offset++
+	if bytes.Equal(batchID(copyRejections(label, &other, b, 1)), batchID(rec)) ||
+		bytes.Equal(batchID(batchCopyRejections(label, at, b)), batchID(rec)) ||
+		bytes.Equal(batchID(copyRejections(label+"x", at, b, 1)), batchID(rec)) {
+		t.Fatal("records of copies of another record, rule or topic incarnation share a batch id")
+	}
+	cfg := w.config("g-rej-copies")
+	cfg.Redis = rdb
+	cfg.RejectionSamples = 3 // past the cap, the counts too
+	w.start(cfg)
+	want := uint64(3 * len(b.Events))
+	var got uint64
+	svctest.WaitFor(t, 20*time.Second, "the rejections counted", func() bool {
+		got, _ = w.rejectionTotals()
+		return got >= want
+	})
+	time.Sleep(300 * time.Millisecond)
+	if got, _ = w.rejectionTotals(); got != want {
+		t.Fatalf("%d rejections counted, want %d: the copy's record once, the edge's twice", got, want)
+	}
+	if n := counter(t, cfg.Registerer, "svc_rollup_rejections_total", "copy"); n != 1 {
+		t.Fatalf("%v records skipped as a second copy, want 1", n)
 	}
 }
 
