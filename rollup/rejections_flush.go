@@ -118,6 +118,9 @@ func (c *rejConsumer) bufferedSamples(pm rejection.PixelMinute) int {
 // apply adds one record's rejections: samples up to the cap, counts past it.
 func (c *rejConsumer) apply(d *decodedRej) {
 	p, off := d.rec.Partition, d.rec.Offset
+	pos := recordPos{p, off}
+	copied := c.claims[pos]
+	delete(c.claims, pos)
 	if h, ok := c.handled[p]; ok && off <= h {
 		return
 	}
@@ -126,9 +129,6 @@ func (c *rejConsumer) apply(d *decodedRej) {
 	if c.first.IsZero() {
 		c.first = c.now()
 	}
-	pos := recordPos{p, off}
-	copied := c.claims[pos]
-	delete(c.claims, pos)
 	if off <= c.stored[p] {
 		c.m.skipped.Inc()
 		return
