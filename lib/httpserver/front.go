@@ -23,7 +23,8 @@ func NewDeps(cfg Config, rdb redis.UniversalClient, keys apikey.Authenticator, r
 	hot := hotPath(cfg, rdb, log)
 	idem := idempotency.New(hot)
 	idem.PendingTTL = cfg.IdempotencyPendingTTL
-	return Deps{Keys: keys, Limits: limits.New(hot), Idem: idem, Metrics: NewMetrics(reg), Log: log}
+	_, cluster := rdb.(*redis.ClusterClient)
+	return Deps{Keys: keys, Limits: limits.New(hot), Idem: idem, Metrics: NewMetrics(reg), Log: log, OneServer: !cluster}
 }
 
 // BareDeps are the Deps of a front without keys (the rollup consumer's, which serves

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/valyala/fasthttp"
 
 	"svc/lib/idempotency"
@@ -31,15 +32,54 @@ local function gate(KEYS, ARGV)
 end
 `, "gate")
 
+// reserveGateLibrary holds reserve_gate, the gate of an Idempotency-Key request on one
+// Redis server: KEYS = {the record's group directory, limits.Keys...}, ARGV = {n, the n
+// arguments of the records' reserve (idempotency.Store.ReserveArgs), limits.Args...}. It
+// reserves the key; a conflicting key (reuse, in use) only reads the windows, any other
+// outcome takes one request from them, and a reservation the windows deny is dropped
+// again: take's two calls and their order, in one call. Returns {reserve's outcome, its
+// bucket or record or false, take's limits.Results values...}.
+var reserveGateLibrary = redisfn.New("reserve_gate", idempotency.LuaBuckets+idempotency.LuaRecords+limits.LuaTake+`
+local function reserve_gate(KEYS, ARGV)
+  local n, ra = tonumber(ARGV[1]), {}
+  for i = 2, n + 1 do ra[#ra + 1] = ARGV[i] end
+  local r = reserve(KEYS[1], ra)
+  local cost = 1
+  if r[1] == 2 or r[1] == 3 then cost = 0 end
+  local g = n + 2
+  local w = take(KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[g]), tonumber(ARGV[g + 1]), tonumber(ARGV[g + 2]),
+    tonumber(ARGV[g + 3]), tonumber(ARGV[g + 4]), cost)
+  if r[1] == 0 and w[1] ~= 1 then
+    release(KEYS[1], {ra[1], ra[2], ra[3], ra[6], ra[n - 2], ra[n - 1], ra[n]})
+  end
+  local out = {r[1], r[2] or false}
+  for i = 1, #w do out[#out + 1] = w[i] end
+  return out
+end
+`, "reserve_gate")
+
 // take runs the gate for r: its decision, and idem's outcome when idem is not nil. An
 // Idempotency-Key is reserved first (on its record's hash slot, idempotency.Store.Reserve),
 // then the request taken from the windows (on its key's): a conflicting key (reuse, in
 // use) spends nothing (its answer declares the windows as they stand, a read-only peek),
 // and the reservation of a request the windows deny is released before it is answered.
+// On one Redis server (Deps.OneServer) that is one call (reserveGate); on a cluster,
+// where the record and the windows are on different masters, two, and a third to
+// release.
 func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (limits.Decision, error) {
 	kid := r.Key.ID.String()
 	start := time.Now()
 	defer func() { s.Deps.Metrics.RedisGate.Observe(time.Since(start).Seconds()) }()
+	if idem != nil && s.Deps.OneServer && !s.crossSlot.Load() {
+		dec, err := s.reserveGate(r, kid, burst, daily, idem)
+		if err == nil || !redis.HasErrorPrefix(err, "CROSSSLOT") {
+			return dec, err
+		}
+		// A server that is one address but keeps slots apart (a cluster behind a proxy):
+		// two calls from now on. Nothing ran (Redis refuses the call whole).
+		s.crossSlot.Store(true)
+		s.Deps.Log.Warn("redis refused a call across hash slots; the gate makes two calls from now on", "err", err.Error())
+	}
 	if idem != nil {
 		var err error
 		idem.res, err = s.Deps.Idem.Reserve(r.Context(), kid, idem.key, idem.fp, r.route.TakeoverAfter, r.ID)
@@ -60,12 +100,37 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 	return dec, err
 }
 
+// reserveGate is take for an Idempotency-Key request in one call (reserve_gate).
+func (s *Server) reserveGate(r *Request, kid string, burst, daily limits.Window, idem *idemState) (limits.Decision, error) {
+	dir, rargs := s.Deps.Idem.ReserveArgs(kid, idem.key, idem.fp, r.route.TakeoverAfter, r.ID)
+	args := make([]any, 0, 1+len(rargs)+5)
+	args = append(append(append(args, len(rargs)), rargs...), limits.Args(s.now(), burst, daily)...)
+	res, err := reserveGateLibrary.Call(r.Context(), s.Deps.Limits.Redis(), "reserve_gate",
+		append([]string{dir}, limits.Keys(kid)...), args...).Slice()
+	if err != nil {
+		return limits.Decision{}, err
+	}
+	if len(res) < 2 {
+		return limits.Decision{}, fmt.Errorf("reserve_gate: %d values", len(res))
+	}
+	if idem.res, err = idempotency.ReservationOf(res[:2]); err != nil {
+		return limits.Decision{}, err
+	}
+	idem.outcome, idem.stored = idem.res.Outcome, idem.res.Stored
+	return decisionOf(res[2:], burst, daily)
+}
+
 // takeWindows takes one request from key kid's windows (the gate function).
 func (s *Server) takeWindows(r *Request, kid string, burst, daily limits.Window) (limits.Decision, error) {
 	res, err := gateLibrary.Call(r.Context(), s.Deps.Limits.Redis(), "gate", limits.Keys(kid), limits.Args(s.now(), burst, daily)...).Slice()
 	if err != nil {
 		return limits.Decision{}, err
 	}
+	return decisionOf(res, burst, daily)
+}
+
+// decisionOf reads take's limits.Results values.
+func decisionOf(res []any, burst, daily limits.Window) (limits.Decision, error) {
 	if len(res) < limits.Results {
 		return limits.Decision{}, fmt.Errorf("gate: %d values, want %d", len(res), limits.Results)
 	}

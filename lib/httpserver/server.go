@@ -8,6 +8,7 @@ import (
 	"net"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -26,6 +27,10 @@ type Deps struct {
 	Idem    *idempotency.Store
 	Metrics *Metrics
 	Log     *slog.Logger
+	// OneServer says Limits and Idem talk to one Redis server, not a cluster: the gate
+	// then reserves an Idempotency-Key and takes from the key's windows in one call
+	// (keys of different hash slots in one function), instead of two round trips.
+	OneServer bool
 }
 
 // Server applies the API's conventions to a set of routes: request ids, routing (404,
@@ -37,11 +42,14 @@ type Server struct {
 	rt     *router
 	// noKey is what a response declares before a key is known: the default key's
 	// windows with nothing spent.
-	noKey    limits.Decision
-	now      func() time.Time
-	bodies   *bodyBudget // bodies read once a key was checked
-	public   *bodyBudget // bodies read before any key (public routes)
-	bodyBufs sync.Pool   // *[]byte of at most maxPooledBody: reused body buffers
+	noKey limits.Decision
+	now   func() time.Time
+	// crossSlot: Redis refused reserve_gate's keys of several hash slots (a cluster
+	// behind one address); the gate makes its two calls since.
+	crossSlot atomic.Bool
+	bodies    *bodyBudget // bodies read once a key was checked
+	public    *bodyBudget // bodies read before any key (public routes)
+	bodyBufs  sync.Pool   // *[]byte of at most maxPooledBody: reused body buffers
 }
 
 // NewServer returns a Server for routes.

@@ -15,6 +15,7 @@ import (
 
 	"svc/lib/apikey"
 	"svc/lib/httpserver"
+	"svc/lib/idempotency"
 	"svc/lib/problem"
 	"svc/schema/apitest"
 	"svc/schema/workspace"
@@ -344,6 +345,66 @@ func TestIdempotency(t *testing.T) {
 	}
 	if f := <-done; f.Status != 201 {
 		t.Fatalf("first slow request: %d", f.Status)
+	}
+}
+
+// TestIdempotentGateOneCallOrTwo: the gate of an Idempotency-Key request decides the same
+// in one call (one Redis server: reserve_gate) as in two (a cluster): a first request and
+// its replay spend one request each, a reused key and a repeat while the first runs
+// spend nothing, and a request the windows deny leaves no reservation behind.
+func TestIdempotentGateOneCallOrTwo(t *testing.T) {
+	for _, mode := range []string{"one call", "two calls"} {
+		t.Run(mode, func(t *testing.T) {
+			s := apitest.Start(t, testRoutes(), nil)
+			if mode == "two calls" {
+				httpserver.TwoCallGateForTest(s.API)
+			} else if !s.API.Deps.OneServer {
+				t.Fatal("the test server's Redis is one server, and its gate should know it")
+			}
+			tn := s.Tenant(t, false)
+			k, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 4, Daily: 100})
+			b, d := httpserver.LimitsWindowsForTest(4, 100)
+			ctx := context.Background()
+			left := func() int {
+				dec, err := s.Deps.Limits.Peek(ctx, k.ID.String(), b, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return dec.Burst.Remaining
+			}
+			post := func(idem, body string) apitest.Response {
+				return s.Do(t, "POST", "/things", sec, body, "Idempotency-Key", idem)
+			}
+			first := post("k-1", `{"name":"a"}`)
+			if first.Status != 201 || left() != 3 {
+				t.Fatalf("first: %d, %d left", first.Status, left())
+			}
+			apitest.Problem(t, post("k-1", `{"name":"b"}`), 409, "idempotency_key_reuse")
+			if left() != 3 {
+				t.Fatalf("a reused key spent quota: %d left", left())
+			}
+			again := post("k-1", `{"name":"a"}`)
+			if again.Status != 201 || string(again.Body) != string(first.Body) || again.Header.Get("Idempotent-Replayed") != "true" || left() != 2 {
+				t.Fatalf("replay: %d %s, %d left", again.Status, again.Body, left())
+			}
+			slow := make(chan apitest.Response)
+			go func() { slow <- post("k-2", `{"name":"slow"}`) }()
+			time.Sleep(200 * time.Millisecond)
+			apitest.Problem(t, post("k-2", `{"name":"slow"}`), 409, "idempotency_key_in_use")
+			if r := <-slow; r.Status != 201 || left() != 1 {
+				t.Fatalf("k-2: %d, %d left (the repeat while it ran must spend nothing)", r.Status, left())
+			}
+			if r := post("k-3", `{"name":"c"}`); r.Status != 201 {
+				t.Fatalf("k-3: %d", r.Status)
+			}
+			apitest.Problem(t, post("k-4", `{"name":"d"}`), 429, "rate_limited")
+			if st, err := s.Deps.Idem.Peek(ctx, k.ID.String(), "k-4"); err != nil || st != idempotency.Absent {
+				t.Fatalf("a request the windows denied left its key %v (%v), want absent", st, err)
+			}
+			if left() != 0 {
+				t.Fatalf("%d left, want 0", left())
+			}
+		})
 	}
 }
 

@@ -41,7 +41,9 @@
 //
 // The records are not in the hash slot of the key's rate-limit windows (limits.Keys): the
 // server's gate reserves first (Reserve, on the record's slot), then takes from the
-// windows (on the key's), and releases the reservation of a request the windows deny.
+// windows (on the key's), and releases the reservation of a request the windows deny
+// (on one Redis server, the HTTP gate does the three in one function call, with
+// ReserveArgs and LuaRecords).
 // (Records of the formats before, svc:idem3:{<key id>}: tables, svc:idem2: strings and
 // svc:idem: hashes, are not read: they expire within 30 hours of an upgrade, and a retry
 // that misses one runs again, its events caught by the consumer's batch claim.)
@@ -156,11 +158,12 @@ func GroupBase(g byte) string { return fmt.Sprintf("svc:idem4:{%02x}:", g) }
 // Buckets is the timing of the records' tables.
 func (s *Store) Buckets() Buckets { return Buckets{Life: s.TTL, Every: s.Span, Skew: time.Minute} }
 
-// luaRecords defines, over LuaBuckets, the operations on records: reserve, complete,
+// LuaRecords defines, over LuaBuckets, the operations on records (a function library
+// may combine it with code of its own: Store.ReserveArgs): reserve, complete,
 // release, forget and peek. Each takes the group's directory key dk and its ARGV: now
 // (ms), the record's field, its arguments, then the table's life, every and skew (the
 // last three).
-const luaRecords = `
+const LuaRecords = `
 local function r_table(dk, a)
   local n = #a
   return b_open(string.sub(dk, 1, -2), a[1], a[n - 2], a[n - 1], a[n])
@@ -250,11 +253,24 @@ type Reservation struct {
 // route's TakeoverAfter; 0: none), in one call on the record's group. Replay comes with
 // the stored answer; Reuse and InUse write nothing.
 func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string, takeover time.Duration, requestID string) (Reservation, error) {
-	res, err := s.run(ctx, "reserve_record", keyID, idemKey, fp, s.PendingTTL.Milliseconds(), takeover.Milliseconds(),
-		owner(requestID)).Slice()
+	dir, args := s.ReserveArgs(keyID, idemKey, fp, takeover, requestID)
+	res, err := recordsLibrary.Call(ctx, s.rdb, "reserve_record", []string{dir}, args...).Slice()
 	if err != nil {
 		return Reservation{}, err
 	}
+	return ReservationOf(res)
+}
+
+// ReserveArgs is what Reserve calls LuaRecords' reserve(dk, a) with: dk the group's
+// directory key, a its arguments; for a function of another library that reserves as
+// one step of its own (the HTTP gate's, on one Redis server).
+func (s *Store) ReserveArgs(keyID, idemKey, fp string, takeover time.Duration, requestID string) (dir string, args []any) {
+	return s.callArgs(keyID, idemKey, fp, s.PendingTTL.Milliseconds(), takeover.Milliseconds(), owner(requestID))
+}
+
+// ReservationOf reads reserve's result: {0, bucket} proceed, {1, record} replay, {2}
+// reuse, {3} in use (a second value of false or nil is ignored).
+func ReservationOf(res []any) (Reservation, error) {
 	if len(res) == 0 {
 		return Reservation{}, fmt.Errorf("idempotency: reserve returned nothing")
 	}
@@ -295,7 +311,7 @@ func stamp(now time.Time) string {
 	return string([]byte{byte(now.UnixMilli() / 900000 % 256)})
 }
 
-// outcomeOf reads reserve's result (see luaRecords).
+// outcomeOf reads reserve's result (see LuaRecords).
 func outcomeOf(res []any) (Outcome, *Stored) {
 	o, _ := res[0].(int64)
 	if Outcome(o) != Replay {
@@ -327,7 +343,7 @@ func parseDone(rec string) (Stored, error) {
 
 // recordsLibrary holds the records' operations, each called with KEYS = {the group's
 // directory} and ARGV = {now ms, its arguments, Buckets.Args}.
-var recordsLibrary = redisfn.New("records", LuaBuckets+luaRecords+`
+var recordsLibrary = redisfn.New("records", LuaBuckets+LuaRecords+`
 local function reserve_record(KEYS, ARGV) return reserve(KEYS[1], ARGV) end
 local function complete_record(KEYS, ARGV) return complete(KEYS[1], ARGV) end
 local function release_record(KEYS, ARGV) return release(KEYS[1], ARGV) end
@@ -337,10 +353,16 @@ local function forget_record(KEYS, ARGV) return forget(KEYS[1], ARGV) end
 
 // run calls fn on key id's record of idemKey with args.
 func (s *Store) run(ctx context.Context, fn, keyID, idemKey string, args ...any) *redis.Cmd {
-	dir, f := record(keyID, idemKey)
-	all := make([]any, 0, 2+len(args)+3)
-	all = append(append(append(all, s.Now().UnixMilli(), f), args...), s.Buckets().Args()...)
+	dir, all := s.callArgs(keyID, idemKey, args...)
 	return recordsLibrary.Call(ctx, s.rdb, fn, []string{dir}, all...)
+}
+
+// callArgs is the directory key and ARGV of a call on key id's record of idemKey with
+// args: now (ms), the record's field, args, the table's timing.
+func (s *Store) callArgs(keyID, idemKey string, args ...any) (dir string, all []any) {
+	dir, f := record(keyID, idemKey)
+	all = make([]any, 0, 2+len(args)+3)
+	return dir, append(append(append(all, s.Now().UnixMilli(), f), args...), s.Buckets().Args()...)
 }
 
 // Complete stores the response of the reserved request for the replay window, in one
