@@ -160,18 +160,17 @@ func batchID(r *kgo.Record) []byte {
 	return nil
 }
 
-// unclaimed lists the batch ids of the held records claims has no entry for, with their
-// positions; a record without a batch id is entered as no duplicate. An id shorter than
-// an edge's 16 bytes of a SHA-256 is spread by hashing it.
+// unclaimed lists the batch ids of the held records that carry one and claims has no
+// entry for, with their positions (a record without one is no duplicate: it has no
+// entry). An id shorter than an edge's 16 bytes of a SHA-256 is spread by hashing it.
 func unclaimed(held []*kgo.Record, claims map[recordPos]bool) (ids [][]byte, pos []recordPos) {
 	for _, r := range held {
-		at := recordPos{r.Partition, r.Offset}
-		if _, done := claims[at]; done {
-			continue
-		}
 		id := batchID(r)
 		if len(id) == 0 {
-			claims[at] = false
+			continue
+		}
+		at := recordPos{r.Partition, r.Offset}
+		if _, done := claims[at]; done {
 			continue
 		}
 		if len(id) < 16 {
@@ -206,14 +205,14 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 		return err
 	}
 	for i, at := range pos {
-		if held[i] == "" {
-			c.claims[at] = legacy[i] // claimed now, unless an older claim names another record
-		} else {
-			c.claims[at] = legacy[i] || held[i] != claimValue(at) // another record holds it: a duplicate
-		}
+		c.claims[at] = legacy[i] || heldElsewhere(held[i], at)
 	}
 	return nil
 }
+
+// heldElsewhere reports whether a claim's answer (claimIDs: "" when the record at took it
+// now) names another record: the record at is a second copy.
+func heldElsewhere(held string, at recordPos) bool { return held != "" && held != claimValue(at) }
 
 // claimsPerCall bounds the claims of one call: Redis runs nothing else while a function
 // runs, so each call stays short.

@@ -85,7 +85,7 @@ func (c *rejConsumer) claimCopies(ctx context.Context) error {
 			return err
 		}
 		for i, at := range pos {
-			c.claims[at] = held[i] != "" && held[i] != claimValue(at)
+			c.claims[at] = heldElsewhere(held[i], at)
 		}
 	}
 	return c.sync.wait(ctx)

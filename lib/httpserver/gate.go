@@ -49,9 +49,7 @@ local function reserve_gate(KEYS, ARGV)
   local g = n + 2
   local w = take(KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[g]), tonumber(ARGV[g + 1]), tonumber(ARGV[g + 2]),
     tonumber(ARGV[g + 3]), tonumber(ARGV[g + 4]), cost)
-  if r[1] == 0 and w[1] ~= 1 then
-    release(KEYS[1], {ra[1], ra[2], ra[3], ra[6], ra[n - 2], ra[n - 1], ra[n]})
-  end
+  if r[1] == 0 and w[1] ~= 1 then unreserve(KEYS[1], ra) end
   local out = {r[1], r[2] or false}
   for i = 1, #w do out[#out + 1] = w[i] end
   return out

@@ -160,7 +160,7 @@ func (s *Store) Buckets() Buckets { return Buckets{Life: s.TTL, Every: s.Span, S
 
 // LuaRecords defines, over LuaBuckets, the operations on records (a function library
 // may combine it with code of its own: Store.ReserveArgs): reserve, complete,
-// release, forget and peek. Each takes the group's directory key dk and its ARGV: now
+// release, unreserve (reserve's own arguments), forget and peek. Each takes the group's directory key dk and its ARGV: now
 // (ms), the record's field, its arguments, then the table's life, every and skew (the
 // last three).
 const LuaRecords = `
@@ -221,6 +221,13 @@ local function release(dk, a)
   local v = b_get(t, f)
   if v and string.sub(v, 1, 1 + 8 + 8) == 'P' .. a[3] .. a[4] then b_del(t, f) end
   return 1
+end
+
+-- unreserve: a = reserve's arguments: drops the reservation reserve(dk, a) made (release
+-- with its fingerprint and owner).
+local function unreserve(dk, a)
+  local n = #a
+  return release(dk, {a[1], a[2], a[3], a[6], a[n - 2], a[n - 1], a[n]})
 end
 
 -- forget: a = {now, f, ...}: drops the record, whatever it holds.
