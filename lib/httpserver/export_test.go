@@ -1,6 +1,12 @@
 package httpserver
 
-import "svc/lib/limits"
+import (
+	"context"
+
+	"github.com/redis/go-redis/v9"
+
+	"svc/lib/limits"
+)
 
 // ParsePrefixForTest exposes parsePrefix to api_test.
 var ParsePrefixForTest = parsePrefix
@@ -10,3 +16,8 @@ func LimitsWindowsForTest(b, d int) (limits.Window, limits.Window) { return limi
 
 // TwoCallGateForTest makes s's gate reserve and take in two calls, as on a cluster.
 func TwoCallGateForTest(s *Server) { s.Deps.OneServer = false }
+
+// ReserveGateForTest calls the gate's one-call function (reserve_gate) as reserveGate does.
+func ReserveGateForTest(ctx context.Context, rdb redis.Cmdable, keys []string, args ...any) *redis.Cmd {
+	return reserveGateLibrary.Call(ctx, rdb, "reserve_gate", keys, args...)
+}
