@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -161,7 +163,7 @@ func TestEventLogReplays(t *testing.T) {
 			t.Fatalf("a %d-byte log not split", len(blob))
 		}
 		for _, c := range chunks {
-			if err := b.replay(e, c); err != nil {
+			if err := b.replay(e, c, math.MaxInt64); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -174,7 +176,7 @@ func TestEventLogReplays(t *testing.T) {
 			t.Fatalf("field %d after replay: outcome %d, want a copy", i, got)
 		}
 	}
-	if err := b.replay(0, []byte{1, 2, 3}); err == nil {
+	if err := b.replay(0, []byte{1, 2, 3}, math.MaxInt64); err == nil {
 		t.Fatal("a truncated entry replayed")
 	}
 }
@@ -387,4 +389,67 @@ func redisUsec(t testing.TB, rdb redis.UniversalClient) int64 {
 		t.Fatal(err)
 	}
 	return total
+}
+
+// A new owner decides the records after the partition's stored offset again exactly as
+// the first owner did, although the first owner logged their claims before it was
+// killed: the log's claims of those records are not replayed. Two cases, a window of a
+// minute: an event id claimed afresh by a later record a window after the first (the
+// first record must stay the first copy, not become a copy of the later one); and a
+// record past the window plus the lag margin (it must not expire the claim an earlier
+// record's copy is dropped for).
+func TestEventClaimsReplayStopsAtStoredOffset(t *testing.T) {
+	rdb := apitest.Redis(t)
+	ctx := context.Background()
+	db := fmt.Sprintf("replay_%d", time.Now().UnixNano())
+	defer DropEventClaims(ctx, rdb, db)
+	window := time.Minute
+	t0 := time.Now().Add(-2 * time.Hour).Truncate(time.Second)
+	var px schema.UUID
+	px[0] = 0x51
+	mk := func(off int64, at time.Time, id string) *kgo.Record {
+		b := &schema.Batch{ReceivedAt: at.UnixMilli(), RequestID: "req_replay", Pixel: px,
+			Events: []schema.Event{{ID: schema.ClientEventID([]byte(id)), Name: "purchase", OccurredAt: at.Add(-time.Minute).UnixMilli(), Consent: true}}}
+		r := record(b, 0)
+		r.Offset = off
+		return r
+	}
+	decide := func(c *consumer, rs ...*kgo.Record) []uint64 {
+		t.Helper()
+		c.held = rs
+		if err := c.claimEvents(ctx); err != nil {
+			t.Fatal(err)
+		}
+		out := make([]uint64, len(rs))
+		for i, r := range rs {
+			out[i] = c.eventDup[recordPos{r.Partition, r.Offset}]
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		stored int64 // the partition's stored offset when the first owner was killed
+		rs     []*kgo.Record
+		want   []uint64
+	}{
+		{"a later claim afresh", 9, []*kgo.Record{mk(10, t0, "order-1"), mk(11, t0.Add(window), "order-1")}, []uint64{0, 0}},
+		{"a later record past the margin", 20, []*kgo.Record{mk(20, t0, "order-2"), mk(21, t0.Add(30*time.Second), "order-2"),
+			mk(22, t0.Add(window+eventIDLagMargin+10*time.Second), "order-3")}, []uint64{0, 1, 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first := claimConsumer(rdb, db, window)
+			if got := decide(first, tc.rs...); !slices.Equal(got, tc.want) {
+				t.Fatalf("the first owner decided %v, want %v", got, tc.want)
+			}
+			next := claimConsumer(rdb, db, window)
+			next.stored = map[int32]int64{0: tc.stored}
+			again := tc.rs
+			for len(again) > 0 && again[0].Offset <= tc.stored {
+				again = again[1:]
+			}
+			if got, want := decide(next, again...), tc.want[len(tc.rs)-len(again):]; !slices.Equal(got, want) {
+				t.Fatalf("the next owner decided %v for the records after the stored offset %d, want %v as the first owner", got, tc.stored, want)
+			}
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"time"
 
@@ -34,10 +35,11 @@ import (
 // claim to the partition's claim log in Redis before the INSERT that relies on it (one
 // RPUSH per partition and epoch per step, WAITed for with the batch claims). A consumer
 // that is assigned a partition reads its log back before deciding anything for it; the
-// decisions are a function of the partition's records in order, so replaying the log,
-// then the records from the committed offset on, reaches the same ones (a record that
-// is already stored is replayed too: its claims may have been logged after the log was
-// read, by a consumer the partition was taken from).
+// decisions are a function of the partition's records in order, so replaying the log's
+// claims of the records up to the stored offset, then deciding the records after it
+// again in order, reaches the same ones (eventIndexOf; a record that is already stored
+// is replayed too: its claims may have been logged after the log was read, by a
+// consumer the partition was taken from).
 //
 // The log: per partition and epoch of acceptance time (eventClaimSpan), a Redis list
 // `svc:eid:{<db>:<topic label>:<partition>:<epoch>}` of packed claims (field, seconds
@@ -129,8 +131,9 @@ func appendLogEntry(dst []byte, f eventField, rel int64, pos uint64) []byte {
 	return binary.AppendUvarint(dst, pos)
 }
 
-// replay applies the claims of one log element of epoch e, in order.
-func (ix *eventIndex) replay(e int64, blob []byte) error {
+// replay applies the claims of one log element of epoch e, in order, but those of
+// records after offset upTo (see eventIndexOf).
+func (ix *eventIndex) replay(e int64, blob []byte, upTo int64) error {
 	for len(blob) > 0 {
 		if len(blob) < len(eventField{})+3 {
 			return errors.New("event claim log: truncated entry")
@@ -143,7 +146,9 @@ func (ix *eventIndex) replay(e int64, blob []byte) error {
 			return errors.New("event claim log: bad entry")
 		}
 		blob = blob[len(f)+2+n:]
-		ix.claim(f, e*ix.span+rel, pos)
+		if int64(pos>>6) <= upTo {
+			ix.claim(f, e*ix.span+rel, pos)
+		}
 	}
 	return nil
 }
@@ -287,10 +292,20 @@ func (c *consumer) claimRecord(ix *eventIndex, r *kgo.Record) uint64 {
 	return copies
 }
 
-// eventIndexOf returns partition p's claims, reading its logs on first use.
+// eventIndexOf returns partition p's claims, reading its logs on first use: the claims
+// of the records up to the partition's stored offset. The records after it come again
+// (offsets are committed after their INSERT) and are decided again, in order, from the
+// state the consumer that first decided them had: replaying their logged claims first
+// would let a later record's claim decide an earlier one (a first copy taken for a copy
+// of a later claim afresh, or a claim expired by a later record's time). A caller that
+// did not read the stored offset (tests) replays every claim.
 func (c *consumer) eventIndexOf(ctx context.Context, p int32) (*eventIndex, error) {
 	if ix := c.events.index[p]; ix != nil {
 		return ix, nil
+	}
+	upTo, known := c.stored[p]
+	if !known {
+		upTo = math.MaxInt64
 	}
 	ix := newEventIndex(c.events.window)
 	now := time.Now().Unix()
@@ -299,7 +314,7 @@ func (c *consumer) eventIndexOf(ctx context.Context, p int32) (*eventIndex, erro
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	for e := lo; e <= hi; e++ {
-		if err := c.readEventLog(qctx, ix, c.eventLogKey(p, e), e); err != nil {
+		if err := c.readEventLog(qctx, ix, c.eventLogKey(p, e), e, upTo); err != nil {
 			return nil, fmt.Errorf("read the event claims of partition %d: %w", p, err)
 		}
 	}
@@ -307,8 +322,9 @@ func (c *consumer) eventIndexOf(ctx context.Context, p int32) (*eventIndex, erro
 	return ix, nil
 }
 
-// readEventLog replays the log at key (of epoch e) into ix, 64 elements at a time.
-func (c *consumer) readEventLog(ctx context.Context, ix *eventIndex, key string, e int64) error {
+// readEventLog replays the log at key (of epoch e) into ix, 64 elements at a time, up
+// to the records at offset upTo.
+func (c *consumer) readEventLog(ctx context.Context, ix *eventIndex, key string, e, upTo int64) error {
 	const page = 64
 	for from := int64(0); ; from += page {
 		blobs, err := c.cfg.Redis.LRange(ctx, key, from, from+page-1).Result()
@@ -316,7 +332,7 @@ func (c *consumer) readEventLog(ctx context.Context, ix *eventIndex, key string,
 			return err
 		}
 		for _, b := range blobs {
-			if err := ix.replay(e, []byte(b)); err != nil {
+			if err := ix.replay(e, []byte(b), upTo); err != nil {
 				return fmt.Errorf("%s: %w", key, err)
 			}
 		}
