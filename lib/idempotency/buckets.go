@@ -37,7 +37,10 @@ import (
 // sweeps emptied keeps its sweep time and expiry, and costs its key. Every key of a table
 // shares the base's hash tag. Fields are at least 5 bytes, their first five uniformly
 // distributed (a hash); fields and values within MaxValue - 1 bytes. The write time wraps
-// every 64 h, longer than a record can wait for its sweep.
+// every 64 h, longer than a record can wait for its sweep; a sweep keeps a record written
+// up to StampAhead quarter hours after its own clock's (a writer's clock ahead within the
+// Skew, across a quarter-hour boundary: a stored answer's HSET, a claim), so records live
+// under 62 h.
 type Buckets struct {
 	Life  time.Duration // a record lives at least Life + Skew after its last write
 	Every time.Duration // a bucket is swept at most this often
@@ -51,6 +54,10 @@ func (b Buckets) Args() []any {
 
 // BucketKey is the name of bucket n of the table under base (tests and tools).
 func BucketKey(base string, n int) string { return fmt.Sprintf("%s%d", base, n) }
+
+// StampAhead is how many quarter hours a record's write time may be ahead of a
+// sweeping writer's clock and still count as fresh (LuaBuckets' B_AHEAD).
+const StampAhead = 8
 
 // SweepMargin bounds the time between a reservation and the write that completes it.
 const SweepMargin = 10 * time.Minute
@@ -69,6 +76,7 @@ const LuaBuckets = `
 local B_LOAD = 48
 local B_STEP = 8
 local B_MARGIN = 600000
+local B_AHEAD = 8
 
 local function b_open(base, now, life, every, skew)
   return {base = base, now = tonumber(now), life = life, every = every, skew = skew}
@@ -147,7 +155,8 @@ local function b_sweep(b, key)
   local gone = {}
   for i = 1, #all, 2 do
     if all[i] ~= '' then
-      if (q - (string.byte(all[i + 1], 1) or q)) % 256 > keep then gone[#gone + 1] = all[i] end
+      local age = (q - (string.byte(all[i + 1], 1) or q)) % 256
+      if age > keep and age < 256 - B_AHEAD then gone[#gone + 1] = all[i] end
     end
   end
   if #gone > 0 then

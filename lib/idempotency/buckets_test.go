@@ -148,12 +148,36 @@ func TestBucketsSweepOnlyExpiredRecords(t *testing.T) {
 	}
 }
 
-// The Lua bucket functions use the package's Load, CountStep and SweepMargin.
+// The Lua bucket functions use the package's Load, CountStep, SweepMargin and StampAhead.
 func TestLuaBucketsUseTheGoConstants(t *testing.T) {
 	for _, want := range []string{fmt.Sprintf("local B_LOAD = %d\n", Load), fmt.Sprintf("local B_STEP = %d\n", CountStep),
-		fmt.Sprintf("local B_MARGIN = %d\n", SweepMargin.Milliseconds())} {
+		fmt.Sprintf("local B_MARGIN = %d\n", SweepMargin.Milliseconds()), fmt.Sprintf("local B_AHEAD = %d\n", StampAhead)} {
 		if !strings.Contains(LuaBuckets, want) {
 			t.Errorf("LuaBuckets lacks %q", want)
 		}
+	}
+}
+
+// A record written with a clock ahead of the sweeping writer's (within the tolerated
+// Skew: an edge completing an answer, a consumer claiming a batch) carries the next
+// quarter hour's stamp across a quarter-hour boundary: the sweep keeps it, as fresh.
+func TestBucketsSweepKeepsRecordsStampedAhead(t *testing.T) {
+	tab := Buckets{Life: 24 * time.Hour, Every: 6 * time.Hour, Skew: time.Minute}
+	tb := newTestBuckets(t, tab)
+	ctx := context.Background()
+	boundary := time.UnixMilli((time.Now().UnixMilli()/900000 + 4) * 900000) // a quarter hour ahead
+	t0 := boundary.Add(-tab.Every - 2*time.Millisecond)
+	tb.put(t0, testField(1), "first") // a new bucket, swept now
+	ahead := boundary.Add(time.Millisecond)
+	if err := tb.rdb.HSet(ctx, BucketKey(tb.base, 0), testField(2), stamp(ahead)+"answer").Err(); err != nil {
+		t.Fatal(err)
+	}
+	behind := boundary.Add(-time.Millisecond) // over Every since the last sweep: sweeps
+	tb.put(behind, testField(3), "third")
+	if v, ok := tb.get(behind, testField(2)); !ok || v != "answer" {
+		t.Fatalf("a record stamped a quarter hour ahead of the sweep's clock: %q %v, want it kept", v, ok)
+	}
+	if v, ok := tb.get(behind, testField(1)); !ok || v != "first" {
+		t.Fatalf("the first record: %q %v", v, ok)
 	}
 }
