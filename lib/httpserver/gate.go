@@ -37,15 +37,17 @@ end
 // arguments of the records' reserve (idempotency.Store.ReserveArgs), limits.Args...}. It
 // reserves the key; a conflicting key (reuse, in use) only reads the windows, any other
 // outcome takes one request from them, and a reservation the windows deny is dropped
-// again: take's two calls and their order, in one call. Returns {reserve's outcome, its
-// bucket or record or false, take's limits.Results values...}.
+// again: take's two calls and their order, in one call. A second run of one call (the
+// Redis client's retry after a lost reply: reserve finds the request's own reservation)
+// only reads the windows, the first run having taken the request. Returns {reserve's
+// outcome, its bucket or record or false, take's limits.Results values...}.
 var reserveGateLibrary = redisfn.New("reserve_gate", idempotency.LuaBuckets+idempotency.LuaRecords+limits.LuaTake+`
 local function reserve_gate(KEYS, ARGV)
   local n, ra = tonumber(ARGV[1]), {}
   for i = 2, n + 1 do ra[#ra + 1] = ARGV[i] end
   local r = reserve(KEYS[1], ra)
   local cost = 1
-  if r[1] == 2 or r[1] == 3 then cost = 0 end
+  if r[1] == 2 or r[1] == 3 or r[3] == 1 then cost = 0 end
   local g = n + 2
   local w = take(KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[g]), tonumber(ARGV[g + 1]), tonumber(ARGV[g + 2]),
     tonumber(ARGV[g + 3]), tonumber(ARGV[g + 4]), cost)

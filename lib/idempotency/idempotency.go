@@ -175,7 +175,10 @@ end
 
 -- reserve: a = {now, f, fp, pending ms, takeover ms, owner, ...}. {0, bucket} proceed,
 -- the reservation made in that bucket (also when it takes over an expired takeover time
--- or a lapsed reservation); {1, record} replay, {2} reuse, {3} in use: nothing written.
+-- or a lapsed reservation); {0, bucket, 1} proceed, the reservation being this very
+-- request's (owner and fingerprint): a second run of the same call, as a client library
+-- retries a call whose reply was lost, nothing written; {1, record} replay, {2} reuse,
+-- {3} in use: nothing written.
 local function reserve(dk, a)
   local t, f, fp = r_table(dk, a), a[2], a[3]
   local v = b_get(t, f)
@@ -186,6 +189,7 @@ local function reserve(dk, a)
       lapse, was = tonumber(lapse) or 0, tonumber(was) or 0
       if lapse > t.now then
         if not same then return {2} end
+        if string.sub(v, 10, 17) == a[6] then return {0, t.key, 1} end
         if was == 0 or t.now < was then return {3} end
       end
     elseif not same then
@@ -275,8 +279,9 @@ func (s *Store) ReserveArgs(keyID, idemKey, fp string, takeover time.Duration, r
 	return s.callArgs(keyID, idemKey, fp, s.PendingTTL.Milliseconds(), takeover.Milliseconds(), owner(requestID))
 }
 
-// ReservationOf reads reserve's result: {0, bucket} proceed, {1, record} replay, {2}
-// reuse, {3} in use (a second value of false or nil is ignored).
+// ReservationOf reads reserve's result: {0, bucket} proceed (also {0, bucket, 1}, a
+// second run of the request's own reservation), {1, record} replay, {2} reuse, {3} in
+// use (a second value of false or nil is ignored).
 func ReservationOf(res []any) (Reservation, error) {
 	if len(res) == 0 {
 		return Reservation{}, fmt.Errorf("idempotency: reserve returned nothing")

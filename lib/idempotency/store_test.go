@@ -292,6 +292,9 @@ func TestRecordLifecycle(t *testing.T) {
 	if o, _ := ts.reserve("k1", fp, 0, "req_2"); o != InUse {
 		t.Fatalf("repeat while pending: %v", o)
 	}
+	if o, _ := ts.reserve("k1", fp, 0, "req_1"); o != Proceed {
+		t.Fatalf("the same call run again (a client library's retry after a lost reply): %v, want proceed", o)
+	}
 	if o, _ := ts.reserve("k1", other, 0, "req_2"); o != Reuse {
 		t.Fatalf("other body while pending: %v", o)
 	}
