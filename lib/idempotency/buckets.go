@@ -30,8 +30,8 @@ import (
 //
 // Buckets grow by linear hashing as in Table: the directory also holds an estimate of the
 // table's fields ("<level> <split> <count>"; an added field counts CountStep when its
-// fifth byte is a multiple of CountStep, and then writes the directory; a sweep takes
-// off what it deleted), and when it passes Load per bucket, bucket split is split into
+// fifth byte is a multiple of CountStep, and then writes the directory; deleting such a
+// field takes it off again, and a sweep takes off what it deleted), and when it passes Load per bucket, bucket split is split into
 // itself and split + 2^level (one HGETALL and two writes). Buckets average Load to 2·Load
 // fields, under Redis's hash-max-listpack-entries (128). Buckets never merge: one the
 // sweeps emptied keeps its sweep time and expiry, and costs its key. Every key of a table
@@ -222,7 +222,10 @@ local function b_set(b, f, v)
 end
 
 local function b_del(b, f)
-  redis.call('HDEL', b.key, f)
+  if redis.call('HDEL', b.key, f) == 1 and b.dir and string.byte(f, 5) % B_STEP == 0 then
+    b.count = b.count - B_STEP
+    b_setdir(b)
+  end
 end
 
 local function b_hex(s)

@@ -181,3 +181,19 @@ func TestBucketsSweepKeepsRecordsStampedAhead(t *testing.T) {
 		t.Fatalf("the first record: %q %v", v, ok)
 	}
 }
+
+// Records written and deleted again (reservations released: a denied request's, a
+// failed one's) leave the table's size estimate as it was: a table whose records are
+// all deleted does not split.
+func TestBucketsDeletesCountOff(t *testing.T) {
+	tab := Buckets{Life: 24 * time.Hour, Every: 6 * time.Hour, Skew: time.Minute}
+	tb := newTestBuckets(t, tab)
+	now := time.Now()
+	for i := range 2000 {
+		tb.put(now, testField(i), "reserved")
+		tb.run("del", now, testField(i))
+	}
+	if level, split := tb.dir(); level != 0 || split != 0 {
+		t.Fatalf("2,000 records written and deleted one after another: directory level %d split %d, want one bucket", level, split)
+	}
+}
