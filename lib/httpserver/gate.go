@@ -20,6 +20,10 @@ type idemState struct {
 	outcome idempotency.Outcome
 	stored  *idempotency.Stored
 	res     idempotency.Reservation
+	// tookUnread: the one-call gate took a request for a replay whose answer this
+	// version cannot read (a newer version's, in a rolling upgrade), answered as in use;
+	// the request is given back with that 409.
+	tookUnread bool
 }
 
 // gateLibrary holds the hot path's take from the windows, gate: one request from both
@@ -117,6 +121,7 @@ func (s *Server) reserveGate(r *Request, kid string, burst, daily limits.Window,
 		return limits.Decision{}, err
 	}
 	idem.outcome, idem.stored = idem.res.Outcome, idem.res.Stored
+	idem.tookUnread = res[0] == int64(idempotency.Replay) && idem.outcome != idempotency.Replay
 	return decisionOf(res[2:], burst, daily)
 }
 
@@ -170,7 +175,7 @@ func (s *Server) gate(r *Request) *problem.Problem {
 	}
 	r.Limits, r.idem = &dec, idem
 	if dec.Allowed {
-		r.charged = idem == nil || idem.outcome == idempotency.Proceed || idem.outcome == idempotency.Replay
+		r.charged = idem == nil || idem.outcome == idempotency.Proceed || idem.outcome == idempotency.Replay || idem.tookUnread
 		return nil
 	}
 	var p *problem.Problem
@@ -218,6 +223,7 @@ func (s *Server) idempotent(r *Request) {
 		p.RetryAfter = 1
 		s.refused(r, p)
 		s.writeProblem(r.Ctx, r.ID, r.Limits, p)
+		s.refundIfRejected(r) // charged only when the one call took it for an unreadable replay
 		return
 	case idempotency.Replay:
 		r.Raw(in.stored.Status, in.stored.ContentType, in.stored.Body)

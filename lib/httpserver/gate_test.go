@@ -3,15 +3,20 @@ package httpserver_test
 import (
 	"context"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/apikey"
 	"svc/lib/httpserver"
 	"svc/lib/idempotency"
 	"svc/lib/limits"
+	"svc/lib/process"
 	"svc/schema/apitest"
+	"svc/schema/workspace"
 )
 
 // The gate's one call run twice (the Redis client retries a call whose reply was lost,
@@ -45,4 +50,75 @@ func TestReserveGateRunTwice(t *testing.T) {
 			t.Fatalf("run %d: allowed %v, daily left %v, want 1 and 999 (one request taken, once)", run, allowed, left)
 		}
 	}
+}
+
+// An answer this version cannot read (stored by a newer version, during a rolling
+// upgrade) is answered 409 in use, retryable, and spends nothing, in one call as in two.
+func TestUnreadableAnswerSpendsNothing(t *testing.T) {
+	for _, mode := range []string{"one call", "two calls"} {
+		t.Run(mode, func(t *testing.T) {
+			s := apitest.Start(t, testRoutes(), nil)
+			if mode == "two calls" {
+				httpserver.TwoCallGateForTest(s.API)
+			} else if !s.API.Deps.OneServer {
+				t.Skip("a Redis Cluster: the gate makes two calls (the other subtest)")
+			}
+			ctx := context.Background()
+			tn := s.Tenant(t, false)
+			k, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 10, Daily: 100})
+			b, d := httpserver.LimitsWindowsForTest(10, 100)
+			left := func() int {
+				dec, err := s.Deps.Limits.Peek(ctx, k.ID.String(), b, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return dec.Burst.Remaining
+			}
+			body := `{"name":"from a newer version"}`
+			if r := s.Do(t, "POST", "/things", sec, body, "Idempotency-Key", "k-new"); r.Status != 201 {
+				t.Fatalf("first: %d", r.Status)
+			}
+			unreadable(t, s.Redis, idempotency.GroupBase(idempotency.Group(k.ID.String(), "k-new")),
+				idempotency.Fingerprint("POST", "/things", []byte(body)))
+			before := left()
+			apitest.Problem(t, s.Do(t, "POST", "/things", sec, body, "Idempotency-Key", "k-new"), 409, "idempotency_key_in_use")
+			if after := left(); after != before {
+				t.Fatalf("the 409 spent quota: %d left, %d before", after, before)
+			}
+		})
+	}
+}
+
+// unreadable rewrites the stored answer of fingerprint fp in the record group at base
+// with a head no version of this code writes.
+func unreadable(t *testing.T, rdb redis.UniversalClient, base, fp string) {
+	t.Helper()
+	ctx := context.Background()
+	var mu sync.Mutex
+	var keys []string
+	err := process.EachMaster(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+		ks, err := node.Keys(ctx, base+"[0-9]*").Result()
+		mu.Lock()
+		defer mu.Unlock()
+		keys = append(keys, ks...)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range keys {
+		all, err := rdb.HGetAll(ctx, key).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for f, v := range all {
+			if len(v) > 1 && strings.HasPrefix(v[1:], "D"+fp) {
+				if err := rdb.HSet(ctx, key, f, v[:1]+"D"+fp+"\xff\xfe\xfd").Err(); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+		}
+	}
+	t.Fatalf("no stored answer of the fingerprint under %s", base)
 }
