@@ -78,7 +78,8 @@ func TestUnreadableAnswerSpendsNothing(t *testing.T) {
 			if r := s.Do(t, "POST", "/things", sec, body, "Idempotency-Key", "k-new"); r.Status != 201 {
 				t.Fatalf("first: %d", r.Status)
 			}
-			unreadable(t, s.Redis, idempotency.GroupBase(idempotency.Group(k.ID.String(), "k-new")),
+			kid := k.ID.String()
+			unreadable(t, s.Redis, idempotency.GroupBase(idempotency.Group(kid, "k-new")), idempotency.Field(kid, "k-new"),
 				idempotency.Fingerprint("POST", "/things", []byte(body)))
 			before := left()
 			apitest.Problem(t, s.Do(t, "POST", "/things", sec, body, "Idempotency-Key", "k-new"), 409, "idempotency_key_in_use")
@@ -89,9 +90,9 @@ func TestUnreadableAnswerSpendsNothing(t *testing.T) {
 	}
 }
 
-// unreadable rewrites the stored answer of fingerprint fp in the record group at base
-// with a head no version of this code writes.
-func unreadable(t *testing.T, rdb redis.UniversalClient, base, fp string) {
+// unreadable rewrites the stored answer at field (of fingerprint fp) in the record group
+// at base with a head no version of this code writes.
+func unreadable(t *testing.T, rdb redis.UniversalClient, base, field, fp string) {
 	t.Helper()
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -111,14 +112,12 @@ func unreadable(t *testing.T, rdb redis.UniversalClient, base, fp string) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for f, v := range all {
-			if len(v) > 1 && strings.HasPrefix(v[1:], "D"+fp) {
-				if err := rdb.HSet(ctx, key, f, v[:1]+"D"+fp+"\xff\xfe\xfd").Err(); err != nil {
-					t.Fatal(err)
-				}
-				return
+		if v, ok := all[field]; ok && len(v) > 1 && strings.HasPrefix(v[1:], "D"+fp) {
+			if err := rdb.HSet(ctx, key, field, v[:1]+"D"+fp+"\xff\xfe\xfd").Err(); err != nil {
+				t.Fatal(err)
 			}
+			return
 		}
 	}
-	t.Fatalf("no stored answer of the fingerprint under %s", base)
+	t.Fatalf("no stored answer at its field under %s", base)
 }

@@ -148,6 +148,12 @@ func Group(keyID, idemKey string) byte {
 	return h[len(h)-1]
 }
 
+// Field is key id's record of idemKey's field in its group's table (tests and tools).
+func Field(keyID, idemKey string) string {
+	_, f := record(keyID, idemKey)
+	return f
+}
+
 // Groups is the number of record groups (the last byte of a record's hash).
 const Groups = 256
 
