@@ -57,9 +57,29 @@ func (ib *invalidBrake) refill(b *brakeBucket, now time.Time) bool {
 	return b.tokens >= ib.burst
 }
 
-// take admits one of key's batches: true when the key has no bucket (no recent whole
-// refusal), or takes one token from it (took: the batch holds it until done). false:
-// the bucket is empty, refuse the batch unread.
+// admits says whether key's batches may be read: the key has no bucket (no recent
+// whole refusal) or a token in it. It takes none (take does).
+func (ib *invalidBrake) admits(key uuid.UUID, now time.Time) bool {
+	if ib == nil || ib.buckets.Load() == 0 {
+		return true
+	}
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	b := ib.keys[key]
+	if b == nil {
+		return true
+	}
+	if ib.refill(b, now) {
+		delete(ib.keys, key)
+		ib.buckets.Add(-1)
+		return true
+	}
+	return b.tokens >= 1
+}
+
+// take admits one of key's batches as its handler starts: true when the key has no
+// bucket (no recent whole refusal), or takes one token from it (took: the batch holds it
+// until done). false: the bucket is empty, refuse the batch unread.
 func (ib *invalidBrake) take(key uuid.UUID, now time.Time) (ok, took bool) {
 	if ib == nil || ib.buckets.Load() == 0 {
 		return true, false
@@ -84,8 +104,8 @@ func (ib *invalidBrake) take(key uuid.UUID, now time.Time) (ok, took bool) {
 
 // done settles an admitted batch of key: refused whole, it costs a token (already taken
 // when took); otherwise a token it took is given back (and a full bucket dropped). A
-// token is taken at admission, not at the refusal, so that a thousand batches in
-// flight cannot all pass a bucket holding one token.
+// token is taken as the batch's handler starts (take), not at the refusal, so that a
+// thousand batches in flight cannot all pass a bucket holding one token.
 func (ib *invalidBrake) done(key uuid.UUID, took, refusedWhole bool, now time.Time) {
 	if ib == nil || took == refusedWhole {
 		return
@@ -125,23 +145,33 @@ const brakeHeldMax = 4096
 // held (hold) once the refusal is recorded and the body released.
 type brakeHeld struct{}
 
-// brakeToken marks (as a fasthttp user value) a request that holds one of its key's
-// tokens.
-type brakeToken struct{}
-
-// admit is POST /events' Admit hook: 429 while the key's brake is on.
+// admit is POST /events' Admit hook: 429 while the key's brake is on (its bucket empty).
+// It takes no token: a batch takes one when its handler starts (postEvents, braked there
+// when the bucket emptied meanwhile) and gives it back unless refused whole, so a request
+// that never reaches the handler (the windows' 429, an Idempotency-Key's replay or
+// conflict) or a dry run holds none.
 func (e *Edge) admit(r *httpserver.Request) *problem.Problem {
-	ok, took := e.brake.take(r.Key.ID, time.Now())
-	if took {
-		r.Ctx.SetUserValue(brakeToken{}, true)
-	}
-	if ok {
+	if e.brake.admits(r.Key.ID, time.Now()) {
 		return nil
 	}
+	return e.brakeProblem(r)
+}
+
+// brakeProblem is the 429 of a braked request, marked to be held once recorded.
+func (e *Edge) brakeProblem(r *httpserver.Request) *problem.Problem {
 	e.metrics.braked.Inc()
 	r.Ctx.SetUserValue(brakeHeld{}, true) // refused (rejections.go) records it, then holds it
 	p := problem.New(problem.RateLimited, "This key's recent batches were all refused (422): its POST /events are slowed to %d refused batches a second; send valid batches, or read the errors[] of one 422 first.", int(e.brake.rate))
 	p.RetryAfter = 1
+	return p
+}
+
+// braked answers a batch its handler found braked (the bucket emptied after admit): as
+// admit's refusal, recorded and held; the server gives back the request its gate took,
+// so a braked batch spends no quota either way.
+func (e *Edge) braked(r *httpserver.Request) *problem.Problem {
+	p := e.brakeProblem(r)
+	e.refused(r, p)
 	return p
 }
 

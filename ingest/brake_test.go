@@ -123,3 +123,32 @@ func TestBrakeHoldKeepsNoBody(t *testing.T) {
 		t.Fatalf("the braked batches were answered %v, want all 429", statuses)
 	}
 }
+
+// Only batches the edge reads take a brake token: a key with a bucket (one batch refused
+// whole) that then sends valid dry runs, and Idempotency-Key replays, more than its
+// bucket holds, still has its next valid batch read (they used to take a token each at
+// admission and never give it back, braking a key that had sent nothing invalid since).
+func TestBrakeTokensOnlyForBatchesRead(t *testing.T) {
+	const rate = 5
+	rg := newRigWith(t, func(c *Config) { c.InvalidRate, c.BrakeHold = rate, 10*time.Millisecond })
+	tn := rg.Tenant(t, false)
+	bad := batchJSON(tn.PixelID(), `{"event_name":"x"}`)
+	good := batchJSON(tn.PixelID(), eventJSON("lead", "", true))
+	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, bad), 422, "invalid_request")
+	for i := range 3 * rate {
+		if r := rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, good); r.Status != 200 {
+			t.Fatalf("dry run %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if r := rg.Do(t, "POST", "/events", tn.Secret, good, "Idempotency-Key", "once"); r.Status != 202 {
+		t.Fatalf("first: %d %s", r.Status, r.Body)
+	}
+	for i := range 3 * rate {
+		if r := rg.Do(t, "POST", "/events", tn.Secret, good, "Idempotency-Key", "once"); r.Status != 202 || r.Header.Get("Idempotent-Replayed") != "true" {
+			t.Fatalf("replay %d: %d %s", i, r.Status, r.Body)
+		}
+	}
+	if r := rg.Do(t, "POST", "/events", tn.Secret, good); r.Status != 202 {
+		t.Fatalf("a valid batch after dry runs and replays: %d %s, want 202", r.Status, r.Body)
+	}
+}

@@ -272,9 +272,12 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 		}
 	}()
 	b := &w.batch
-	whole := false // refused whole (422): the brake counts it
-	if !r.DryRun() {
-		took := r.Ctx.UserValue(brakeToken{}) != nil
+	whole := false   // refused whole (422): the brake counts it
+	if !r.DryRun() { // a dry run neither takes a token nor is refused whole
+		admitted, took := e.brake.take(r.Key.ID, time.Now())
+		if !admitted {
+			return e.braked(r)
+		}
 		defer func() { e.brake.done(r.Key.ID, took, whole, time.Now()) }()
 	}
 	if !w.parser.Parse(r.Body(), b) {

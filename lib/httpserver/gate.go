@@ -242,6 +242,7 @@ func (s *Server) idempotent(r *Request) {
 		if err := s.Deps.Idem.Release(r.Context(), kid, in.key, in.fp, r.ID); err != nil {
 			s.Deps.Log.Warn("idempotency release failed", "request_id", r.ID, "err", err.Error())
 		}
+		s.refundIfRejected(r) // a handler's 429 (the edge's brake) spends no quota
 		return
 	}
 	// Recorded before the answer, so that a repeat sent after it always replays. If this
