@@ -1,6 +1,7 @@
 package api
 
 import (
+	"fmt"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -75,7 +76,8 @@ func (a *API) listRejections(r *httpserver.Request) error {
 	q.Pixel = pixel
 	var after *rejection.Cursor
 	if p.After != nil {
-		after = &rejection.Cursor{ReceivedAt: p.After.T, RequestID: p.After.Name, Index: *p.After.Pos, Field: p.After.Cur}
+		after = &rejection.Cursor{ReceivedAt: p.After.T, RequestID: p.After.Name, Index: *p.After.Pos, Field: p.After.Cur,
+			Tail: cursorTail(p.After.Rec)}
 	}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
@@ -100,8 +102,19 @@ func (a *API) listRejections(r *httpserver.Request) error {
 	}
 	return httpserver.WriteListMeta(r, p, out, func(i int) paging.Cursor {
 		c := rows[i].Cursor()
-		return paging.Cursor{List: "rejections", ID: uuid.Nil, T: c.ReceivedAt, Name: c.RequestID, Cur: c.Field, Pos: &c.Index}
+		return paging.Cursor{List: "rejections", ID: uuid.Nil, T: c.ReceivedAt, Name: c.RequestID, Cur: c.Field, Pos: &c.Index,
+			Rec: fmt.Sprintf("%s %d %d", c.Tail.Rule, c.Tail.Partition, c.Tail.Offset)}
 	}, map[string]any{"rejections": counts.Rejections, "not_stored": counts.NotStored})
+}
+
+// cursorTail reads a rejections cursor's Rec; nil when it has none (a cursor issued
+// before it) or it does not read.
+func cursorTail(rec string) *rejection.CursorTail {
+	var t rejection.CursorTail
+	if n, err := fmt.Sscanf(rec, "%s %d %d", &t.Rule, &t.Partition, &t.Offset); err != nil || n != 3 {
+		return nil
+	}
+	return &t
 }
 
 func orNull(v string) string {

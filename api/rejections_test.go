@@ -27,6 +27,7 @@ import (
 	"svc/schema"
 	"svc/schema/apitest"
 	"svc/schema/chtest"
+	"svc/schema/rejection"
 	"svc/schema/rollups"
 	"svc/schema/workspace"
 )
@@ -406,4 +407,48 @@ func TestRejectionsBadInput(t *testing.T) {
 	}
 	_, noScope := e.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Scopes: []string{"events:write"}})
 	apitest.Problem(t, e.Do(t, "GET", q, noScope, ""), 403, "insufficient_scope")
+}
+
+// Paging GET /rejections one row at a time returns every stored rejection, rejections
+// equal in time, request, event index and field included (the edge's record of an
+// event_id too long and the consumer's record of the same event as a copy, or a member
+// repeated): the cursor tells them apart by rule and Kafka record.
+func TestRejectionsPagingKeepsTies(t *testing.T) {
+	e := newEnv(t)
+	tn := e.tenant(t, false)
+	at := time.Now().UTC().Truncate(time.Second).Add(-time.Minute)
+	ctx := context.Background()
+	b, err := e.Conn.PrepareBatch(ctx, "INSERT INTO "+rejection.Table+" (workspace_id, sandbox, pixel_id, minute, received_at, key_id, "+
+		"request_id, status, batch_events, event_index, field, rule, value, sample, rejections, inserted_at, kafka_topic, kafka_partition, kafka_offset)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules := []string{"max_length", "duplicate_event_id", "duplicate_event_id", "duplicate_member"}
+	for i, rule := range rules {
+		if err := b.Append(tn.Workspace.ID, uint8(0), tn.Pixel.ID, at.Truncate(time.Minute), at, tn.Key.ID, "req_ties", uint16(202),
+			uint16(2), int16(0), "event_id", rule, "", uint8(1), uint32(1), time.Now().UTC(), "rejections.v1", int32(0), int64(10+i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Send(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	path := "/rejections?limit=1&pixel_id=" + tn.PixelID()
+	for range 10 {
+		var pg rejectionsPage
+		if r := e.get(t, tn.Secret, path, &pg); r.Status != 200 {
+			t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
+		}
+		for _, d := range pg.Data {
+			got = append(got, d["rule"].(string))
+		}
+		if pg.Meta.NextCursor == nil {
+			break
+		}
+		path = "/rejections?limit=1&pixel_id=" + tn.PixelID() + "&cursor=" + *pg.Meta.NextCursor
+	}
+	if len(got) != len(rules) {
+		t.Fatalf("paged one at a time: %v, want the %d rejections", got, len(rules))
+	}
 }

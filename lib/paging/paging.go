@@ -43,6 +43,9 @@ type Cursor struct {
 	Zone string    `json:"z,omitempty"` // the time zone of a pixel_rollups listing
 	T    int64     `json:"t,omitempty"` // a time key (unix seconds): erasures, rejections
 	Pos  *int      `json:"p,omitempty"` // a position within the time key: a rejection's event index
+	// Rec is the rest of a rejection's position ("<rule> <kafka partition> <offset>"),
+	// which tells apart rejections equal in the keys above.
+	Rec string `json:"r,omitempty"`
 }
 
 // Encode returns the opaque (base64url JSON) form of c.

@@ -27,6 +27,18 @@ type Cursor struct {
 	RequestID  string
 	Index      int
 	Field      string
+	// Tail tells apart rows equal in the above (the edge's and the consumer's records of
+	// one event, a repeated member); nil in a cursor issued before it was added, which
+	// then compares on the four above.
+	Tail *CursorTail
+}
+
+// CursorTail is the rest of a rejection's position: its rule and the Kafka record it
+// came in.
+type CursorTail struct {
+	Rule      string
+	Partition int32
+	Offset    int64
 }
 
 // Stored is one stored rejection.
@@ -40,11 +52,14 @@ type Stored struct {
 	Field       string
 	Rule        string
 	Value       string // JSON text
+	Partition   int32  // the Kafka record it came in
+	Offset      int64
 }
 
 // Cursor is s's position.
 func (s Stored) Cursor() Cursor {
-	return Cursor{ReceivedAt: s.ReceivedAt.Unix(), RequestID: s.RequestID, Index: int(s.Index), Field: s.Field}
+	return Cursor{ReceivedAt: s.ReceivedAt.Unix(), RequestID: s.RequestID, Index: int(s.Index), Field: s.Field,
+		Tail: &CursorTail{Rule: s.Rule, Partition: s.Partition, Offset: s.Offset}}
 }
 
 func (q Query) where() (string, []any) {
@@ -69,18 +84,23 @@ func boolByte(b bool) uint8 {
 }
 
 // List returns up to limit stored rejections of q, newest first (received_at,
-// request_id, event_index, field, all descending), after after (nil: from the newest)
-// or past offset rows (deprecated offset paging).
+// request_id, event_index, field, rule, kafka_partition, kafka_offset, all descending),
+// after after (nil: from the newest) or past offset rows (deprecated offset paging).
 func List(ctx context.Context, conn driver.Conn, q Query, after *Cursor, offset, limit int) ([]Stored, error) {
 	where, args := q.where()
 	var b strings.Builder
-	b.WriteString("SELECT received_at, key_id, request_id, status, batch_events, event_index, field, rule, value FROM " + Table +
-		" WHERE sample = 1 AND " + where)
-	if after != nil {
+	b.WriteString("SELECT received_at, key_id, request_id, status, batch_events, event_index, field, rule, value, kafka_partition, kafka_offset FROM " +
+		Table + " WHERE sample = 1 AND " + where)
+	switch {
+	case after != nil && after.Tail != nil:
+		b.WriteString(" AND (received_at, request_id, event_index, field, rule, kafka_partition, kafka_offset) < " +
+			"(toDateTime(?), ?, toInt16(?), ?, ?, toInt32(?), toInt64(?))")
+		args = append(args, after.ReceivedAt, after.RequestID, after.Index, after.Field, after.Tail.Rule, after.Tail.Partition, after.Tail.Offset)
+	case after != nil:
 		b.WriteString(" AND (received_at, request_id, event_index, field) < (toDateTime(?), ?, toInt16(?), ?)")
 		args = append(args, after.ReceivedAt, after.RequestID, after.Index, after.Field)
 	}
-	b.WriteString(" ORDER BY received_at DESC, request_id DESC, event_index DESC, field DESC LIMIT ")
+	b.WriteString(" ORDER BY received_at DESC, request_id DESC, event_index DESC, field DESC, rule DESC, kafka_partition DESC, kafka_offset DESC LIMIT ")
 	if after == nil && offset > 0 {
 		fmt.Fprintf(&b, "%d, ", offset)
 	}
@@ -93,7 +113,8 @@ func List(ctx context.Context, conn driver.Conn, q Query, after *Cursor, offset,
 	var out []Stored
 	for rows.Next() {
 		var s Stored
-		if err := rows.Scan(&s.ReceivedAt, &s.Key, &s.RequestID, &s.Status, &s.BatchEvents, &s.Index, &s.Field, &s.Rule, &s.Value); err != nil {
+		if err := rows.Scan(&s.ReceivedAt, &s.Key, &s.RequestID, &s.Status, &s.BatchEvents, &s.Index, &s.Field, &s.Rule, &s.Value,
+			&s.Partition, &s.Offset); err != nil {
 			return nil, fmt.Errorf("rejections: scan: %w", err)
 		}
 		s.ReceivedAt = s.ReceivedAt.UTC()
