@@ -134,10 +134,7 @@ func redisWork(b testing.TB, rdb redis.UniversalClient) (t redisTotals) {
 // all, with quotas that never deny. Point it at a Redis nothing else uses (SVC_REDIS_URL).
 func BenchmarkReserveGateRedis(b *testing.B) {
 	ctx := context.Background()
-	rdb := apitest.Redis(b)
-	if _, cluster := rdb.(*redis.ClusterClient); cluster {
-		b.Skip("a Redis Cluster: the gate makes two calls there")
-	}
+	rdb := oneServer(b)
 	store := idempotency.New(rdb)
 	kid := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	burst, daily := httpserver.LimitsWindowsForTest(1<<40, 1<<40)
@@ -156,9 +153,7 @@ func BenchmarkReserveGateRedis(b *testing.B) {
 		for pb.Next() {
 			key := fmt.Sprintf("hot-%d", seq.Add(1))
 			sent.Store(key, true)
-			dir, rargs := store.ReserveArgs(kid, key, fp, 0, "req_"+key)
-			args := append(append([]any{len(rargs)}, rargs...), limits.Args(time.Now(), burst, daily)...)
-			res, err := httpserver.ReserveGateForTest(ctx, rdb, append([]string{dir}, limits.Keys(kid)...), args...).Slice()
+			res, err := reserveGate(ctx, rdb, store, kid, key, fp, "req_"+key, time.Now(), burst, daily)
 			if err != nil {
 				b.Error(err)
 				return

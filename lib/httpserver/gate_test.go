@@ -23,22 +23,18 @@ import (
 // and Redis ran the first): the second run finds the request's own reservation and
 // proceeds, spending nothing more; it used to answer "in use" to the request that made
 // the reservation, which then stayed reserved and the key in use.
+// (On a Redis Cluster the gate makes two calls; TestRecordLifecycle runs reserve twice.)
 func TestReserveGateRunTwice(t *testing.T) {
 	ctx := context.Background()
-	rdb := apitest.Redis(t)
-	if _, cluster := rdb.(*redis.ClusterClient); cluster {
-		t.Skip("a Redis Cluster: the gate makes two calls there (TestRecordLifecycle runs reserve twice)")
-	}
+	rdb := oneServer(t)
 	store := idempotency.New(rdb)
 	kid := "twice-" + strconv.FormatInt(time.Now().UnixNano(), 36)
 	burst, daily := httpserver.LimitsWindowsForTest(100, 1000)
 	t.Cleanup(func() { _ = store.Forget(ctx, kid, "k"); rdb.Del(ctx, limits.Keys(kid)...) })
 	fp := idempotency.Fingerprint("POST", "/v1/events", []byte(`{"events":[]}`))
-	dir, rargs := store.ReserveArgs(kid, "k", fp, 0, "req_twice")
-	args := append(append([]any{len(rargs)}, rargs...), limits.Args(time.Now(), burst, daily)...)
-	keys := append([]string{dir}, limits.Keys(kid)...)
+	now := time.Now()
 	for run := 1; run <= 2; run++ {
-		res, err := httpserver.ReserveGateForTest(ctx, rdb, keys, args...).Slice()
+		res, err := reserveGate(ctx, rdb, store, kid, "k", fp, "req_twice", now, burst, daily)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,4 +116,23 @@ func unreadable(t *testing.T, rdb redis.UniversalClient, base, field, fp string)
 		}
 	}
 	t.Fatalf("no stored answer at its field under %s", base)
+}
+
+// oneServer is the test Redis; it skips tb on a Redis Cluster, where the gate makes two
+// calls.
+func oneServer(tb testing.TB) redis.UniversalClient {
+	rdb := apitest.Redis(tb)
+	if _, cluster := rdb.(*redis.ClusterClient); cluster {
+		tb.Skip("a Redis Cluster: the gate makes two calls there")
+	}
+	return rdb
+}
+
+// reserveGate runs the one-call gate (reserve_gate) for key id kid's Idempotency-Key
+// idemKey of request reqID at now, with the arguments the server's gate sends.
+func reserveGate(ctx context.Context, rdb redis.UniversalClient, store *idempotency.Store, kid, idemKey, fp, reqID string,
+	now time.Time, burst, daily limits.Window) ([]any, error) {
+	dir, rargs := store.ReserveArgs(kid, idemKey, fp, 0, reqID)
+	args := append(append([]any{len(rargs)}, rargs...), limits.Args(now, burst, daily)...)
+	return httpserver.ReserveGateForTest(ctx, rdb, append([]string{dir}, limits.Keys(kid)...), args...).Slice()
 }
