@@ -27,6 +27,11 @@ type readBack interface {
 	runningInserts(ctx context.Context) ([]string, error)
 	// maxOffsets returns, for each of parts with rows of topic, the highest stored offset.
 	maxOffsets(ctx context.Context, topic string, parts []int32) (map[int32]int64, error)
+	// visible says whether every part inserted before the call into tables (their
+	// Distributed names) is seen by a read through them, whichever replica it is sent to:
+	// always on one server; on a cluster, when every replica answers and has caught up
+	// with the tables' replication logs.
+	visible(ctx context.Context, tables ...string) (bool, error)
 	// close releases what it opened (not the consumer's connection).
 	close()
 }
@@ -63,6 +68,9 @@ func (serverReadBack) close() {}
 func (s serverReadBack) maxOffsets(ctx context.Context, topic string, parts []int32) (map[int32]int64, error) {
 	return sink.MaxOffsets(ctx, s.conn, s.table, topic, parts)
 }
+
+// visible: one server writes an INSERT's views inside it, so its rows are read at once.
+func (s serverReadBack) visible(context.Context, ...string) (bool, error) { return true, nil }
 
 // replicaReadBack reads every replica of the cluster directly (a connection per
 // replica, addresses from system.clusters), because an INSERT through the Distributed
@@ -235,15 +243,42 @@ func complete(reps []replica, states map[string]replicaState, failed map[string]
 // shard's replication log: its session is alive, it has copied every log entry into
 // its queue, and no insert waits in the queue.
 func (r *replicaReadBack) caughtUp(ctx context.Context, conn driver.Conn) (bool, error) {
+	return tableCaughtUp(ctx, conn, r.cfg.Database, r.table)
+}
+
+// visible: every replica answers and has caught up with each table's log (local
+// tables: the name with migrations.LocalSuffix).
+func (r *replicaReadBack) visible(ctx context.Context, tables ...string) (bool, error) {
+	all := true
+	_, failed, err := r.onEach(ctx, func(ctx context.Context, _ replica, conn driver.Conn) error {
+		for _, t := range tables {
+			up, err := tableCaughtUp(ctx, conn, r.cfg.Database, t+migrations.LocalSuffix)
+			if err != nil {
+				return err
+			}
+			if !up {
+				all = false
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	return all && len(failed) == 0, nil
+}
+
+// tableCaughtUp is caughtUp for the local table of database db at conn.
+func tableCaughtUp(ctx context.Context, conn driver.Conn, db, table string) (bool, error) {
 	var expired uint8
 	var insertsQueued uint32
 	var logMax, logPointer uint64
 	var zkPath string
 	err := conn.QueryRow(ctx, "SELECT is_session_expired, inserts_in_queue, log_max_index, log_pointer, zookeeper_path "+
-		"FROM system.replicas WHERE database = ? AND table = ?", r.cfg.Database, r.table).
+		"FROM system.replicas WHERE database = ? AND table = ?", db, table).
 		Scan(&expired, &insertsQueued, &logMax, &logPointer, &zkPath)
 	if err != nil {
-		return false, fmt.Errorf("replication state of %s: %w", r.table, err)
+		return false, fmt.Errorf("replication state of %s: %w", table, err)
 	}
 	if expired != 0 || insertsQueued > 0 {
 		return false, nil
@@ -257,7 +292,7 @@ func (r *replicaReadBack) caughtUp(ctx context.Context, conn driver.Conn) (bool,
 	// Both 0: an empty log (caught up), or one entry not copied yet.
 	var entries uint64
 	if err := conn.QueryRow(ctx, "SELECT count() FROM system.zookeeper WHERE path = ?", zkPath+"/log").Scan(&entries); err != nil {
-		return false, fmt.Errorf("replication log of %s: %w", r.table, err)
+		return false, fmt.Errorf("replication log of %s: %w", table, err)
 	}
 	return entries == 0, nil
 }

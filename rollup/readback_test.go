@@ -133,6 +133,11 @@ func TestReplicaReadBack(t *testing.T) {
 	if len(behind) != 2 {
 		t.Fatalf("replicas behind per shard with fetches stopped: %v; want one or more in each shard", behind)
 	}
+	// The rollups the views wrote are not on every replica either: no watermark may be
+	// published over them.
+	if vis, err := rb.visible(ctx, watermarkTables...); err != nil || vis {
+		t.Fatalf("rollups visible from every replica with fetches stopped: %v (%v), want false", vis, err)
+	}
 	for _, c := range conns {
 		if err := c.Exec(ctx, "SYSTEM START FETCHES"); err != nil {
 			t.Fatal(err)
@@ -152,5 +157,15 @@ func TestReplicaReadBack(t *testing.T) {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+	for {
+		vis, err := rb.visible(ctx, watermarkTables...)
+		if err == nil && vis {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the rollups never visible from every replica after fetches started (%v)", err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

@@ -2,6 +2,7 @@ package rollup
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
@@ -47,6 +48,10 @@ type watermarks struct {
 	adm   *kadm.Client
 	log   *slog.Logger
 	topic string
+	// visible, when set, says whether the rows flushed so far are seen by every read of
+	// the rollups, whichever replica it goes to (readBack.visible of watermarkTables):
+	// no mark is published until they are.
+	visible func(ctx context.Context) (bool, error)
 
 	mu      sync.Mutex
 	owned   map[int32]bool
@@ -190,15 +195,35 @@ func (w *watermarks) step(ctx context.Context) error {
 	if len(marks) == 0 {
 		return nil
 	}
-	if err := rollups.WatermarkRaise(qctx, w.cfg.Redis, w.cfg.ClickHouse.Database, n, marks); err != nil {
-		w.mu.Lock()
-		for p, t := range marks { // published at the next step
-			if _, ok := w.marks[p]; !ok && w.owned[p] {
-				w.marks[p] = t
-			}
+	if w.visible != nil {
+		if ok, err := w.visible(qctx); err != nil || !ok {
+			w.keep(marks)
+			return cmpOr(err, errNotVisible)
 		}
-		w.mu.Unlock()
+	}
+	if err := rollups.WatermarkRaise(qctx, w.cfg.Redis, w.cfg.ClickHouse.Database, n, marks); err != nil {
+		w.keep(marks)
 		return err
 	}
 	return nil
 }
+
+// keep puts back marks not published, for the next step (a partition's newer mark,
+// found meanwhile, wins).
+func (w *watermarks) keep(marks map[int32]time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for p, t := range marks {
+		if _, ok := w.marks[p]; !ok && w.owned[p] {
+			w.marks[p] = t
+		}
+	}
+}
+
+// errNotVisible: a replica has not caught up with the rollups' replication logs, or does
+// not answer; the marks wait.
+var errNotVisible = errors.New("a replica of the rollups is behind or does not answer: the watermark waits")
+
+// watermarkTables are the tables GET /pixel-rollups reads (schema/rollups): UTC days and
+// the quarter-hour buckets of the other zones.
+var watermarkTables = []string{"pixel_rollups_daily", "pixel_rollups_15m"}
