@@ -86,7 +86,8 @@ type Record struct {
 
 // Redact returns the JSON text to keep for value received in field: Withheld for an
 // identity field ("identity", "identity.…") and for any value whose JSON text holds an
-// '@'; otherwise its JSON text, and when that is longer than maxValue bytes, the text
+// '@', written or escaped (a value kept as the raw JSON text received may hold
+// "\u0040"); otherwise its JSON text, and when that is longer than maxValue bytes, the text
 // cut and kept as a JSON string ending in "…" (at most maxValue bytes).
 func Redact(field string, value any) string {
 	if field == "identity" || strings.HasPrefix(field, "identity.") {
@@ -96,7 +97,7 @@ func Redact(field string, value any) string {
 	if err != nil {
 		return "null"
 	}
-	if strings.IndexByte(string(b), '@') >= 0 {
+	if strings.IndexByte(string(b), '@') >= 0 || strings.Contains(string(b), `\u0040`) {
 		return Withheld
 	}
 	if len(b) <= maxValue {

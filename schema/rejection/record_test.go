@@ -38,6 +38,8 @@ func TestRedact(t *testing.T) {
 		{"identity", `"x"`, Withheld},
 		{"currency", "ada@example.com", Withheld},
 		{"event_name", `{"a":"b@c"}`, Withheld},
+		{"consent", `"jane\u0040example.com"`, Withheld}, // a value echoed as raw JSON text, its '@' escaped
+		{"event_name", `{"to":"a\u0040b.example"}`, Withheld},
 		{"currency", "EURO", `"EURO"`},
 		{"occurred_at", nil, "null"},
 		{"events", 51, "51"},
