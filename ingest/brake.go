@@ -65,16 +65,8 @@ func (ib *invalidBrake) admits(key uuid.UUID, now time.Time) bool {
 	}
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	b := ib.keys[key]
-	if b == nil {
-		return true
-	}
-	if ib.refill(b, now) {
-		delete(ib.keys, key)
-		ib.buckets.Add(-1)
-		return true
-	}
-	return b.tokens >= 1
+	b := ib.bucketOf(key, now)
+	return b == nil || b.tokens >= 1
 }
 
 // take admits one of key's batches as its handler starts: true when the key has no
@@ -86,13 +78,8 @@ func (ib *invalidBrake) take(key uuid.UUID, now time.Time) (ok, took bool) {
 	}
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	b := ib.keys[key]
+	b := ib.bucketOf(key, now)
 	if b == nil {
-		return true, false
-	}
-	if ib.refill(b, now) { // back under the pace for a while: forget the key
-		delete(ib.keys, key)
-		ib.buckets.Add(-1)
 		return true, false
 	}
 	if b.tokens < 1 {
@@ -100,6 +87,18 @@ func (ib *invalidBrake) take(key uuid.UUID, now time.Time) (ok, took bool) {
 	}
 	b.tokens--
 	return true, true
+}
+
+// bucketOf returns key's bucket refilled to now, or nil when it has none: also when it
+// is full again (back under the pace for a while), and then it is forgotten. mu held.
+func (ib *invalidBrake) bucketOf(key uuid.UUID, now time.Time) *brakeBucket {
+	b := ib.keys[key]
+	if b == nil || !ib.refill(b, now) {
+		return b
+	}
+	delete(ib.keys, key)
+	ib.buckets.Add(-1)
+	return nil
 }
 
 // done settles an admitted batch of key: refused whole, it costs a token (already taken

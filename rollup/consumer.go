@@ -118,7 +118,9 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 	}
 	c.cl = cl
 	c.wm = newWatermarks(cfg, cl, c.log)
-	c.wm.visible = func(ctx context.Context) (bool, error) { return c.rb.visible(ctx, watermarkTables...) }
+	if rb, replicated := c.rb.(*replicaReadBack); replicated {
+		c.wm.visible = func(ctx context.Context) (bool, error) { return rb.visible(ctx, watermarkTables...) }
+	}
 	return c, nil
 }
 

@@ -27,11 +27,6 @@ type readBack interface {
 	runningInserts(ctx context.Context) ([]string, error)
 	// maxOffsets returns, for each of parts with rows of topic, the highest stored offset.
 	maxOffsets(ctx context.Context, topic string, parts []int32) (map[int32]int64, error)
-	// visible says whether every part inserted before the call into tables (their
-	// Distributed names) is seen by a read through them, whichever replica it is sent to:
-	// always on one server; on a cluster, when every replica answers and has caught up
-	// with the tables' replication logs.
-	visible(ctx context.Context, tables ...string) (bool, error)
 	// close releases what it opened (not the consumer's connection).
 	close()
 }
@@ -68,9 +63,6 @@ func (serverReadBack) close() {}
 func (s serverReadBack) maxOffsets(ctx context.Context, topic string, parts []int32) (map[int32]int64, error) {
 	return sink.MaxOffsets(ctx, s.conn, s.table, topic, parts)
 }
-
-// visible: one server writes an INSERT's views inside it, so its rows are read at once.
-func (s serverReadBack) visible(context.Context, ...string) (bool, error) { return true, nil }
 
 // replicaReadBack reads every replica of the cluster directly (a connection per
 // replica, addresses from system.clusters), because an INSERT through the Distributed
@@ -246,8 +238,11 @@ func (r *replicaReadBack) caughtUp(ctx context.Context, conn driver.Conn) (bool,
 	return tableCaughtUp(ctx, conn, r.cfg.Database, r.table)
 }
 
-// visible: every replica answers and has caught up with each table's log (local
-// tables: the name with migrations.LocalSuffix).
+// visible says whether every part inserted before the call into tables (their
+// Distributed names) is seen by a read through them, whichever replica it is sent to:
+// every replica answers and has caught up with each table's replication log (local
+// tables: the name with migrations.LocalSuffix). (One server writes an INSERT's views
+// inside it: its rows are read at once.)
 func (r *replicaReadBack) visible(ctx context.Context, tables ...string) (bool, error) {
 	all := true
 	_, failed, err := r.onEach(ctx, func(ctx context.Context, _ replica, conn driver.Conn) error {

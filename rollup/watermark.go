@@ -48,10 +48,13 @@ type watermarks struct {
 	adm   *kadm.Client
 	log   *slog.Logger
 	topic string
-	// visible, when set, says whether the rows flushed so far are seen by every read of
-	// the rollups, whichever replica it goes to (readBack.visible of watermarkTables):
-	// no mark is published until they are.
+	// visible, set on a replicated ClickHouse, says whether the rows flushed so far are
+	// seen by every read of the rollups, whichever replica it goes to
+	// (replicaReadBack.visible of watermarkTables): no mark is published until they are.
+	// It reads every replica's replication state (ZooKeeper behind it), so it runs at
+	// most every visibleEvery; checked is when it last ran (step's goroutine only).
 	visible func(ctx context.Context) (bool, error)
+	checked time.Time
 
 	mu      sync.Mutex
 	owned   map[int32]bool
@@ -195,11 +198,9 @@ func (w *watermarks) step(ctx context.Context) error {
 	if len(marks) == 0 {
 		return nil
 	}
-	if w.visible != nil {
-		if ok, err := w.visible(qctx); err != nil || !ok {
-			w.keep(marks)
-			return cmpOr(err, errNotVisible)
-		}
+	if ok, err := w.ready(qctx); !ok {
+		w.keep(marks)
+		return err
 	}
 	if err := rollups.WatermarkRaise(qctx, w.cfg.Redis, w.cfg.ClickHouse.Database, n, marks); err != nil {
 		w.keep(marks)
@@ -219,6 +220,28 @@ func (w *watermarks) keep(marks map[int32]time.Time) {
 		}
 	}
 }
+
+// ready says whether the marks may be published now: always on one server; on a
+// replicated ClickHouse when a visibility check started now (at most one every
+// visibleEvery: the marks wait meanwhile, without an error) finds every replica caught
+// up.
+func (w *watermarks) ready(ctx context.Context) (bool, error) {
+	if w.visible == nil {
+		return true, nil
+	}
+	if time.Since(w.checked) < visibleEvery {
+		return false, nil
+	}
+	w.checked = time.Now()
+	ok, err := w.visible(ctx)
+	if err == nil && !ok {
+		err = errNotVisible
+	}
+	return err == nil, err
+}
+
+// visibleEvery bounds how often the replicas' state is read for the watermark.
+const visibleEvery = time.Second
 
 // errNotVisible: a replica has not caught up with the rollups' replication logs, or does
 // not answer; the marks wait.
