@@ -329,7 +329,7 @@ func (p *Parser) readEventName(b *Batch, st *eventState, idx int, e *schema.Even
 	case len(v) == 0:
 		p.reject(b, st, idx, "event_name", "required", "")
 	case len(v) > schema.MaxNameLen:
-		p.reject(b, st, idx, "event_name", "max_length", string(v[:32])+"…")
+		p.reject(b, st, idx, "event_name", "max_length", clip(v, 32, "…"))
 	case !printable(v):
 		p.reject(b, st, idx, "event_name", "printable", string(v))
 	case s.escaped:

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"svc/schema"
+	"svc/schema/rejection"
 )
 
 var fixedNow = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
@@ -300,5 +301,41 @@ func TestPlainRunMatchesBytewise(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestRejectedValueWithheldPastTheCut: a rejected value is cut (64 bytes of raw JSON, 32
+// of an event name) before it is echoed and kept; a value whose '@' lies past the cut
+// must still be withheld, or the local part of an address before it is kept.
+func TestRejectedValueWithheldPastTheCut(t *testing.T) {
+	const local = "ada.lovelace.analytical.engine"
+	pad := strings.Repeat("x", 40)
+	ev := `{"event_name":"purchase","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}`
+	cases := []struct{ name, event, field string }{
+		{"raw value", ev + `,"value":"` + pad + local + `@example.com","currency":"EUR"}`, "value"},
+		{"raw value escaped", ev + `,"value":"` + pad + local + `\u0040example.com","currency":"EUR"}`, "value"},
+		{"raw object", ev + `,"consent":{"measurement":{"note":"` + pad + local + `@example.com"}}}`, "consent.measurement"},
+		{"event_id type", ev + `,"event_id":["` + pad + local + `@example.com"]}`, "event_id"},
+		{"long name", `{"event_name":"` + local + strings.Repeat("y", 10) + `@example.com` + strings.Repeat("z", 100) +
+			`","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name"},
+		{"long name escaped", `{"event_name":"` + local + strings.Repeat("y", 10) + `\u0040example.com` + strings.Repeat("z", 100) +
+			`","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, ok := parse(t, `{"pixel_id":"x","events":[`+c.event+`]}`)
+			if !ok || len(b.Rejections) != 1 || b.Rejections[0].Field != c.field {
+				t.Fatalf("ok=%v rejections=%+v envelope=%v", ok, b.Rejections, b.Envelope)
+			}
+			r := b.Rejections[0]
+			if kept := rejection.Redact(r.Field, r.Value); kept != rejection.Withheld || strings.Contains(fmt.Sprint(r.Value), "lovelace") {
+				t.Fatalf("the local part is kept: errors[].value %q, stored %s", r.Value, kept)
+			}
+		})
+	}
+	// A value without an '@' is still echoed, cut.
+	b, _ := parse(t, `{"pixel_id":"x","events":[`+ev+`,"value":"`+strings.Repeat("q", 100)+`","currency":"EUR"}]}`)
+	if len(b.Rejections) != 1 || b.Rejections[0].Value != `"`+strings.Repeat("q", 63) {
+		t.Fatalf("rejections %+v, want the value's first 64 bytes", b.Rejections)
 	}
 }

@@ -20,7 +20,7 @@ func (p *Parser) optional(b *Batch, st *eventState, idx int, field string, want 
 		return false
 	}
 	s.skip(0)
-	value := "(withheld: contact details are never echoed)"
+	value := withheldValue
 	if echo {
 		value = s.raw(from)
 	}
@@ -153,7 +153,7 @@ func (p *Parser) readIdentityEmail(b *Batch, st *eventState, idx int, e *schema.
 	}
 	digest, rule := schema.EmailDigest(s.str())
 	if rule != "" {
-		p.reject(b, st, idx, "identity.email", rule, "(withheld: contact details are never echoed)")
+		p.reject(b, st, idx, "identity.email", rule, withheldValue)
 		return false
 	}
 	e.HasEmail = true

@@ -1,9 +1,12 @@
 package ingest
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"unicode/utf8"
+
+	"svc/schema/rejection"
 )
 
 // scanner is a minimal JSON reader over one request body, built for the batch format:
@@ -405,11 +408,29 @@ func (s *scanner) skip(depth int) kind {
 	return k
 }
 
-// snippet returns up to 64 bytes of the raw value starting at from, for errors[].value.
+// raw returns up to 64 bytes of the raw value starting at from, for errors[].value, or
+// withheldValue when the whole value holds an '@' (clip).
 func (s *scanner) raw(from int) string {
-	end := min(s.i, from+64, len(s.b))
+	end := min(s.i, len(s.b))
 	if from >= end {
 		return ""
 	}
-	return string(s.b[from:end])
+	return clip(s.b[from:end], 64, "")
+}
+
+// withheldValue stands for a rejected value that may hold contact details.
+const withheldValue = rejection.WithheldEcho
+
+// clip returns v cut to n bytes (and marked with more when cut) for errors[].value and
+// the rejection records, or withheldValue when v holds an '@', written or escaped as
+// \u0040: the check reads the whole value before it is cut, so a value whose '@' lies
+// past the cut (an email after a long prefix) does not leave its local part behind.
+func clip(v []byte, n int, more string) string {
+	if bytes.IndexByte(v, '@') >= 0 || bytes.Contains(v, []byte(`\u0040`)) {
+		return withheldValue
+	}
+	if len(v) <= n {
+		return string(v)
+	}
+	return string(v[:n]) + more
 }

@@ -60,6 +60,10 @@ const (
 // in it: an email, or anything that could be one, is never kept, not even its digest.
 const Withheld = `"(withheld)"`
 
+// WithheldEcho is what the edge's answer says in errors[].value in place of a value that
+// may hold contact details; Redact keeps it as Withheld.
+const WithheldEcho = "(withheld: contact details are never echoed)"
+
 // Batch is the index of an entry about the batch as a whole.
 const Batch = -1
 
@@ -85,12 +89,12 @@ type Record struct {
 }
 
 // Redact returns the JSON text to keep for value received in field: Withheld for an
-// identity field ("identity", "identity.…") and for any value whose JSON text holds an
+// identity field ("identity", "identity.…"), for WithheldEcho, and for any value whose JSON text holds an
 // '@', written or escaped (a value kept as the raw JSON text received may hold
 // "\u0040"); otherwise its JSON text, and when that is longer than maxValue bytes, the text
 // cut and kept as a JSON string ending in "…" (at most maxValue bytes).
 func Redact(field string, value any) string {
-	if field == "identity" || strings.HasPrefix(field, "identity.") {
+	if field == "identity" || strings.HasPrefix(field, "identity.") || value == WithheldEcho {
 		return Withheld
 	}
 	b, err := json.Marshal(value)
