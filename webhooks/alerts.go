@@ -12,7 +12,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"svc/lib/ids"
-	"svc/schema/rollups"
 	"svc/schema/trace"
 	"svc/schema/workspace"
 )
@@ -163,13 +162,13 @@ func (tr *Triggers) silent(ctx context.Context, ws uuid.UUID, sandbox bool, pixe
 	if err != nil {
 		return err
 	}
-	n, marks, err := rollups.Watermarks(ctx, tr.Keys.Redis(), tr.Config.ClickHouse.Database)
+	lags, err := trace.Lags(ctx, tr.Keys.Redis(), tr.Config.ClickHouse.Database, pixels, now)
 	if err != nil {
 		return err
 	}
 	for _, p := range pixels {
 		at := now
-		if w, ok := marks[trace.Partition(p, max(n, 1))]; n > 0 && ok && w.Before(at) {
+		if w := lags[p].Through; !w.IsZero() && w.Before(at) {
 			at = w.UTC()
 		}
 		l, seen := last[p]

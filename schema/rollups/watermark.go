@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,14 +24,20 @@ import (
 // (stored, or skipped as stored, a duplicate or a dead letter); then W_p = S −
 // ClockMargin. IngestedThrough is the minimum over the topic's partitions, read from
 //
-//	svc:watermark:{<db>}:events.v1  HASH  n → partitions of the topic, "<p>" → W_p (unix ms)
+//	svc:watermark:{<db>}:events.v1  HASH  n → partitions of the topic, "<p>" → W_p (unix ms),
+//	                                      "n:<m>" → 1 for every partition count m published
 //
 // per ClickHouse database (the data the instant is about), so that deployments and tests
 // sharing a Redis do not mix.
 // A value only ever rises (WatermarkRaise keeps the larger), so a member that lost its
 // partition and publishes late cannot lower it; every value published is true when
 // published and stays true (stored events are never removed from the rollups, except
-// by an erasure's rebuild, which readers detect: HoldsChanged in schema/erasure).
+// by an erasure's rebuild, which readers detect: HoldsChanged in schema/erasure). n
+// rises too: Kafka only ever adds partitions, and a member reading the topic's metadata
+// before partitions were added must not hide the new ones from the minimum. The counts
+// published are kept because a pixel's records move to another partition when the
+// count changes (the partitioner hashes the key modulo the count): the pixel's earlier
+// records may still wait on the partition of an earlier count (Published.Through).
 
 // ClockMargin is subtracted from the consumer's clock: the hosts' clocks (NTP) must
 // agree with true time within it, for the published instant to bound the 202s sent
@@ -40,11 +47,13 @@ const ClockMargin = 250 * time.Millisecond
 // WatermarkKey is the Redis hash of the watermarks published for database db.
 func WatermarkKey(db string) string { return "svc:watermark:{" + db + "}:" + schema.TopicEvents }
 
-// watermarkLib raises the partitions' values: KEYS[1] the hash; ARGV n, then pairs of
-// partition and unix ms.
+// watermarkLib raises the partitions' values and the partition count: KEYS[1] the hash;
+// ARGV n, then pairs of partition and unix ms.
 var watermarkLib = redisfn.New("watermark", `
 local function raise(KEYS, ARGV)
-  redis.call('HSET', KEYS[1], 'n', ARGV[1])
+  local n = tonumber(ARGV[1])
+  if n > tonumber(redis.call('HGET', KEYS[1], 'n') or '0') then redis.call('HSET', KEYS[1], 'n', n) end
+  redis.call('HSET', KEYS[1], 'n:' .. n, 1)
   for i = 2, #ARGV - 1, 2 do
     local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[i]) or '0')
     if tonumber(ARGV[i + 1]) > cur then redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
@@ -87,19 +96,54 @@ func IngestedThrough(ctx context.Context, rdb redis.UniversalClient, db string) 
 	return time.UnixMilli(low).UTC(), true, nil
 }
 
-// Watermarks returns the partition count published for the topic (0: none yet) and the
+// Published is what the consumers published for the topic: N, the partition count (0:
+// none yet), Counts, every partition count published (N among them), and Marks, the
 // partitions' values W_p (a partition absent has none yet).
-func Watermarks(ctx context.Context, rdb redis.UniversalClient, db string) (int, map[int32]time.Time, error) {
+type Published struct {
+	N      int
+	Counts []int
+	Marks  map[int32]time.Time
+}
+
+// Watermarks reads what was published for database db.
+func Watermarks(ctx context.Context, rdb redis.UniversalClient, db string) (Published, error) {
 	m, err := rdb.HGetAll(ctx, WatermarkKey(db)).Result()
 	if err != nil {
-		return 0, nil, fmt.Errorf("read the watermark: %w", err)
+		return Published{}, fmt.Errorf("read the watermark: %w", err)
 	}
 	n, _ := strconv.Atoi(m["n"])
-	out := map[int32]time.Time{}
-	for p := 0; p < n; p++ {
-		if v, err := strconv.ParseInt(m[strconv.Itoa(p)], 10, 64); err == nil {
-			out[int32(p)] = time.UnixMilli(v).UTC()
+	out := Published{N: max(n, 0), Marks: map[int32]time.Time{}}
+	if out.N == 0 {
+		return out, nil
+	}
+	out.Counts = append(out.Counts, out.N)
+	for f := range m {
+		if c, err := strconv.Atoi(strings.TrimPrefix(f, "n:")); strings.HasPrefix(f, "n:") && err == nil && c > 0 && c != out.N {
+			out.Counts = append(out.Counts, c)
 		}
 	}
-	return max(n, 0), out, nil
+	for p := 0; p < out.N; p++ {
+		if v, err := strconv.ParseInt(m[strconv.Itoa(p)], 10, 64); err == nil {
+			out.Marks[int32(p)] = time.UnixMilli(v).UTC()
+		}
+	}
+	return out, nil
+}
+
+// Through is the instant before which every record written with one key is stored,
+// given the partition the key maps to under a partition count (partitionOf): the least of
+// the values of its partitions under every count published; false when one of them has
+// none yet.
+func (pub Published) Through(partitionOf func(n int) int32) (time.Time, bool) {
+	var low time.Time
+	for i, n := range pub.Counts {
+		w, ok := pub.Marks[partitionOf(n)]
+		if !ok {
+			return time.Time{}, false
+		}
+		if i == 0 || w.Before(low) {
+			low = w
+		}
+	}
+	return low, len(pub.Counts) > 0
 }

@@ -175,8 +175,10 @@ func (d Day) RejectedTotal() uint64 {
 }
 
 // Lag is the pipeline's lag for one pixel: the partition of schema.TopicEvents its
-// batches go to, that partition's completeness watermark (every event of the pixel a
-// 202 accepted before Through is stored) and now minus it. Through is zero until the
+// batches go to, the completeness watermark of its batches (every event of the pixel a
+// 202 accepted before Through is stored: the least of the watermarks of the partitions
+// its batches went to under every partition count published, since its earlier batches
+// stay on the partition of an earlier count) and now minus it. Through is zero until the
 // consumer published it.
 type Lag struct {
 	Partition int32
@@ -191,13 +193,13 @@ func Lags(ctx context.Context, rdb redis.UniversalClient, db string, pixels []uu
 	if db == "" || rdb == nil {
 		return out, nil
 	}
-	n, marks, err := rollups.Watermarks(ctx, rdb, db)
-	if err != nil || n == 0 {
+	pub, err := rollups.Watermarks(ctx, rdb, db)
+	if err != nil || pub.N == 0 {
 		return out, err
 	}
 	for _, px := range pixels {
-		l := Lag{Partition: Partition(px, n)}
-		if w, ok := marks[l.Partition]; ok {
+		l := Lag{Partition: Partition(px, pub.N)}
+		if w, ok := pub.Through(func(n int) int32 { return Partition(px, n) }); ok {
 			l.Through, l.Seconds = w, max(0, now.Sub(w).Seconds())
 		}
 		out[px] = l
