@@ -378,10 +378,13 @@ func TestRejectionSamplesCappedCountsExact(t *testing.T) {
 	if s := time.Now().Second(); s > 50 {
 		time.Sleep(time.Duration(61-s) * time.Second) // all in one minute
 	}
+	var requests []string
 	for i := 0; i < 4; i++ {
-		if r := p.Do(t, "POST", "/events", tn.Secret, batch(tn.PixelID(), ev("a", ``), `{"event_name":"x"}`, ev("b", `,"value":1`))); r.Status != 202 {
+		r := p.Do(t, "POST", "/events", tn.Secret, batch(tn.PixelID(), ev("a", ``), `{"event_name":"x"}`, ev("b", `,"value":1`)))
+		if r.Status != 202 {
 			t.Fatalf("%d %s", r.Status, r.Body)
 		}
+		requests = append(requests, r.JSON(t)["request_id"].(string))
 	}
 	pg := p.waitRejections(t, tn.Secret, "pixel_id="+tn.PixelID(), 8)
 	if len(pg.Data) != 3 || pg.Meta.NotStored != 5 {
@@ -389,6 +392,18 @@ func TestRejectionSamplesCappedCountsExact(t *testing.T) {
 	}
 	if pg := p.waitRejections(t, tn.Secret, "pixel_id="+tn.PixelID()+"&rule=required_with_value", 4); len(pg.Data)+int(pg.Meta.NotStored) != 4 {
 		t.Fatalf("rule filter: %d stored + %d not stored, want 4", len(pg.Data), pg.Meta.NotStored)
+	}
+	// Each request's life counts all of its rejections, stored as samples or only
+	// counted past the cap, as its 202 did.
+	for _, id := range requests {
+		var got map[string]any
+		svctest.WaitFor(t, 20*time.Second, "GET /batches/"+id+" stored", func() bool {
+			got = nil
+			return p.get(t, tn.Secret, "/batches/"+id, &got).Status == 200 && got["accepted"] == 1.0
+		})
+		if got["rejected"] != 2.0 || got["events"] != 3.0 || fmt.Sprint(got["rejected_by_rule"]) != "map[required:1 required_with_value:1]" {
+			t.Errorf("GET /batches/%s: %v, want 3 events, 1 accepted, 2 rejected (required, required_with_value)", id, got)
+		}
 	}
 }
 

@@ -45,7 +45,7 @@ import (
 //
 // Samples are capped per pixel and minute (Config.RejectionSamples): past the cap a
 // rejection is only counted, in a row of sample = 0 per partition, pixel, minute,
-// status, field and rule and flush. A pixel's records are on one partition, consumed by
+// status, field and rule and flush, and for a 202 per request too (countKey). A pixel's records are on one partition, consumed by
 // one member at a time, so the member knows how many samples of a pixel-minute it
 // stored or buffered; after any change of its partitions (and at start) it reads how
 // many the table holds for the pixel-minutes it meets up to a minute past that change,
@@ -63,7 +63,11 @@ const rejectionFlushRows = 50_000
 // sampleHorizon is how long a pixel-minute's sample count is kept in memory.
 const sampleHorizon = 2 * time.Hour
 
-// countKey is what a count row (sample = 0) adds up within a flush.
+// countKey is what a count row (sample = 0) adds up within a flush. A 202's count rows
+// are its own (request, key and size set): GET /batches/{request_id} then counts every
+// rejection of a 202 past the cap, and their number is bounded by the accepted requests
+// (a 202 stores events), never by a flood of batches refused whole, whose count rows stay
+// one per pixel, minute, status, field and rule.
 type countKey struct {
 	part        int32
 	pm          rejection.PixelMinute
@@ -71,6 +75,10 @@ type countKey struct {
 	sandbox     bool
 	status      uint16
 	field, rule string
+	request     string // a 202's: its request id, key and size; "" otherwise
+	key         uuid.UUID
+	events      uint16
+	at          int64 // a 202's: unix seconds of its reception
 }
 
 type rejMetrics struct {

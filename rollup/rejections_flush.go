@@ -153,11 +153,15 @@ func (c *rejConsumer) apply(d *decodedRej) {
 			c.m.stored.Inc()
 			continue
 		}
-		k := countKey{part: p, pm: pm, ws: uuid.UUID(r.Workspace), sandbox: r.Sandbox, status: uint16(r.Status), field: e.Field, rule: e.Rule}
+		k := countKey{part: p, pm: pm, ws: uuid.UUID(r.Workspace), sandbox: r.Sandbox, status: uint16(r.Status), field: e.Field, rule: e.Rule,
+			at: pm.Minute}
+		if r.Status == 202 {
+			k.request, k.key, k.events, k.at = r.RequestID, uuid.UUID(r.Key), uint16(min(r.Events, 65535)), at.Unix()
+		}
 		row := c.counts[k]
 		if row == nil {
-			row = &rejection.Row{Workspace: k.ws, Pixel: pm.Pixel, Sandbox: k.sandbox, ReceivedAt: time.Unix(pm.Minute, 0).UTC(),
-				Status: k.status, Field: k.field, Rule: k.rule, Partition: p}
+			row = &rejection.Row{Workspace: k.ws, Pixel: pm.Pixel, Key: k.key, Sandbox: k.sandbox, ReceivedAt: time.Unix(k.at, 0).UTC(),
+				RequestID: k.request, Status: k.status, BatchEvents: k.events, Field: k.field, Rule: k.rule, Partition: p}
 			c.counts[k] = row
 		}
 		row.Rejections++

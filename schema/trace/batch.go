@@ -150,14 +150,19 @@ func (b *Batch) readOccurred(ctx context.Context, conn driver.Conn, where string
 	return rows.Err()
 }
 
-// readRejections reads the request's stored rejections by rule. A rejection is counted
-// once however many rows hold it: the consumer's record of the copies it dropped is
-// produced at least once, so one copy may be in two records (its index among the
-// accepted events, the event_id it maps to and the batch's size then agree).
+// readRejections reads the request's rejections by rule: its stored samples and, past
+// the consumer's cap of samples per pixel and minute, the count rows of a 202 (which
+// carry its request id; a batch refused whole is only counted per pixel and minute past
+// the cap, so it is not found). A sample is counted once however many rows hold it: the
+// consumer's record of the copies it dropped is produced at least once, so one copy may
+// be in two records (its index among the accepted events, the event_id it maps to and
+// the batch's size then agree); the rejections' consumer skips a second copy of such a
+// record by its batch id, which keeps a count row single.
 func (b *Batch) readRejections(ctx context.Context, conn driver.Conn, ws uuid.UUID, sandbox bool, since time.Time) error {
-	rows, err := conn.Query(ctx, `SELECT rule, uniqExact(event_index, field, value, batch_events), min(received_at), any(pixel_id), any(key_id),
-       max(status), max(batch_events)
-FROM `+rejection.Table+` WHERE workspace_id = toUUID(?) AND sandbox = ? AND minute >= toDateTime(?) AND sample = 1 AND request_id = ?
+	rows, err := conn.Query(ctx, `SELECT rule,
+       uniqExactIf(event_index, field, value, batch_events, sample = 1) + sumIf(toUInt64(rejections), sample = 0),
+       min(received_at), any(pixel_id), any(key_id), max(status), max(batch_events)
+FROM `+rejection.Table+` WHERE workspace_id = toUUID(?) AND sandbox = ? AND minute >= toDateTime(?) AND request_id = ?
 GROUP BY rule`, ws.String(), chpool.UInt8(sandbox), rejection.Minute(since).Unix(), b.RequestID)
 	if err != nil {
 		return fmt.Errorf("trace: batch rejections: %w", err)
