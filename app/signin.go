@@ -17,31 +17,48 @@ func (a *App) signInPage(c *call) error {
 	return c.render(200, "signin", "Sign in", "", signInData{Next: safeNext(c.Query("next"))})
 }
 
-// throttled answers 429 when the client's address, or email when given, reached its
-// bound of failed attempts (Throttle); true when it did (or the counters failed).
-func (c *call) throttled(email string) (bool, error) {
-	a, ctx := c.app, c.Context()
-	stop, err := a.Throttle.Blocked(ctx, "addr", c.ClientIP().String(), a.Config.AddressAttempts)
-	if err == nil && !stop && email != "" {
-		stop, err = a.Throttle.Blocked(ctx, "email", email, a.Config.SignInAttempts)
-	}
-	if err != nil {
-		return true, err
-	}
-	if stop {
-		c.Ctx.Response.Header.Set("Retry-After", itoa(int(a.Config.ThrottleWindow.Seconds())))
-		c.message(429, "Too many attempts", "Too many failed sign-in attempts for this address or email. Wait a few minutes and try again.")
-	}
-	return stop, nil
+// attempt is one sign-in attempt counted against the client's address and, when an
+// email is given, against it too (Throttle.Take). A failure leaves it counted; ok gives
+// it back (a success, or an error that decided nothing), so people who sign in right
+// never wait.
+type attempt struct {
+	c     *call
+	email string
 }
 
-// failed counts a failed attempt of the client's address and, when given, of email.
-func (c *call) failed(email string) error {
-	err := c.app.Throttle.Fail(c.Context(), "addr", c.ClientIP().String())
-	if err == nil && email != "" {
-		err = c.app.Throttle.Fail(c.Context(), "email", email)
+// throttled counts an attempt of the client's address and, when given, of email; it
+// answers 429 and returns stop when one of them is at its bound of failed attempts
+// (nothing is counted then), and stop with the error when the counters failed.
+func (c *call) throttled(email string) (at *attempt, stop bool, err error) {
+	a, ctx, addr := c.app, c.Context(), c.ClientIP().String()
+	ok, err := a.Throttle.Take(ctx, "addr", addr, a.Config.AddressAttempts)
+	if err == nil && ok && email != "" {
+		if ok, err = a.Throttle.Take(ctx, "email", email, a.Config.SignInAttempts); !ok || err != nil {
+			_ = a.Throttle.Give(ctx, "addr", addr)
+		}
 	}
-	return err
+	if err != nil {
+		return nil, true, err
+	}
+	if !ok {
+		c.Ctx.Response.Header.Set("Retry-After", itoa(int(a.Config.ThrottleWindow.Seconds())))
+		c.message(429, "Too many attempts", "Too many failed sign-in attempts for this address or email. Wait a few minutes and try again.")
+		return nil, true, nil
+	}
+	return &attempt{c: c, email: email}, false, nil
+}
+
+// ok gives the attempt back: it succeeded, or an error decided nothing.
+func (at *attempt) ok() {
+	a, ctx := at.c.app, at.c.Context()
+	if err := a.Throttle.Give(ctx, "addr", at.c.ClientIP().String()); err != nil {
+		a.Log.Warn("sign-in throttle: give back failed", "err", err.Error())
+	}
+	if at.email != "" {
+		if err := a.Throttle.Give(ctx, "email", at.email); err != nil {
+			a.Log.Warn("sign-in throttle: give back failed", "err", err.Error())
+		}
+	}
 }
 
 // signIn checks email and password (throttled per address and per email) and starts a
@@ -53,18 +70,17 @@ func (a *App) signIn(c *call) error {
 	if err != nil {
 		email = ""
 	}
-	if stop, err := c.throttled(email); stop {
+	at, stop, err := c.throttled(email)
+	if stop {
 		return err
 	}
-	refuse := func() error {
-		if err := c.failed(email); err != nil {
-			return err
-		}
+	refuse := func() error { // the attempt stays counted
 		_ = a.Audit.Record(ctx, Entry{Who: email, Address: c.ClientIP().String(), Action: "user sign-in refused", Target: email})
 		return c.render(401, "signin", "Sign in", "", signInData{Email: c.form.Get("email"), Next: next, Error: "Wrong email or password."})
 	}
 	ok, err := a.Users.CheckPassword(ctx, email, c.form.Get("password"))
 	if err != nil {
+		at.ok()
 		return err
 	}
 	if !ok || email == "" {
@@ -74,6 +90,7 @@ func (a *App) signIn(c *call) error {
 	if errors.Is(err, ErrNotFound) {
 		return refuse()
 	}
+	at.ok()
 	if err != nil {
 		return err
 	}
@@ -150,18 +167,17 @@ type inviteData struct {
 // invite reads the sign-in link of the request (throttled per address); nil with the
 // 410 page answered when it was used, expired or never was.
 func (a *App) invite(c *call) (*Invite, *inviteData, error) {
-	if stop, err := c.throttled(""); stop {
+	at, stop, err := c.throttled("")
+	if stop {
 		return nil, nil, err
 	}
 	token := c.Param("token")
 	inv, err := a.Users.PeekInvite(c.Context(), token)
-	if errors.Is(err, ErrInviteGone) {
-		if err := c.failed(""); err != nil {
-			return nil, nil, err
-		}
+	if errors.Is(err, ErrInviteGone) { // the attempt stays counted: links are not guessed
 		c.message(410, "Sign-in link not valid", "This sign-in link was used already or has expired (links work once, for 24 hours). Ask a workspace administrator for a new one.")
 		return nil, nil, nil
 	}
+	at.ok()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -189,15 +205,22 @@ func (a *App) invitePage(c *call) error {
 // acceptInvite uses a sign-in link: a newcomer sets a password, someone with an account
 // proves theirs; then the link is used up (once, atomically), the membership made, and
 // a session started.
-func (a *App) acceptInvite(c *call) error {
+func (a *App) acceptInvite(c *call) (err error) {
 	ctx := c.Context()
+	failed := false
 	inv, d, err := a.invite(c)
 	if inv == nil {
 		return err
 	}
-	if stop, err := c.throttled(inv.Email); stop {
+	at, stop, err := c.throttled(inv.Email)
+	if stop {
 		return err
 	}
+	defer func() {
+		if !failed {
+			at.ok()
+		}
+	}()
 	pw := c.form.Get("password")
 	again := func(msg string) error { d.Error = msg; return c.render(422, "invite", "Join "+d.Workspace, "", d) }
 	if d.HasAccount {
@@ -206,9 +229,7 @@ func (a *App) acceptInvite(c *call) error {
 			return err
 		}
 		if !ok {
-			if err := c.failed(inv.Email); err != nil {
-				return err
-			}
+			failed = true // the attempt stays counted
 			return again("Wrong password.")
 		}
 	} else {

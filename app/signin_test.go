@@ -147,3 +147,57 @@ func TestThrottlePerAddress(t *testing.T) {
 		t.Fatalf("another address: %d", p.Status)
 	}
 }
+
+// Concurrent attempts get no more password checks than the bound: each attempt is
+// counted before its check, not after it.
+func TestThrottleHoldsUnderConcurrentAttempts(t *testing.T) {
+	rg := newRig(t, false)
+	rg.app.Config.SignInAttempts = 3
+	ws := rg.Workspace(t, false)
+	email := uniqueEmail("concurrent")
+	rg.member(t, ws, email, RoleViewer)
+	const n = 20
+	type ready struct {
+		b    *browser
+		form url.Values
+	}
+	var all []ready
+	for range n {
+		b := rg.browser(t)
+		form := url.Values{"email": {email}, "password": {"wrong password!"}, "csrf": {csrfOf(t, b.get("/app/sign-in").Body)}}
+		all = append(all, ready{b, form})
+	}
+	got := make(chan int, n)
+	for _, r := range all {
+		go func() { got <- r.b.do("POST", "/app/sign-in", r.form).Status }()
+	}
+	counts := map[int]int{}
+	for range n {
+		counts[<-got]++
+	}
+	if counts[401] != 3 || counts[429] != n-3 {
+		t.Fatalf("answers %v: want 3 password checks (401) and %d refused unchecked (429)", counts, n-3)
+	}
+	// A right password after them waits too; the bound holds for the window.
+	b := rg.browser(t)
+	if p := b.post("/app/sign-in", "/app/sign-in", url.Values{"email": {email}, "password": {password}}); p.Status != 429 {
+		t.Fatalf("the right password past the bound: %d", p.Status)
+	}
+}
+
+// A success gives its attempt back: people who sign in right never wait.
+func TestThrottleSuccessCostsNothing(t *testing.T) {
+	rg := newRig(t, false)
+	rg.app.Config.SignInAttempts = 2
+	ws := rg.Workspace(t, false)
+	email := uniqueEmail("right")
+	rg.member(t, ws, email, RoleViewer)
+	for i := range 5 {
+		if p := rg.browser(t).post("/app/sign-in", "/app/sign-in", url.Values{"email": {email}, "password": {password}}); p.Status != 303 {
+			t.Fatalf("sign-in %d: %d", i, p.Status)
+		}
+	}
+	if p := rg.browser(t).post("/app/sign-in", "/app/sign-in", url.Values{"email": {email}, "password": {"wrong password!"}}); p.Status != 401 {
+		t.Fatalf("a wrong password after five right ones: %d", p.Status)
+	}
+}
