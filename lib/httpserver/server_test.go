@@ -19,6 +19,7 @@ import (
 	"svc/lib/httpserver"
 	"svc/lib/idempotency"
 	"svc/lib/problem"
+	"svc/lib/svctest"
 	"svc/schema/apitest"
 	"svc/schema/workspace"
 )
@@ -142,6 +143,40 @@ func TestRotationOverlap(t *testing.T) {
 	if r := s.Do(t, "GET", "/things", newSec, ""); r.Status != 200 {
 		t.Fatalf("new secret after cutover: %d", r.Status)
 	}
+}
+
+// A rotation with a shorter overlap than an earlier one ends every older secret at its
+// own cutover: a leaked secret is cut off by rotating again with overlap 0.
+func TestRotationShortensAnEarlierOverlap(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	ctx := context.Background()
+	_, second, _, err := s.Keys.Rotate(ctx, tn.Key.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, third, cutover, err := s.Keys.Rotate(ctx, tn.Key.ID, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range []string{tn.Secret, second} {
+		svctest.WaitFor(t, 3*time.Second, "the older secret refused", func() bool {
+			return s.Do(t, "GET", "/things", sec, "").Status == 401
+		})
+		m := apitest.Problem(t, s.Do(t, "GET", "/things", sec, ""), 401, "key_expired")
+		if m["expired_at"] != cutover.UTC().Format(time.RFC3339) {
+			t.Fatalf("expired_at %v, want the second rotation's cutover %s", m["expired_at"], cutover)
+		}
+	}
+	if r := s.Do(t, "GET", "/things", third, ""); r.Status != 200 {
+		t.Fatalf("the newest secret: %d", r.Status)
+	}
+	// A longer overlap later does not bring an ended secret back.
+	if _, _, _, err := s.Keys.Rotate(ctx, tn.Key.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(1100 * time.Millisecond)
+	apitest.Problem(t, s.Do(t, "GET", "/things", tn.Secret, ""), 401, "key_expired")
 }
 
 // TestRevocationReachesAnotherProcess: a second server with its own key cache (as a

@@ -250,7 +250,7 @@ func (s *Store) SetLimits(ctx context.Context, id uuid.UUID, burst, daily int) (
 }
 
 // Rotate issues a new secret for key id at once. Every older secret of the key keeps
-// working until now+overlap (its cutover), then answers key_expired.
+// working until now+overlap or its own earlier cutover, then answers key_expired.
 func (s *Store) Rotate(ctx context.Context, id uuid.UUID, overlap time.Duration) (apikey.Key, string, time.Time, error) {
 	if overlap < 0 {
 		return apikey.Key{}, "", time.Time{}, errors.New("overlap must not be negative")
@@ -286,10 +286,13 @@ func (s *Store) Rotate(ctx context.Context, id uuid.UUID, overlap time.Duration)
 	return k, secret, cutover, nil
 }
 
-// setCutover gives the secret record of digest a cutover, unless it has one.
+// setCutover gives the secret record of digest cutover, unless it has an earlier one: a
+// rotation never extends an older secret's life, and a shorter overlap ends it sooner
+// (rotating with overlap 0 cuts off a leaked secret however long an earlier rotation let it
+// run).
 func (s *Store) setCutover(ctx context.Context, digest string, cutover time.Time) error {
 	var old apikey.Secret
-	if err := s.getJSON(ctx, secretKey(digest), &old); err != nil || old.CutoverAt != nil {
+	if err := s.getJSON(ctx, secretKey(digest), &old); err != nil || old.CutoverAt != nil && !cutover.Before(*old.CutoverAt) {
 		if errors.Is(err, ErrNotFound) {
 			return nil
 		}
