@@ -2,10 +2,15 @@ package app
 
 import (
 	"context"
+	"log/slog"
 	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/google/uuid"
+
+	"svc/lib/svctest"
 )
 
 // The sign-in path: an invite link sets a password and signs in once; the link is then
@@ -199,5 +204,23 @@ func TestThrottleSuccessCostsNothing(t *testing.T) {
 	}
 	if p := rg.browser(t).post("/app/sign-in", "/app/sign-in", url.Values{"email": {email}, "password": {"wrong password!"}}); p.Status != 401 {
 		t.Fatalf("a wrong password after five right ones: %d", p.Status)
+	}
+}
+
+// A page that fails logs its route, never its path: a sign-in link's path holds its
+// token, which still works after the failure.
+func TestFailedPageLogsNoToken(t *testing.T) {
+	rg := newRig(t, false)
+	var buf svctest.SyncBuffer
+	rg.app.Log = slog.New(slog.NewTextHandler(&buf, nil))
+	token, _, err := rg.app.Users.Invite(context.Background(), uuid.New(), uniqueEmail("gone"), RoleViewer, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := rg.browser(t).get("/app/invite/" + token); p.Status != 500 {
+		t.Fatalf("a link to a workspace that does not exist: %d", p.Status)
+	}
+	if log := buf.String(); !strings.Contains(log, "page failed") || strings.Contains(log, token) {
+		t.Fatalf("log: %s", log)
 	}
 }

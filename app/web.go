@@ -48,7 +48,7 @@ func (a *App) serve(h handler) httpserver.Handler {
 		hd.Set("Cache-Control", "no-store")
 		c := &call{Request: r, app: a}
 		if err := h(c); err != nil {
-			a.Log.Error("page failed", "request_id", r.ID, "path", string(r.Ctx.Path()), "err", err.Error())
+			a.Log.Error("page failed", "request_id", r.ID, "route", r.RoutePath(), "err", err.Error())
 			r.Ctx.Response.ResetBody()
 			c.message(500, "Something went wrong", "The page failed; nothing more was changed. Request "+r.ID+" identifies it for the operator.")
 		}

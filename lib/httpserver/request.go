@@ -61,6 +61,10 @@ func (r *Request) DryRun() bool { return r.dryRun }
 // bound their own calls with timeouts, and shutdown waits for handlers to finish.
 func (r *Request) Context() context.Context { return context.Background() }
 
+// RoutePath is the path pattern of the request's route ("/app/invite/{token}"): what
+// a log line names, since a path's parameters may be secrets (a sign-in link's token).
+func (r *Request) RoutePath() string { return r.route.Path }
+
 // Param returns the path parameter name ("" if absent).
 func (r *Request) Param(name string) string {
 	for _, p := range r.params {
