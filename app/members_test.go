@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"net/url"
 	"regexp"
 	"strings"
@@ -32,5 +33,45 @@ func TestMembersInvite(t *testing.T) {
 	}
 	if p := adm.post("/app/members", "/app/members", url.Values{"email": {"not an email"}, "role": {RoleAdmin}}); p.Status != 422 {
 		t.Fatalf("a bad email: %d", p.Status)
+	}
+}
+
+// A sign-in link never changes the role of someone who is a member already: an older
+// link of a member made admin since cannot make them a viewer (and leave the workspace
+// without an admin, past the last-admin rule and the audited role change). Inviting a
+// member is refused.
+func TestInviteNeverChangesAMembersRole(t *testing.T) {
+	rg := newRig(t, false)
+	ctx := context.Background()
+	ws := rg.Workspace(t, false)
+	adminEmail, email := uniqueEmail("first-admin"), uniqueEmail("bob")
+	rg.member(t, ws, adminEmail, RoleAdmin)
+	var links []string
+	for range 2 {
+		token, _, err := rg.app.Users.Invite(ctx, ws.ID, email, RoleViewer, adminEmail)
+		if err != nil {
+			t.Fatal(err)
+		}
+		links = append(links, "/app/invite/"+token)
+	}
+	bob := rg.browser(t)
+	if p := bob.post(links[1], links[1], url.Values{"password": {password}, "confirm": {password}}); p.Status != 303 {
+		t.Fatalf("bob's second link: %d %s", p.Status, p.Body)
+	}
+	if _, _, err := rg.app.Users.SetRole(ctx, ws.ID, email, RoleAdmin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rg.app.Users.Remove(ctx, ws.ID, adminEmail); err != nil {
+		t.Fatal(err)
+	}
+	if p := rg.browser(t).post(links[0], links[0], url.Values{"password": {password}}); p.Status != 303 {
+		t.Fatalf("bob's first link: %d %s", p.Status, p.Body)
+	}
+	if m, err := rg.app.Users.Member(ctx, ws.ID, email); err != nil || m.Role != RoleAdmin {
+		t.Fatalf("bob after his older link: %+v %v, want admin still", m, err)
+	}
+	if p := bob.post("/app/members", "/app/members", url.Values{"email": {email}, "role": {RoleViewer}}); p.Status != 422 ||
+		!strings.Contains(p.Body, "member of this workspace already") {
+		t.Fatalf("inviting a member: %d\n%s", p.Status, p.Body)
 	}
 }

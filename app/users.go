@@ -116,6 +116,11 @@ func (u *Users) Invite(ctx context.Context, ws uuid.UUID, email, role, by string
 	if !validRole(role) {
 		return "", Invite{}, fmt.Errorf("role %q: want admin or viewer", role)
 	}
+	if m, err := u.Member(ctx, ws, email); err == nil {
+		return "", Invite{}, fmt.Errorf("%s is a member of this workspace already (%s): change a role on the members screen", email, m.Role)
+	} else if !errors.Is(err, ErrNotFound) {
+		return "", Invite{}, err
+	}
 	now := u.now()
 	inv := Invite{Workspace: ws, Email: email, Role: role, InvitedBy: by, CreatedAt: now, ExpiresAt: now.Add(InviteTTL)}
 	token := randomToken()
@@ -197,16 +202,22 @@ func (u *Users) CheckPassword(ctx context.Context, email, pw string) (bool, erro
 	return ok, err
 }
 
-// Join makes email a member of ws with role (a member already keeps the membership,
-// with role).
+// Join makes email a member of ws with role; a member already keeps the membership and
+// role they have (a sign-in link never changes a role), which Join returns.
 func (u *Users) Join(ctx context.Context, ws uuid.UUID, email, role, by string) (Member, error) {
 	if !validRole(role) {
 		return Member{}, fmt.Errorf("role %q: want admin or viewer", role)
 	}
 	m := Member{Email: email, Role: role, InvitedBy: by, JoinedAt: u.now()}
 	b, _ := json.Marshal(m)
-	if err := u.rdb.HSet(ctx, membersKey(ws), email, b).Err(); err != nil {
+	made, err := u.rdb.HSetNX(ctx, membersKey(ws), email, b).Result()
+	if err != nil {
 		return Member{}, err
+	}
+	if !made { // a member already: a link never changes a role (SetRole does, audited, keeping an admin)
+		if m, err = u.Member(ctx, ws, email); err != nil {
+			return Member{}, err
+		}
 	}
 	return m, u.rdb.SAdd(ctx, personWSKey(email), ws.String()).Err()
 }
