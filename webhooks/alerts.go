@@ -172,14 +172,14 @@ func (tr *Triggers) silent(ctx context.Context, ws uuid.UUID, sandbox bool, pixe
 			at = w.UTC()
 		}
 		l, seen := last[p]
-		since, open, err := st.episodeSince(ctx, KindPixelSilent, p)
+		ep, open, err := st.episodeOf(ctx, KindPixelSilent, p)
 		if err != nil {
 			return err
 		}
 		var firing bool
 		switch {
 		case open:
-			firing = !seen || !l.After(since) // cleared by an event received after the silence began
+			firing = !seen || !l.After(ep.Since) // cleared by an event received after the silence began
 		default:
 			firing = seen && at.Sub(l) >= a.SilentAfter
 		}
@@ -208,31 +208,44 @@ func stateOf(cleared *time.Time) string {
 // episode moves pixel's episode of kind: firing with none open opens one starting at
 // start (or joins the one another process opened) and emits its firing event; not
 // firing with one open emits its cleared event and closes it. data builds the event's
-// data from the episode's start and, when it cleared, the instant (the scan's).
+// data from the episode's start and, when it cleared, the instant (the scan's). An
+// episode opened whose firing event was not emitted (the emission failed, or the
+// process stopped between the two) emits it at the next scan, before a cleared one:
+// receivers never see an episode clear that they did not see fire.
 func (tr *Triggers) episode(ctx context.Context, ws, pixel uuid.UUID, kind string, firing bool, start time.Time,
 	data func(since time.Time, cleared *time.Time) any) error {
 	st := tr.Emitter.Store
-	since, open, err := st.episodeSince(ctx, kind, pixel)
+	ep, open, err := st.episodeOf(ctx, kind, pixel)
 	if err != nil {
 		return err
 	}
 	now := tr.Now().UTC().Truncate(time.Second)
-	switch {
-	case firing && !open:
-		if since, err = st.openEpisode(ctx, kind, pixel, start.UTC().Truncate(time.Second)); err != nil {
+	if firing && !open {
+		if ep, err = st.openEpisode(ctx, kind, pixel, start.UTC().Truncate(time.Second)); err != nil {
 			return err
 		}
-		_, err = tr.Emitter.Emit(ctx, Event{ID: alertID(kind, pixel, since, AlertFiring), Kind: kind, WorkspaceID: ws,
-			CreatedAt: now, Data: data(since, nil)})
-		return err
-	case !firing && open:
-		if _, err := tr.Emitter.Emit(ctx, Event{ID: alertID(kind, pixel, since, AlertCleared), Kind: kind, WorkspaceID: ws,
-			CreatedAt: now, Data: data(since, &now)}); err != nil {
-			return err
-		}
-		return st.closeEpisode(ctx, kind, pixel)
+		open = true
 	}
-	return nil
+	if !open {
+		return nil
+	}
+	if ep.Pending {
+		if _, err = tr.Emitter.Emit(ctx, Event{ID: alertID(kind, pixel, ep.Since, AlertFiring), Kind: kind, WorkspaceID: ws,
+			CreatedAt: now, Data: data(ep.Since, nil)}); err != nil {
+			return err
+		}
+		if err := st.firingEmitted(ctx, kind, pixel, ep.Since); err != nil {
+			return err
+		}
+	}
+	if firing {
+		return nil
+	}
+	if _, err := tr.Emitter.Emit(ctx, Event{ID: alertID(kind, pixel, ep.Since, AlertCleared), Kind: kind, WorkspaceID: ws,
+		CreatedAt: now, Data: data(ep.Since, &now)}); err != nil {
+		return err
+	}
+	return st.closeEpisode(ctx, kind, pixel)
 }
 
 // alertID is the stable id of an episode's firing or cleared event.
@@ -248,37 +261,47 @@ func (s *Store) episodeKey(kind string, pixel uuid.UUID) string {
 
 type episodeState struct {
 	Since time.Time `json:"since"`
+	// Pending: the firing event is not emitted yet (a state without it was emitted).
+	Pending bool `json:"pending,omitempty"`
 }
 
-// episodeSince returns the start of pixel's open episode of kind (open false: none).
-func (s *Store) episodeSince(ctx context.Context, kind string, pixel uuid.UUID) (time.Time, bool, error) {
+// episodeOf returns pixel's open episode of kind (open false: none).
+func (s *Store) episodeOf(ctx context.Context, kind string, pixel uuid.UUID) (episodeState, bool, error) {
+	var e episodeState
 	v, err := s.rdb.Get(ctx, s.episodeKey(kind, pixel)).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return time.Time{}, false, nil
+		return e, false, nil
 	}
 	if err != nil {
-		return time.Time{}, false, err
+		return e, false, err
 	}
-	var e episodeState
 	if err := json.Unmarshal(v, &e); err != nil {
-		return time.Time{}, false, fmt.Errorf("episode %s of %s: %w", kind, ids.Format(ids.Pixel, pixel), err)
+		return e, false, fmt.Errorf("episode %s of %s: %w", kind, ids.Format(ids.Pixel, pixel), err)
 	}
-	return e.Since, true, nil
+	return e, true, nil
 }
 
-// openEpisode opens pixel's episode of kind at since unless one is open, and returns
-// the open episode's start (another process's, if it was first).
-func (s *Store) openEpisode(ctx context.Context, kind string, pixel uuid.UUID, since time.Time) (time.Time, error) {
-	b, _ := json.Marshal(episodeState{Since: since})
+// openEpisode opens pixel's episode of kind at since, its firing event pending, unless
+// one is open, and returns the open one.
+func (s *Store) openEpisode(ctx context.Context, kind string, pixel uuid.UUID, since time.Time) (episodeState, error) {
+	e := episodeState{Since: since, Pending: true}
+	b, _ := json.Marshal(e)
 	ok, err := s.rdb.SetNX(ctx, s.episodeKey(kind, pixel), b, 0).Result()
 	if err != nil || ok {
-		return since, err
+		return e, err
 	}
-	got, open, err := s.episodeSince(ctx, kind, pixel)
+	got, open, err := s.episodeOf(ctx, kind, pixel)
 	if err == nil && !open {
-		return since, errors.New("episode closed while being opened; the next scan retries")
+		return e, errors.New("episode closed while being opened; the next scan retries")
 	}
 	return got, err
+}
+
+// firingEmitted records that the firing event of pixel's episode of kind that began at
+// since was emitted (SET XX: an episode closed meanwhile is not made again).
+func (s *Store) firingEmitted(ctx context.Context, kind string, pixel uuid.UUID, since time.Time) error {
+	b, _ := json.Marshal(episodeState{Since: since})
+	return s.rdb.SetXX(ctx, s.episodeKey(kind, pixel), b, redis.KeepTTL).Err()
 }
 
 func (s *Store) closeEpisode(ctx context.Context, kind string, pixel uuid.UUID) error {

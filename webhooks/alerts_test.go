@@ -220,6 +220,32 @@ func TestRejectionsRisingFiresOncePerEpisode(t *testing.T) {
 	}
 }
 
+// An episode whose firing event could not be emitted (the emission failed after the
+// episode was opened) emits it at the next scan: it is not lost for the episode's life.
+func TestFiringEmittedAfterAFailedEmission(t *testing.T) {
+	w := newAlertWorld(t, workspace.Alerts{RejectionsThreshold: 0.2, RejectionsWindow: 5 * time.Minute, RejectionsMinEvents: 10})
+	px := w.tn.Pixel.ID
+	w.send(t, px, 20, 0)
+	w.send(t, px, 0, 10)
+	w.stored(t, px, 20, 10)
+	w.nextMinute()
+	// An endpoint record that cannot be read makes the emission fail.
+	ctx := context.Background()
+	bad, prefix := uuid.New(), w.e.store().Prefix()
+	eps := prefix + "ws:" + w.tn.Workspace.ID.String() + ":eps"
+	w.e.rdb.HSet(ctx, prefix+"ep:"+bad.String(), "json", "{")
+	w.e.rdb.SAdd(ctx, eps, bad.String())
+	if err := w.tr.ScanOnce(ctx); err == nil {
+		t.Fatal("the scan succeeded with an endpoint that cannot be read")
+	}
+	w.e.rdb.SRem(ctx, eps, bad.String())
+	w.e.rdb.Del(ctx, prefix+"ep:"+bad.String())
+	got := w.tick(t, 2)
+	if len(got) != 1 || got[0]["data"].(map[string]any)["state"] != "firing" {
+		t.Fatalf("%d deliveries after the failed emission, want the firing one: %v", len(got), got)
+	}
+}
+
 // Below the threshold nothing is sent: 2 rejected of 22 (0.09 < 0.2) on one pixel, and
 // 5 rejected of 5 on another (a share of 1, but fewer events than the minimum of 10).
 func TestRejectionsBelowThresholdFireNothing(t *testing.T) {
