@@ -37,7 +37,7 @@ func dryRun(r *httpserver.Request, b *Batch) error {
 	if len(b.Events) == 0 {
 		return problem.Invalid(fmt.Sprintf("None of the %d events is acceptable; see errors[].", b.Total), fieldErrors(b.Rejections)...)
 	}
-	body, err := json.Marshal(Accepted{Accepted: len(b.Events), Rejected: len(b.Rejections),
+	body, err := json.Marshal(Accepted{Accepted: len(b.Events), Rejected: len(b.Rejections), Duplicates: b.Duplicates,
 		Rejections: nonNil(b.Rejections), RequestID: r.ID})
 	if err != nil {
 		return err
