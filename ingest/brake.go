@@ -148,7 +148,8 @@ type brakeHeld struct{}
 // It takes no token: a batch takes one when its handler starts (postEvents, braked there
 // when the bucket emptied meanwhile) and gives it back unless refused whole, so a request
 // that never reaches the handler (the windows' 429, an Idempotency-Key's replay or
-// conflict) or a dry run holds none.
+// conflict) holds none. A dry run is read as a batch is: it takes a token, and its 422
+// counts as a refusal (its events cost the edge what a real batch's do).
 func (e *Edge) admit(r *httpserver.Request) *problem.Problem {
 	if e.brake.admits(r.Key.ID, time.Now()) {
 		return nil

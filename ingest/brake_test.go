@@ -152,3 +152,27 @@ func TestBrakeTokensOnlyForBatchesRead(t *testing.T) {
 		t.Fatalf("a valid batch after dry runs and replays: %d %s, want 202", r.Status, r.Body)
 	}
 }
+
+// Dry runs of invalid batches are braked as real ones are: each is read in full and
+// refunded its quota, so without the brake a key could make the edge check invalid
+// batches without bound.
+func TestBrakePacesInvalidDryRuns(t *testing.T) {
+	const rate = 5
+	rg := newRigWith(t, func(c *Config) { c.InvalidRate, c.BrakeHold = rate, 10*time.Millisecond })
+	tn := rg.Tenant(t, false)
+	bad := batchJSON(tn.PixelID(), `{"event_name":"x"}`)
+	braked := 0
+	for range 3 * rate {
+		r := rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, bad)
+		switch r.Status {
+		case 422:
+		case 429:
+			braked++
+		default:
+			t.Fatalf("an invalid dry run: %d %s", r.Status, r.Body)
+		}
+	}
+	if braked == 0 {
+		t.Fatalf("%d invalid dry runs in a row, none braked (burst %d)", 3*rate, 2*rate)
+	}
+}

@@ -272,14 +272,12 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 		}
 	}()
 	b := &w.batch
-	whole := false   // refused whole (422): the brake counts it
-	if !r.DryRun() { // a dry run neither takes a token nor is refused whole
-		admitted, took := e.brake.take(r.Key.ID, time.Now())
-		if !admitted {
-			return e.braked(r)
-		}
-		defer func() { e.brake.done(r.Key.ID, took, whole, time.Now()) }()
+	whole := false // refused whole (422, a dry run's too): the brake counts it
+	admitted, took := e.brake.take(r.Key.ID, time.Now())
+	if !admitted {
+		return e.braked(r)
 	}
+	defer func() { e.brake.done(r.Key.ID, took, whole, time.Now()) }()
 	if !w.parser.Parse(r.Body(), b) {
 		p := problem.Invalid("The body is not a valid batch; see errors[].", b.Envelope...)
 		e.rejected(r, b, p)
@@ -291,7 +289,9 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 		return perr
 	}
 	if r.DryRun() {
-		return dryRun(r, b)
+		err := dryRun(r, b)
+		whole = err != nil
+		return err
 	}
 	e.countRejections(b)
 	e.dropSuppressed(r.Key.WorkspaceID, b)
