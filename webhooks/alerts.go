@@ -113,15 +113,37 @@ func (tr *Triggers) alertWorkspace(ctx context.Context, ws uuid.UUID, a workspac
 	return errors.Join(errs...)
 }
 
+// shareReached says whether rejected of received (> 0) is at or above threshold, a share
+// written in decimal: the quotient, correctly rounded, is the double nearest the exact
+// share, as the threshold is the double nearest its decimal, so a share equal to the
+// threshold compares equal (7 of 100 reaches 0.07; rejected ≥ threshold × received did
+// not, 0.07 × 100 being 7.000000000000001 in doubles).
+func shareReached(rejected, received uint64, threshold float64) bool {
+	return float64(rejected)/float64(received) >= threshold
+}
+
 // rejectionsRising fires for each pixel whose window ending at the start of now's
 // minute holds at least MinEvents events and a share of rejections at or above the
 // threshold, and clears an open episode when its pixel's share is below it (or its
-// window holds fewer events).
+// window holds fewer events). The window ends no later than the pixels' completeness
+// watermark (trace.Lags): the accepted events of minutes past it may not be stored yet
+// while their rejections (another consumer's) are, and a share read there would be too
+// high.
 func (tr *Triggers) rejectionsRising(ctx context.Context, ws uuid.UUID, sandbox bool, pixels []uuid.UUID, a workspace.Alerts, now time.Time) error {
 	if a.RejectionsThreshold == 0 {
 		return tr.Emitter.Store.dropEpisodes(ctx, KindRejectionsRising, pixels)
 	}
-	end := now.Truncate(time.Minute)
+	lags, err := trace.Lags(ctx, tr.Keys.Redis(), tr.Config.ClickHouse.Database, pixels, now)
+	if err != nil {
+		return err
+	}
+	end := now
+	for _, l := range lags {
+		if !l.Through.IsZero() && l.Through.Before(end) {
+			end = l.Through
+		}
+	}
+	end = end.UTC().Truncate(time.Minute)
 	start := end.Add(-a.Window())
 	wins, err := readWindows(ctx, tr.Conn, ws, sandbox, pixels, start, end)
 	if err != nil {
@@ -137,7 +159,7 @@ func (tr *Triggers) rejectionsRising(ctx context.Context, ws uuid.UUID, sandbox 
 		if d.Received > 0 {
 			d.Share = math.Round(float64(d.Rejected)/float64(d.Received)*10000) / 10000
 		}
-		firing := d.Received >= uint64(a.MinEvents()) && float64(d.Rejected) >= a.RejectionsThreshold*float64(d.Received)
+		firing := d.Received >= uint64(a.MinEvents()) && shareReached(d.Rejected, d.Received, a.RejectionsThreshold)
 		if err := tr.episode(ctx, ws, p, KindRejectionsRising, firing, end, func(since time.Time, cleared *time.Time) any {
 			d.Since, d.ClearedAt, d.State = since, cleared, stateOf(cleared)
 			return d

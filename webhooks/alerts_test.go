@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -220,6 +221,37 @@ func TestRejectionsRisingFiresOncePerEpisode(t *testing.T) {
 	}
 }
 
+// The window ends at the events' completeness watermark: while the events consumer is
+// behind, the accepted events of the last minutes are not stored yet while their
+// rejections may be, and a window read there would fire on a share that is not real.
+func TestRejectionsRisingWaitsForTheWatermark(t *testing.T) {
+	w := newAlertWorld(t, workspace.Alerts{RejectionsThreshold: 0.2, RejectionsWindow: 5 * time.Minute, RejectionsMinEvents: 10})
+	px := w.tn.Pixel.ID
+	w.send(t, px, 0, 10) // the rejections are stored; their accepted events are behind
+	w.stored(t, px, 0, 10)
+	w.nextMinute()
+	ctx, db := context.Background(), w.e.cfg.ClickHouse.Database
+	t.Cleanup(func() { w.e.rdb.Del(context.Background(), rollups.WatermarkKey(db)) })
+	behind := w.start.Add(-time.Minute)
+	if err := rollups.WatermarkRaise(ctx, w.e.rdb, db, 2, map[int32]time.Time{0: behind, 1: behind}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.tick(t, 2); len(got) != 0 {
+		t.Fatalf("fired on minutes past the watermark: %v", got)
+	}
+	w.send(t, px, 45, 0) // the accepted events, stored: 10 of 100 rejected, below 0.2
+	w.send(t, px, 45, 0)
+	w.stored(t, px, 90, 10)
+	w.nextMinute()
+	caught := w.e.clock.Now().Add(time.Minute)
+	if err := rollups.WatermarkRaise(ctx, w.e.rdb, db, 2, map[int32]time.Time{0: caught, 1: caught}); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.tick(t, 2); len(got) != 0 {
+		t.Fatalf("fired at a share of 0.1: %v", got)
+	}
+}
+
 // An episode whose firing event could not be emitted (the emission failed after the
 // episode was opened) emits it at the next scan: it is not lost for the episode's life.
 func TestFiringEmittedAfterAFailedEmission(t *testing.T) {
@@ -344,5 +376,25 @@ func TestAcceptedMinutesRetention(t *testing.T) {
 	}
 	if len(minutes) != 2 || !minutes[0].Equal(edge.Truncate(time.Minute)) {
 		t.Fatalf("minutes after the retention: %v, want the two of the last %v", minutes, acceptedMinutesKept)
+	}
+}
+
+// A share equal to the threshold reaches it, for every threshold of two decimals and the
+// counts that give it; a share below it does not.
+func TestShareReachedAtTheThreshold(t *testing.T) {
+	for pct := uint64(1); pct <= 100; pct++ {
+		threshold, _ := strconv.ParseFloat(fmt.Sprintf("0.%02d", pct%100), 64)
+		if pct == 100 {
+			threshold = 1
+		}
+		for _, received := range []uint64{100, 200, 1000, 3700} {
+			at := pct * received / 100
+			if !shareReached(at, received, threshold) {
+				t.Fatalf("%d of %d does not reach %v", at, received, threshold)
+			}
+			if shareReached(at-1, received, threshold) {
+				t.Fatalf("%d of %d reaches %v", at-1, received, threshold)
+			}
+		}
 	}
 }
