@@ -467,3 +467,38 @@ func TestRejectionsPagingKeepsTies(t *testing.T) {
 		t.Fatalf("paged one at a time: %v, want the %d rejections", got, len(rules))
 	}
 }
+
+// A batch refused whole for a repeated envelope member ("events" twice, each not an
+// array) is kept as rows that page one at a time like any others: every row counted in
+// meta.rejections is listed. (One record's rows are stored by one INSERT: once one is
+// counted, all are.)
+func TestRepeatedEnvelopeMemberPagesWhole(t *testing.T) {
+	p := newPipeline(t, 100)
+	for _, members := range []string{`"events":1,"events":2`, `"events":[],"events":[]`} {
+		tn := p.tenant(t, false)
+		apitest.Problem(t, p.Do(t, "POST", "/events", tn.Secret, `{"pixel_id":"`+tn.PixelID()+`",`+members+`}`), 422, "invalid_request")
+		var counted uint64
+		svctest.WaitFor(t, 20*time.Second, "the refusal recorded", func() bool {
+			var pg rejectionsPage
+			p.get(t, tn.Secret, "/rejections?pixel_id="+tn.PixelID(), &pg)
+			counted = pg.Meta.Rejections
+			return counted > 0
+		})
+		var listed uint64
+		path := "/rejections?limit=1&pixel_id=" + tn.PixelID()
+		for range 10 {
+			var pg rejectionsPage
+			if r := p.get(t, tn.Secret, path, &pg); r.Status != 200 {
+				t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
+			}
+			listed += uint64(len(pg.Data))
+			if pg.Meta.NextCursor == nil {
+				break
+			}
+			path = "/rejections?limit=1&pixel_id=" + tn.PixelID() + "&cursor=" + *pg.Meta.NextCursor
+		}
+		if listed != counted {
+			t.Fatalf("%s: paged one at a time, %d rows listed of %d counted", members, listed, counted)
+		}
+	}
+}

@@ -86,7 +86,7 @@ func (p *Parser) Parse(body []byte, b *Batch) bool {
 		p.now = p.Now()
 	}
 	if s.kind() != kObject {
-		b.Envelope = append(b.Envelope, problem.FieldError{Field: "body", Rule: "json_object",
+		envelopeError(b, problem.FieldError{Field: "body", Rule: "json_object",
 			Value: s.raw(s.i), Pointer: ""})
 		return false
 	}
@@ -101,7 +101,7 @@ func (p *Parser) Parse(body []byte, b *Batch) bool {
 				} else {
 					from := s.i
 					s.skip(0)
-					b.Envelope = append(b.Envelope, problem.FieldError{Field: "pixel_id", Rule: "type_string", Value: s.raw(from), Pointer: "/pixel_id"})
+					envelopeError(b, problem.FieldError{Field: "pixel_id", Rule: "type_string", Value: s.raw(from), Pointer: "/pixel_id"})
 				}
 			case "events":
 				sawEvents = true
@@ -123,12 +123,24 @@ func (p *Parser) Parse(body []byte, b *Batch) bool {
 		return false
 	}
 	if b.PixelID == "" && !hasField(b.Envelope, "pixel_id") {
-		b.Envelope = append(b.Envelope, problem.FieldError{Field: "pixel_id", Rule: "required", Value: nil, Pointer: "/pixel_id"})
+		envelopeError(b, problem.FieldError{Field: "pixel_id", Rule: "required", Value: nil, Pointer: "/pixel_id"})
 	}
 	if !sawEvents {
-		b.Envelope = append(b.Envelope, problem.FieldError{Field: "events", Rule: "required", Value: nil, Pointer: "/events"})
+		envelopeError(b, problem.FieldError{Field: "events", Rule: "required", Value: nil, Pointer: "/events"})
 	}
 	return len(b.Envelope) == 0
+}
+
+// envelopeError adds e to b.Envelope unless an error of the same field and rule is
+// there: a member repeated in the envelope ("events" twice) is one fault, answered and
+// kept once (a second entry would tie with the first in GET /rejections' order).
+func envelopeError(b *Batch, e problem.FieldError) {
+	for _, x := range b.Envelope {
+		if x.Field == e.Field && x.Rule == e.Rule {
+			return
+		}
+	}
+	b.Envelope = append(b.Envelope, e)
 }
 
 func hasField(errs []problem.FieldError, field string) bool {
@@ -145,13 +157,13 @@ func (p *Parser) events(b *Batch) {
 	if s.kind() != kArray {
 		from := s.i
 		s.skip(0)
-		b.Envelope = append(b.Envelope, problem.FieldError{Field: "events", Rule: "type_array", Value: s.raw(from), Pointer: "/events"})
+		envelopeError(b, problem.FieldError{Field: "events", Rule: "type_array", Value: s.raw(from), Pointer: "/events"})
 		return
 	}
 	s.i++
 	if s.peek() == ']' {
 		s.i++
-		b.Envelope = append(b.Envelope, problem.FieldError{Field: "events", Rule: "min_items", Value: 0, Pointer: "/events"})
+		envelopeError(b, problem.FieldError{Field: "events", Rule: "min_items", Value: 0, Pointer: "/events"})
 		return
 	}
 	for {
@@ -168,7 +180,7 @@ func (p *Parser) events(b *Batch) {
 		}
 	}
 	if b.Total > schema.MaxEvents {
-		b.Envelope = append(b.Envelope, problem.FieldError{Field: "events", Rule: "max_items", Value: b.Total,
+		envelopeError(b, problem.FieldError{Field: "events", Rule: "max_items", Value: b.Total,
 			Pointer: "/events", Detail: "at most 50 events per batch"})
 	}
 }
