@@ -43,7 +43,7 @@ const (
 // rejectionRetention drops the days of the rejections table whose rows are all older
 // than cfg.RejectionRetention (schema/rejection: DROP PARTITION, ClickHouse 18.16 has no
 // TTL), at most once an hour across the processes when Redis is configured. A row is
-// kept at least the retention and at most a day longer.
+// kept at least the retention and a day (rejection.FirstKeptDay), at most two days longer.
 func rejectionRetention(ctx context.Context, cfg Config, conn driver.Conn) error {
 	if cfg.RejectionRetention <= 0 {
 		return nil

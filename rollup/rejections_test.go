@@ -166,13 +166,14 @@ func TestRejectionRecordsOfCopiesCountedOnce(t *testing.T) {
 }
 
 // The retention drops whole days of the rejections table once every row of them is
-// older than it, and keeps the rest.
+// older than it and a day (rejection.FirstKeptDay), and keeps the rest.
 func TestRejectionRetentionDropsOldDays(t *testing.T) {
 	w := newWorld(t, 1)
 	ctx := context.Background()
 	row := rejection.Row{Workspace: uuid.UUID(w.ws), Pixel: uuid.New(), ReceivedAt: time.Now().UTC(), Rule: "iso4217", Sample: true, Rejections: 1}
 	now := time.Now().UTC()
-	for _, at := range []time.Time{now.Add(-40 * 24 * time.Hour), now.Add(-31 * 24 * time.Hour), now.Add(-29 * 24 * time.Hour), now} {
+	for _, at := range []time.Time{now.Add(-40 * 24 * time.Hour), now.Add(-32 * 24 * time.Hour), now.Add(-31*24*time.Hour + time.Hour),
+		now.Add(-29 * 24 * time.Hour), now} {
 		if err := rejection.Insert(ctx, w.conn, "t", at, []rejection.Row{row}); err != nil {
 			t.Fatal(err)
 		}
@@ -186,7 +187,7 @@ func TestRejectionRetentionDropsOldDays(t *testing.T) {
 	if err := w.conn.QueryRow(ctx, "SELECT uniqExact(toYYYYMMDD(inserted_at)) FROM rejections").Scan(&days); err != nil {
 		t.Fatal(err)
 	}
-	if days != 2 {
-		t.Fatalf("%d days left, want 2 (29 days old and today)", days)
+	if days != 3 {
+		t.Fatalf("%d days left, want 3 (31 days old less an hour, 29 days old, today)", days)
 	}
 }

@@ -117,7 +117,7 @@ var Table = []Setting{
 	{Name: "SVC_ROLLUP_REJECTION_SAMPLES", Group: GroupRollup, Kind: Int, Default: "100",
 		ReadBy: []string{Dev, Rollup}, Meaning: "rejections stored per pixel and minute (0–100000); past it they are only counted, and `GET /rejections` says how many were not stored (counts are exact either way)"},
 	{Name: "SVC_ROLLUP_REJECTION_RETENTION", Group: GroupRollup, Kind: Duration, Default: "720h",
-		ReadBy: []string{Dev, Rollup}, Meaning: "rows of the `rejections` table are kept at least this long; a UTC day of them is dropped once all its rows are older (checked hourly; 0 keeps everything)"},
+		ReadBy: []string{Dev, Rollup}, Meaning: "rows of the `rejections` table are kept at least this long; a UTC day of them is dropped once all its rows are older by a day more (so that `GET /pixels`' oldest local day is complete in every zone; checked hourly; 0 keeps everything)"},
 	{Name: "SVC_EVENT_ID_WINDOW", Group: GroupRollup, Kind: Duration, Default: "48h",
 		ReadBy: []string{Dev, Rollup}, Meaning: "how long a client `event_id` deduplicates: a copy of a pixel's event the edge accepts less than this after the stored one is dropped before the INSERT; at or past it the copy is stored and starts a new window (whole seconds, 1s–168h; Redis holds a claim of about 17 B per event with an `event_id` for the window plus 1–13 hours, the owning rollup consumer 20–40 B for the window plus 1 hour: `deploy/README.md`)"},
 

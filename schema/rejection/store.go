@@ -109,9 +109,12 @@ func StoredSamples(ctx context.Context, conn driver.Conn, keys []PixelMinute) (m
 }
 
 // FirstKeptDay is the first UTC day of rows kept at now under retention: a day is
-// dropped once every row of it was stored more than retention ago.
+// dropped once every row of it was stored more than retention and a day ago. The day
+// more is for the oldest local day GET /pixels shows (31 days with the default 30 of
+// retention): in a zone ahead of UTC it begins the UTC day before, and its rejections
+// must all be kept for its counts to be exact.
 func FirstKeptDay(now time.Time, retention time.Duration) time.Time {
-	c := now.UTC().Add(-retention)
+	c := now.UTC().Add(-retention - 24*time.Hour)
 	return time.Date(c.Year(), c.Month(), c.Day(), 0, 0, 0, 0, time.UTC)
 }
 
