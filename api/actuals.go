@@ -246,7 +246,7 @@ func (v *rowValidator) row(raw json.RawMessage) importRow {
 }
 
 // str returns the string member name ("" when absent or not a string, with an error
-// when required or of another type).
+// when required or of another type; a required one that is "" is missing too).
 func (v *rowValidator) str(m map[string]json.RawMessage, name string, report bool) string {
 	raw, ok := m[name]
 	if !ok || string(raw) == "null" {
@@ -261,6 +261,9 @@ func (v *rowValidator) str(m map[string]json.RawMessage, name string, report boo
 			v.fail(name, "string", string(raw))
 		}
 		return ""
+	}
+	if s == "" && report {
+		v.fail(name, "required", "")
 	}
 	return s
 }

@@ -132,6 +132,18 @@ func TestImportValidation(t *testing.T) {
 	for _, body := range []string{"", "not json", "[]", `{"rows":{}}`, `{"rows":[]}`, `{"rows":[1]}`, `{"rows":null}`} {
 		apitest.Problem(t, e.Do(t, "POST", "/imports/actuals", tn.Secret, body), 422, "invalid_request")
 	}
+	// A required member given as "" is missing: 422 on its field, never a 500.
+	for field, body := range map[string]string{
+		"rows[0].date":     `{"rows":[{"plan_id":"` + plan.String() + `","line_id":"` + lines[0].String() + `","date":"","currency":"EUR","spend":"1"}]}`,
+		"rows[0].currency": `{"rows":[{"plan_id":"` + plan.String() + `","line_id":"` + lines[0].String() + `","date":"2026-01-02","currency":"","spend":"1"}]}`,
+		"rows[0].plan_id":  `{"rows":[{"plan_id":"","line_id":"` + lines[0].String() + `","date":"2026-01-02","currency":"EUR"}]}`,
+		"rows[0].line_id":  `{"rows":[{"plan_id":"` + plan.String() + `","line_id":"","date":"2026-01-02","currency":"EUR"}]}`,
+	} {
+		p := apitest.Problem(t, e.Do(t, "POST", "/imports/actuals", tn.Secret, body), 422, "invalid_request")
+		if errs, _ := p["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["field"] != field || errs[0].(map[string]any)["rule"] != "required" {
+			t.Errorf("%s empty: %v", field, p["errors"])
+		}
+	}
 	if n := physicalRows(t, e); n != 0 {
 		t.Fatalf("rejected imports wrote %d rows", n)
 	}

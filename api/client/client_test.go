@@ -302,3 +302,30 @@ func TestVerifyWebhook(t *testing.T) {
 		t.Fatalf("the service rejects the client's signature: %v", err)
 	}
 }
+
+// ImportActuals sends a row without spend as the API documents it (absent: 0), not as
+// an empty amount the API refuses.
+func TestImportActualsWithoutSpend(t *testing.T) {
+	rg := newRig(t)
+	ctx := context.Background()
+	_, secret := rg.Key(t, workspace.KeySpec{WorkspaceID: catalog.ShowroomWorkspace, Env: apikey.Sandbox, Burst: 100, Daily: 1000,
+		Scopes: []string{"plans:read", "actuals:write"}})
+	c := rg.client(secret, &recorder{})
+	var plans struct {
+		Data []client.Object `json:"data"`
+	}
+	if err := c.Get(ctx, "/plans", url.Values{"limit": {"1"}}, &plans); err != nil || len(plans.Data) == 0 {
+		t.Fatalf("plans: %v %v", plans.Data, err)
+	}
+	planID := plans.Data[0]["id"].(string)
+	var lines struct {
+		Data []client.Object `json:"data"`
+	}
+	if err := c.Get(ctx, "/plans/"+planID+"/lines", nil, &lines); err != nil || len(lines.Data) == 0 {
+		t.Fatalf("lines: %v %v", lines.Data, err)
+	}
+	res, err := c.ImportActuals(ctx, []client.ActualsRow{{PlanID: planID, LineID: lines.Data[0]["id"].(string), Date: "2026-09-14", Impressions: 10, Currency: "EUR"}}, "")
+	if err != nil || res.Upserted != 1 {
+		t.Fatalf("import without spend: %+v %v", res, err)
+	}
+}

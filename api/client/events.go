@@ -143,7 +143,7 @@ type ActualsRow struct {
 	Date        string `json:"date"` // YYYY-MM-DD
 	Impressions uint64 `json:"impressions"`
 	Clicks      uint64 `json:"clicks"`
-	Spend       string `json:"spend"` // decimal, at most four places
+	Spend       string `json:"spend,omitempty"` // decimal, at most four places ("": none, 0)
 	Currency    string `json:"currency"`
 	Conversions uint64 `json:"conversions"`
 }

@@ -237,7 +237,7 @@ func components() map[string]Schema {
 			"value":            decimalSchema, "unique_people": integer("Distinct hashed emails."),
 			"status": enum("open while the day can still change, final after.", "open", "final"),
 		}), "pixel_id"),
-		"ActualsRow": object("One line item on one day.", []string{"plan_id", "line_id", "date"}, Schema{
+		"ActualsRow": object("One line item on one day.", []string{"plan_id", "line_id", "date", "currency"}, Schema{
 			"plan_id": Schema{"type": "string", "description": "pln_… or UUID."}, "line_id": Schema{"type": "string", "description": "lin_… or UUID; must belong to the plan."},
 			"date": dateSchema, "impressions": integer("Impressions."), "clicks": integer("Clicks."),
 			"spend":    Schema{"type": []string{"string", "number"}, "description": "Decimal, at most four places."},
