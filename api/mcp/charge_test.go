@@ -218,3 +218,25 @@ func dispatched(t *testing.T, rg *rig) int {
 	}
 	return n
 }
+
+// Tool calls are served at the version of the request that carries them, resolved as
+// for any request: the version parameter before the SVC-Version header.
+func TestToolCallsAtTheRequestsVersion(t *testing.T) {
+	rg := newRig(t)
+	secret := rg.key(t, apikey.Scopes...)
+	for _, c := range []struct{ query, header, want string }{
+		{"?version=2026-03-01", "next", "2026-03-01"},
+		{"?version=stable", "2025-01-01", "2026-09-01"},
+		{"", "2026-03-01", "2026-03-01"},
+	} {
+		r := rg.Do(t, "POST", "/mcp"+c.query, secret, toolCall(1, "me", "{}"), "Accept", "application/json, text/event-stream",
+			"MCP-Protocol-Version", revisions[1], "SVC-Version", c.header)
+		var m rpcResult
+		if err := json.Unmarshal(r.Body, &m); r.Status != 200 || err != nil || m.Result == nil {
+			t.Fatalf("%s with SVC-Version %s: %d %s", c.query, c.header, r.Status, r.Body)
+		}
+		if m.Result.IsError || m.Result.StructuredContent["version"] != c.want {
+			t.Errorf("%s with SVC-Version %s: tool result %v, want version %s", c.query, c.header, m.Result.StructuredContent, c.want)
+		}
+	}
+}

@@ -171,7 +171,9 @@ func (e *Endpoint) handle(r *httpserver.Request) error {
 	for _, v := range h.PeekAll("X-Forwarded-For") {
 		c.xff = append(c.xff, append([]byte(nil), v...))
 	}
-	if v := r.Query("version"); v != "" && len(c.version) == 0 {
+	if r.Version != "" { // resolved as for any request: the parameter, the header, the key's pin
+		c.version = []byte(r.Version)
+	} else if v := r.Query("version"); v != "" {
 		c.version = []byte(v)
 	}
 	r.Ctx.SetUserValue(callKey, c)
