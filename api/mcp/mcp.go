@@ -279,11 +279,12 @@ func (t Tool) handle(_ context.Context, req *sdk.CallToolRequest) (*sdk.CallTool
 	args := map[string]any{}
 	if raw := req.Params.Arguments; len(raw) > 0 && string(raw) != "null" {
 		if err := json.Unmarshal(raw, &args); err != nil {
-			return c.invalidArgs(fmt.Sprintf("arguments are not a JSON object: %v", err)), nil
+			return c.invalidArgs("arguments are not a JSON object.", problem.FieldError{Field: "arguments", Rule: "json_object",
+				Pointer: "/", Detail: err.Error()}), nil
 		}
 	}
 	if errs := docs.Validate(t.inputSchema(), roundTrip(args), nil); len(errs) > 0 {
-		return c.invalidArgs("arguments do not match the input schema: " + strings.Join(errs, "; ")), nil
+		return c.invalidArgs("arguments do not match the input schema: "+strings.Join(errs, "; "), schemaErrors(errs)...), nil
 	}
 	path, q, p := t.request(args)
 	if p != nil {
@@ -337,9 +338,25 @@ func (t Tool) request(args map[string]any) (string, url.Values, *problem.Problem
 }
 
 // invalidArgs is a tool error for arguments that fail the input schema: the
-// invalid_request problem document a REST call with such parameters would get.
-func (c *call) invalidArgs(detail string) *sdk.CallToolResult {
-	return c.toolError(problem.Invalid(detail))
+// invalid_request problem document a REST call with such parameters would get, one
+// errors[] entry per argument at fault.
+func (c *call) invalidArgs(detail string, errs ...problem.FieldError) *sdk.CallToolResult {
+	return c.toolError(problem.Invalid(detail, errs...))
+}
+
+// schemaErrors turns the input schema's faults ("<pointer>: <what>", docs.Validate) into
+// errors[] entries: the argument named by the pointer, rule schema, the fault as detail.
+func schemaErrors(faults []string) []problem.FieldError {
+	out := make([]problem.FieldError, 0, len(faults))
+	for _, f := range faults {
+		at, what, _ := strings.Cut(f, ": ")
+		field := strings.TrimPrefix(at, "/")
+		if field == "" {
+			field = "arguments"
+		}
+		out = append(out, problem.FieldError{Field: field, Rule: "schema", Pointer: at, Detail: what})
+	}
+	return out
 }
 
 // toolError is a tool error carrying p, finished as the MCP request's problem document.

@@ -216,13 +216,13 @@ func TestToolErrorsCarryTheProblemDocument(t *testing.T) {
 	if p := structured(t, res); !res.IsError || p["code"] != "not_found" {
 		t.Fatalf("unknown erasure: %v %v", res.IsError, p)
 	}
-	res = call(t, cs, "plans", map[string]any{"limit": "lots"})
-	if p := structured(t, res); !res.IsError || p["code"] != "invalid_request" {
-		t.Fatalf("bad arguments: %v %v", res.IsError, p)
-	}
-	res = call(t, cs, "plans", map[string]any{"limit": 5000})
-	if p := structured(t, res); !res.IsError || p["code"] != "invalid_request" {
-		t.Fatalf("limit over 1000: %v %v", res.IsError, p)
+	for _, limit := range []any{"lots", 5000, 0} {
+		res = call(t, cs, "plans", map[string]any{"limit": limit})
+		p := structured(t, res)
+		errs, _ := p["errors"].([]any)
+		if !res.IsError || p["code"] != "invalid_request" || len(errs) == 0 || errs[0].(map[string]any)["field"] != "limit" {
+			t.Fatalf("limit %v: %v %v, want invalid_request with an errors[] entry on limit", limit, res.IsError, p)
+		}
 	}
 }
 
