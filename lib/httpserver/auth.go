@@ -141,9 +141,14 @@ func (s *Server) trusted(a netip.Addr) bool {
 	return false
 }
 
+// version resolves the request's API version and names it in the SVC-Version header at
+// once, so that every answer from here on carries it, problem documents included.
 func (s *Server) version(r *Request) *problem.Problem {
 	v, p := ResolveVersion(string(r.Ctx.QueryArgs().Peek("version")),
 		string(r.Ctx.Request.Header.Peek("SVC-Version")), r.Key.Version)
 	r.Version = v
+	if p == nil && v != "" {
+		r.Ctx.Response.Header.Set("SVC-Version", v)
+	}
 	return p
 }

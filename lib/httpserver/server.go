@@ -336,10 +336,7 @@ func (s *Server) finish(r *Request, err error) {
 		r.Ctx.Response.Header.Set("Request-Id", r.ID)
 		return
 	}
-	s.commonHeaders(r.Ctx, r.ID, r.Limits)
-	if r.Version != "" {
-		r.Ctx.Response.Header.Set("SVC-Version", r.Version)
-	}
+	s.commonHeaders(r.Ctx, r.ID, r.Limits) // SVC-Version is set as the version is resolved
 }
 
 // readBufferSize bounds the request line and headers (16 KiB: long query strings fit).
