@@ -266,6 +266,11 @@ func TestIteratorFollowsNextCursor(t *testing.T) {
 			t.Fatalf("plan %v missing from the walk", p["id"])
 		}
 	}
+	// Started at an offset (deprecated, still served), the walk goes on by cursor.
+	rest, err := client.List[client.Object](c, "/plans", url.Values{"limit": {"1"}, "offset": {"1"}}).All(context.Background())
+	if err != nil || len(rest) != len(all.Data)-1 {
+		t.Fatalf("walked %d plans from offset 1 (%v), want %d", len(rest), err, len(all.Data)-1)
+	}
 }
 
 func TestVerifyWebhook(t *testing.T) {

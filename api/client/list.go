@@ -42,6 +42,7 @@ func (it *Iterator[T]) Next(ctx context.Context) bool {
 		}
 		if it.next != nil {
 			it.query.Set("cursor", *it.next)
+			it.query.Del("offset") // a cursor says where the next page starts; the API refuses both
 		}
 		var pg struct {
 			Data []T `json:"data"`
