@@ -75,9 +75,8 @@ func (a *API) pixelRollups(r *httpserver.Request) error {
 	if p.After != nil {
 		q.After = &rollups.DailyCursor{Date: parseCursorDay(p.After.Date), EventName: p.After.Name, Currency: p.After.Cur}
 	}
-	// One row past the page tells whether another page exists; the query asks for at most
-	// paging.MaxLimit rows, so at the largest page a full page always offers a cursor.
-	q.Limit = min(p.Limit+1, paging.MaxLimit)
+	// One row past the page tells whether another page exists.
+	q.Limit = p.Limit + 1
 	wm := a.watermark(r, pixel) // read before the rollups: see watermark.go
 	ctx, cancel := a.ctx(r)
 	defer cancel()
@@ -95,9 +94,6 @@ func (a *API) pixelRollups(r *httpserver.Request) error {
 		out[i] = PixelRollup{PixelID: pid, PixelIDUUID: puuid, Date: day(w.Date), TimeZone: w.TimeZone, EventName: w.EventName,
 			Currency: w.Currency, Events: w.Events, ConsentedEvents: w.ConsentedEvents, Value: w.Value,
 			UniquePeople: w.UniquePeople, Status: w.Status}
-	}
-	if p.Limit == paging.MaxLimit && len(out) == p.Limit {
-		out = append(out, PixelRollup{}) // a sentinel past the page: writeList offers the cursor
 	}
 	return httpserver.WriteListMeta(r, p, out, func(i int) paging.Cursor {
 		return paging.Cursor{List: "pixel_rollups", Date: day(rows[i].Date), Name: rows[i].EventName, Cur: rows[i].Currency, Zone: zone}

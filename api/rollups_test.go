@@ -3,6 +3,7 @@ package api_test
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"net/url"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
+	"svc/lib/paging"
 	"svc/schema/apitest"
 )
 
@@ -204,5 +206,30 @@ func TestBadQueriesAre422(t *testing.T) {
 	}
 	if got := e.walk(t, tn.Secret, "/plans?status=live", 5); len(got) != 1 {
 		t.Fatalf("live plans: %v", got)
+	}
+}
+
+// At the largest page, a pixel with exactly that many rows gets them in one page whose
+// next_cursor is null: the last page says so at every limit.
+func TestPixelRollupsLastPageAtTheLargestLimit(t *testing.T) {
+	e := newEnv(t)
+	tn := e.tenant(t, false)
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
+	evs := make([]event, paging.MaxLimit)
+	for i := range evs {
+		evs[i] = event{ws: tn.Workspace.ID, pixel: tn.Pixel.ID, name: fmt.Sprintf("e%04d", i), day: day}
+	}
+	insertEvents(t, e, evs)
+	var pg struct {
+		Data []map[string]any `json:"data"`
+		Meta struct {
+			NextCursor *string `json:"next_cursor"`
+		} `json:"meta"`
+	}
+	if r := e.get(t, tn.Secret, "/pixel-rollups?limit=1000&pixel_id="+tn.PixelID(), &pg); r.Status != 200 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if len(pg.Data) != paging.MaxLimit || pg.Meta.NextCursor != nil {
+		t.Fatalf("%d rows, next_cursor %v: want %d and null", len(pg.Data), pg.Meta.NextCursor, paging.MaxLimit)
 	}
 }
