@@ -1,6 +1,7 @@
 package api_test
 
 import (
+	"context"
 	"sync"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 
 	"svc/api"
 	"svc/schema/apitest"
+	"svc/schema/workspace"
 )
 
 func TestPageCache(t *testing.T) {
@@ -65,4 +67,40 @@ func TestPageCache(t *testing.T) {
 	apitest.Problem(t, e.Do(t, "GET", acts+"?limit=10", other.Secret, ""), 404, "not_found")
 	apitest.Problem(t, e.Do(t, "GET", path, other.Secret, ""), 404, "not_found")
 	apitest.Problem(t, e.Do(t, "GET", "/campaigns/"+uuid.NewString()+"/actuals", tn.Secret, ""), 404, "not_found")
+}
+
+// A pixel's zone changed by another process applies to GET /pixel-rollups within a
+// second, through the process's view of the zone and the page cache (default TTL).
+func TestZoneChangeAppliesWithinASecond(t *testing.T) {
+	e := newEnv(t)
+	e.API.Cache = api.NewCache(250*time.Millisecond, 1<<20) // SVC_API_CACHE_TTL's default
+	tn := e.tenant(t, false)
+	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
+	insertEvents(t, e, []event{{ws: tn.Workspace.ID, pixel: tn.Pixel.ID, name: "view", day: day}})
+	other := workspace.NewStore(e.Keys.Redis()) // another process's store
+	path := "/pixel-rollups?pixel_id=" + tn.PixelID()
+	zoneOf := func() string {
+		var p listPage
+		if r := e.get(t, tn.Secret, path, &p); r.Status != 200 || len(p.Data) != 1 {
+			t.Fatalf("%d %s", r.Status, r.Body)
+		}
+		return p.Data[0]["time_zone"].(string)
+	}
+	for i, zone := range []string{"Asia/Kathmandu", "America/St_Johns", "Australia/Eucla", "UTC"} {
+		// Keep the caches warm up to the change, at a phase that moves each round.
+		for until := time.Now().Add(time.Duration(300+i*170) * time.Millisecond); time.Now().Before(until); {
+			zoneOf()
+			time.Sleep(20 * time.Millisecond)
+		}
+		if _, err := other.SetPixelTimeZone(context.Background(), tn.Pixel.ID, zone); err != nil {
+			t.Fatal(err)
+		}
+		changed := time.Now()
+		for zoneOf() != zone {
+			if time.Since(changed) > time.Second {
+				t.Fatalf("zone %s not applied a second after the change", zone)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 }

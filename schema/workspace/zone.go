@@ -16,9 +16,11 @@ import (
 // Reporting time zones. A workspace has one (default UTC); a pixel may override it.
 // The zone of a pixel's rollups is the pixel's, else its workspace's, else UTC.
 
-// ZoneTTL bounds how stale a process's view of a pixel's zone may be: a changed zone
-// applies to every read within it.
-const ZoneTTL = time.Second
+// ZoneTTL bounds how stale a process's view of a pixel's zone may be. A changed zone
+// applies to reads within a second: this, plus the read API's page cache, which may keep
+// a page computed just before the view's refresh for twice its TTL (250 ms by default:
+// fresh, then served stale while one request refreshes it).
+const ZoneTTL = 500 * time.Millisecond
 
 type cachedZone struct {
 	zone    Zone
