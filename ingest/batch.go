@@ -65,6 +65,10 @@ type Parser struct {
 	// lists the slots taken, cleared for the next batch.
 	idSlots [128]uint8
 	idUsed  []uint8
+	// clientID holds the event's client event_id when it was read with escapes: the
+	// scanner's scratch space it was unescaped into is reused by the event's next
+	// escaped string, before the id is hashed at the event's end.
+	clientID []byte
 	// Now is the clock for occurred_at bounds (time.Now when nil).
 	Now func() time.Time
 	// now is Now's reading for the batch being parsed.
@@ -326,6 +330,10 @@ func (p *Parser) readEventID(b *Batch, st *eventState, idx int, e *schema.Event,
 	if len(id) == 0 || len(id) > MaxEventIDLen || !printable(id) {
 		p.reject(b, st, idx, "event_id", "max_length", string(id))
 		return false
+	}
+	if s.escaped {
+		p.clientID = append(p.clientID[:0], id...)
+		id = p.clientID
 	}
 	st.clientID = id
 	return true

@@ -174,6 +174,24 @@ func TestClientEventIDStable(t *testing.T) {
 	}
 }
 
+// An event_id written with a JSON escape maps to the id of its text, and two copies of
+// it in one batch are one event, whatever escaped strings follow it in the event (an
+// escaped id is read into the scanner's scratch space, which the next escaped string
+// reuses).
+func TestClientEventIDWithEscapes(t *testing.T) {
+	want := schema.ClientEventID([]byte("o/1"))
+	ev := func(name string) string {
+		return `{"event_id":"o\/1","event_name":"` + name + `","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`
+	}
+	b, _ := parse(t, `{"pixel_id":"x","events":[`+ev(`x\/a`)+`,`+ev(`x\/b`)+`]}`)
+	if len(b.Events) != 1 || b.Duplicates != 1 || b.Events[0].ID != want {
+		t.Fatalf("events %d, duplicates %d, id %x: want one event with the id of \"o/1\" %x", len(b.Events), b.Duplicates, b.Events[0].ID, want)
+	}
+	if r := b.Rejections; len(r) != 1 || r[0].Value != "o/1" {
+		t.Fatalf("rejections %+v, want the copy of \"o/1\"", r)
+	}
+}
+
 // batchBody returns a realistic 50-event batch.
 func batchBody() []byte {
 	var sb strings.Builder
