@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"svc/lib/apikey"
 	"svc/lib/httpserver"
 	"svc/lib/svctest"
@@ -155,24 +157,63 @@ func TestBrakeTokensOnlyForBatchesRead(t *testing.T) {
 
 // Dry runs of invalid batches are braked as real ones are: each is read in full and
 // refunded its quota, so without the brake a key could make the edge check invalid
-// batches without bound.
+// batches without bound. A braked dry run is held as any braked request, whether the
+// brake stops it before its handler or in it, and recorded nowhere (nothing of a dry run
+// is kept).
 func TestBrakePacesInvalidDryRuns(t *testing.T) {
 	const rate = 5
-	rg := newRigWith(t, func(c *Config) { c.InvalidRate, c.BrakeHold = rate, 10*time.Millisecond })
+	const hold = 40 * time.Millisecond
+	rg := newRigWith(t, func(c *Config) { c.InvalidRate, c.BrakeHold = rate, hold })
 	tn := rg.Tenant(t, false)
 	bad := batchJSON(tn.PixelID(), `{"event_name":"x"}`)
 	braked := 0
 	for range 3 * rate {
+		start := time.Now()
 		r := rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, bad)
 		switch r.Status {
 		case 422:
 		case 429:
 			braked++
+			if held := time.Since(start); held < hold/2 {
+				t.Fatalf("a braked dry run answered after %s, want it held %s at least", held, hold/2)
+			}
 		default:
 			t.Fatalf("an invalid dry run: %d %s", r.Status, r.Body)
 		}
 	}
 	if braked == 0 {
 		t.Fatalf("%d invalid dry runs in a row, none braked (burst %d)", 3*rate, 2*rate)
+	}
+	// A token comes back; concurrent dry runs pass the admission, one takes it, the
+	// others are braked in the handler.
+	time.Sleep(time.Second / rate)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Add(1)
+		go func() { defer wg.Done(); rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, bad) }()
+	}
+	wg.Wait()
+	time.Sleep(200 * time.Millisecond) // a record would be handed to the producer by now
+	if recs := rg.rejectionRecords(t); len(recs) != 0 {
+		t.Fatalf("%d rejection records of dry runs, want none", len(recs))
+	}
+}
+
+// A batch whose pixel_id names no pixel of the key's workspace (another kind of id, an
+// unknown pixel) is refused whole after its body was read: the brake counts it.
+func TestBrakeCountsBatchesOfNoPixel(t *testing.T) {
+	const rate = 5
+	rg := newRigWith(t, func(c *Config) { c.InvalidRate, c.BrakeHold = rate, 10*time.Millisecond })
+	tn := rg.Tenant(t, false)
+	for name, pixel := range map[string]string{"another kind": "pln_" + uuid.NewString(), "unknown": "pxl_" + uuid.NewString()} {
+		_, secret := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live})
+		body := batchJSON(pixel, eventJSON("lead", "", true))
+		statuses := map[int]int{}
+		for range 3 * rate {
+			statuses[rg.Do(t, "POST", "/events", secret, body).Status]++
+		}
+		if statuses[429] == 0 {
+			t.Fatalf("%s: %v, want the brake's 429 past %d refusals", name, statuses, 2*rate)
+		}
 	}
 }

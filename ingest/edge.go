@@ -285,7 +285,8 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 		return p
 	}
 	px, perr := e.pixel(r, b.PixelID)
-	if perr != nil {
+	if perr != nil { // a pixel_id that is no pixel of the key's: refused whole, the body read
+		whole = true
 		return perr
 	}
 	if r.DryRun() {

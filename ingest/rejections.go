@@ -161,10 +161,13 @@ func (e *Edge) rejected(r *httpserver.Request, b *Batch, p *problem.Problem) {
 
 // refused is the route's Refused hook (httpserver.Route.Refused): a 429, 409 or 422
 // the server answered before the handler, recorded when the body names a pixel of the
-// key's workspace. It reads only the body's pixel_id member, not the events. A 429 of
-// the brake (brake.go) is then held, its body released first.
+// key's workspace (never a dry run's). It reads only the body's pixel_id member, not the
+// events. A 429 of the brake (brake.go) is then held, its body released first, a dry
+// run's too.
 func (e *Edge) refused(r *httpserver.Request, p *problem.Problem) {
-	e.recordRefusal(r, p)
+	if !r.DryRun() {
+		e.recordRefusal(r, p)
+	}
 	if r.Ctx.UserValue(brakeHeld{}) != nil {
 		r.ReleaseBody()
 		e.brake.hold(r.Ctx.Done())

@@ -55,8 +55,9 @@ type Route struct {
 	// Idempotency-Key's 409s and its 422 (too long). It runs on the request's goroutine
 	// before the answer is written, so what it spends delays the answer: the edge hands
 	// a record to its producer, and holds its brake's 429s there on purpose, their body
-	// released first (Request.ReleaseBody; ingest/brake.go). Not called for a dry run,
-	// nor for a 5xx.
+	// released first (Request.ReleaseBody; ingest/brake.go). Called for a dry run too
+	// (Request.DryRun: the hook records nothing of it, but paces it as any request); not
+	// for a 5xx.
 	Refused func(r *Request, p *problem.Problem)
 	// Admit, when set, runs after the key, version, scope and body checks and before the
 	// limits: a problem it returns is the answer (no limit spent; Refused is told of it

@@ -292,7 +292,7 @@ func (s *Server) serve(r *Request) {
 
 // refused tells the route's Refused hook of a 4xx the server answers itself.
 func (s *Server) refused(r *Request, p *problem.Problem) {
-	if r.route.Refused == nil || r.dryRun {
+	if r.route.Refused == nil {
 		return
 	}
 	if st := problem.Table[p.Code].Status; st >= 400 && st < 500 {
