@@ -8,6 +8,7 @@ import (
 	"encoding/binary"
 	"strconv"
 	"time"
+	"unicode/utf8"
 	"unsafe"
 
 	"svc/lib/problem"
@@ -292,6 +293,13 @@ func (b *Batch) AssignIDs(base [16]byte) {
 	}
 }
 
+// longer reports whether the UTF-8 text b has more than n characters (the bounds of
+// names and ids count characters, as JSON Schema's maxLength does; a text of at most n
+// bytes is not counted).
+func longer(b []byte, n int) bool {
+	return len(b) > n && utf8.RuneCount(b) > n
+}
+
 func printable(b []byte) bool {
 	for _, c := range b {
 		if c < 0x20 || c == 0x7f {
@@ -327,7 +335,7 @@ func (p *Parser) readEventID(b *Batch, st *eventState, idx int, e *schema.Event,
 		return false
 	}
 	id := s.str()
-	if len(id) == 0 || len(id) > MaxEventIDLen || !printable(id) {
+	if len(id) == 0 || longer(id, MaxEventIDLen) || !printable(id) {
 		p.reject(b, st, idx, "event_id", "max_length", string(id))
 		return false
 	}
@@ -348,7 +356,7 @@ func (p *Parser) readEventName(b *Batch, st *eventState, idx int, e *schema.Even
 	switch {
 	case len(v) == 0:
 		p.reject(b, st, idx, "event_name", "required", "")
-	case len(v) > schema.MaxNameLen:
+	case longer(v, schema.MaxNameLen):
 		p.reject(b, st, idx, "event_name", "max_length", clip(v, 32, "…"))
 	case !printable(v):
 		p.reject(b, st, idx, "event_name", "printable", string(v))

@@ -357,3 +357,30 @@ func TestRejectedValueWithheldPastTheCut(t *testing.T) {
 		t.Fatalf("rejections %+v, want the value's first 64 bytes", b.Rejections)
 	}
 }
+
+// The bounds of event_name (128) and event_id (64) count characters, as the developer
+// pages and the published schema's maxLength say, not bytes: a name of 128 'ü' (256
+// bytes) is accepted and goes through the record, 129 are refused.
+func TestNameAndIDBoundsCountCharacters(t *testing.T) {
+	ev := func(name, id string) string {
+		return `{"event_name":"` + name + `","event_id":"` + id + `","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`
+	}
+	b, ok := parse(t, `{"pixel_id":"x","events":[`+ev(strings.Repeat("ü", 128), strings.Repeat("é", 64))+`]}`)
+	if !ok || len(b.Events) != 1 {
+		t.Fatalf("128 characters of name, 64 of id: %+v %+v", b.Rejections, b.Envelope)
+	}
+	b.AssignIDs([16]byte{1})
+	var back schema.Batch
+	if err := schema.DecodeBatch(schema.AppendBatch(nil, &schema.Batch{Events: b.Events}), &back); err != nil || back.Events[0].Name != strings.Repeat("ü", 128) {
+		t.Fatalf("the record of a 128-character name: %v", err)
+	}
+	for _, c := range []struct{ name, id, field string }{
+		{strings.Repeat("ü", 129), "a", "event_name"},
+		{"a", strings.Repeat("é", 65), "event_id"},
+	} {
+		b, _ := parse(t, `{"pixel_id":"x","events":[`+ev(c.name, c.id)+`]}`)
+		if len(b.Rejections) != 1 || b.Rejections[0].Field != c.field || b.Rejections[0].Rule != "max_length" {
+			t.Fatalf("%s over its bound: %+v", c.field, b.Rejections)
+		}
+	}
+}

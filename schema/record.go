@@ -23,7 +23,7 @@
 //	count × event:
 //	  event_id    16 bytes  UUID: version 8 when derived from the client's event_id
 //	                        (ClientEventID), version 4 when the edge assigned it
-//	  name        uv len + bytes (UTF-8, 1..MaxNameLen)
+//	  name        uv len + bytes (UTF-8, 1..MaxNameBytes: MaxNameLen characters)
 //	  occurred_at sv        unix milliseconds
 //	  eflags      1 byte    bit 0: has value; bit 1: consent.measurement; bit 2: has email hash
 //	  value       sv        only with bit 0: value × 10^4 (Decimal(18,4))
@@ -79,11 +79,14 @@ var Topics = []string{TopicEvents, TopicDeadEvent, TopicRejections}
 // (plus the pipeline's lag); after that it is final.
 const MaxEventAge = 7 * 24 * time.Hour
 
-// Limits that the edge enforces and the decoder checks again.
+// Limits that the edge enforces and the decoder checks again. MaxNameLen counts
+// characters (the edge's check, and JSON Schema's maxLength); a name's encoding is at
+// most MaxNameBytes, four bytes a character in UTF-8.
 const (
-	MaxEvents  = 50
-	MaxNameLen = 128
-	ValueScale = 10000 // value is stored as an integer count of 1/10^4 units
+	MaxEvents    = 50
+	MaxNameLen   = 128
+	MaxNameBytes = 4 * MaxNameLen
+	ValueScale   = 10000 // value is stored as an integer count of 1/10^4 units
 )
 
 const (
@@ -289,7 +292,7 @@ func decode(value []byte, b *Batch, ids *ClientIDs) error {
 func readEvent(r *reader, e *Event) error {
 	copy(e.ID[:], r.bytes(16, "event_id"))
 	ln := r.uvarint("name length")
-	if ln == 0 || ln > MaxNameLen {
+	if ln == 0 || ln > MaxNameBytes {
 		r.fail("name length out of range")
 	}
 	e.Name = alias(r.bytes(int(ln), "name"))
