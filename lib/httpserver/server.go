@@ -271,8 +271,9 @@ func (s *Server) serve(r *Request) {
 	}
 	if c.Admit != nil {
 		if p := c.Admit(r); p != nil {
+			r.Limits = s.peek(r, r.Key) // the key's own windows, nothing spent
 			s.refused(r, p)
-			s.writeProblem(r.Ctx, r.ID, nil, p)
+			s.writeProblem(r.Ctx, r.ID, r.Limits, p)
 			return
 		}
 	}

@@ -633,6 +633,26 @@ func TestChangingLimitsKeepsWhatWasSpent(t *testing.T) {
 // TestRefusalsDeclareTheKeysOwnWindows: once the key is known, a refusal before the
 // request is counted (scope, version, allow-list, revocation) declares that key's
 // windows and what is really left, and spends nothing.
+// A route's Admit refusal (the edge's brake) declares the key's own windows, nothing
+// spent, as every refusal once the key is known.
+func TestAdmitRefusalDeclaresTheKeysOwnWindows(t *testing.T) {
+	s := apitest.Start(t, []httpserver.Route{{Method: "POST", Path: "/admitted", Scope: "plans:read",
+		Admit:  func(*httpserver.Request) *problem.Problem { return problem.New(problem.RateLimited, "braked") },
+		Handle: func(r *httpserver.Request) error { return r.JSON(200, map[string]string{}) }}}, nil)
+	tn := s.Tenant(t, false)
+	_, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 77, Daily: 7777})
+	for range 2 {
+		r := s.Do(t, "POST", "/admitted", sec, "{}")
+		apitest.Problem(t, r, 429, "rate_limited")
+		if got, want := r.Header.Get("RateLimit-Policy"), `"burst";q=77;w=60, "daily";q=7777;w=86400`; got != want {
+			t.Fatalf("RateLimit-Policy %q, want %q", got, want)
+		}
+		if got := r.Header.Get("RateLimit-Remaining"); got != "77" {
+			t.Fatalf("RateLimit-Remaining %q, want 77 (nothing spent)", got)
+		}
+	}
+}
+
 func TestRefusalsDeclareTheKeysOwnWindows(t *testing.T) {
 	s := apitest.Start(t, testRoutes(), nil)
 	tn := s.Tenant(t, false)
