@@ -158,9 +158,14 @@ func TestConnectionsPerAddress(t *testing.T) {
 	}
 	time.Sleep(100 * time.Millisecond)
 	c := rawConn(t, s, "")
-	m := apitest.Problem(t, readAnswer(t, c, bufio.NewReader(c)), 429, "rate_limited")
+	refused := readAnswer(t, c, bufio.NewReader(c))
+	m := apitest.Problem(t, refused, 429, "rate_limited")
 	if !strings.Contains(m["detail"].(string), "3 open connections") {
 		t.Fatalf("detail %v", m["detail"])
+	}
+	// No key is known: the default windows, nothing spent, as any answer before a key.
+	if got := refused.Header.Get("RateLimit-Policy"); got != `"burst";q=120;w=60, "daily";q=10000;w=86400` || refused.Header.Get("RateLimit-Remaining") != "120" {
+		t.Fatalf("RateLimit-Policy %q, RateLimit-Remaining %q", got, refused.Header.Get("RateLimit-Remaining"))
 	}
 	open[0].Close()
 	deadline := time.Now().Add(3 * time.Second)

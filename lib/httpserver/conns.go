@@ -90,13 +90,18 @@ func (l *perIPListener) leave(a netip.Addr) {
 
 // refuse answers c with a 429 problem document and closes it. The write goes to a fresh
 // socket's empty send buffer, so it does not block the accept loop (a deadline bounds it
-// regardless).
+// regardless). No key is known: the rate-limit headers declare the default windows, with
+// nothing spent, as any answer given before a key is.
 func (l *perIPListener) refuse(c net.Conn, a netip.Addr) {
 	p := problem.New(problem.RateLimited, "%s already holds %d open connections, the most allowed; reuse keep-alive connections.", a, l.limit)
 	p.Finish(l.srv.Config.DocsURL(), ids.RequestID())
 	body, _ := json.Marshal(p)
 	head := "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\n" +
-		"Request-Id: " + p.RequestID + "\r\nConnection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
+		"Request-Id: " + p.RequestID + "\r\n"
+	for _, kv := range rateHeaderValues(&l.srv.noKey) {
+		head += kv[0] + ": " + kv[1] + "\r\n"
+	}
+	head += "Connection: close\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n"
 	_ = c.SetWriteDeadline(time.Now().Add(100 * time.Millisecond))
 	_, _ = c.Write(append([]byte(head), body...))
 	_ = c.Close()

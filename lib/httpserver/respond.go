@@ -43,8 +43,13 @@ func (s *Server) commonHeaders(ctx *fasthttp.RequestCtx, reqID string, dec *limi
 }
 
 func (s *Server) rateHeaders(ctx *fasthttp.RequestCtx, dec *limits.Decision) {
-	h := &ctx.Response.Header
-	h.Set("RateLimit-Policy", limits.Policy(dec.Burst.Window, dec.Daily.Window))
+	for _, kv := range rateHeaderValues(dec) {
+		ctx.Response.Header.Set(kv[0], kv[1])
+	}
+}
+
+// rateHeaderValues are the rate-limit headers of dec, names and values.
+func rateHeaderValues(dec *limits.Decision) [5][2]string {
 	c := dec.Closest()
 	if !dec.Allowed && dec.Denied != "" {
 		c = dec.Burst
@@ -52,10 +57,9 @@ func (s *Server) rateHeaders(ctx *fasthttp.RequestCtx, dec *limits.Decision) {
 			c = dec.Daily
 		}
 	}
-	h.Set("RateLimit-Limit", strconv.Itoa(c.Quota))
-	h.Set("RateLimit-Remaining", strconv.Itoa(c.Remaining))
-	h.Set("RateLimit-Reset", strconv.Itoa(c.Reset))
-	h.Set("RateLimit", limits.Draft(dec))
+	return [5][2]string{{"RateLimit-Policy", limits.Policy(dec.Burst.Window, dec.Daily.Window)},
+		{"RateLimit-Limit", strconv.Itoa(c.Quota)}, {"RateLimit-Remaining", strconv.Itoa(c.Remaining)},
+		{"RateLimit-Reset", strconv.Itoa(c.Reset)}, {"RateLimit", limits.Draft(dec)}}
 }
 
 func (s *Server) observe(ctx *fasthttp.RequestCtx, route string, start time.Time) {
