@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"time"
@@ -52,6 +53,11 @@ func (a *API) postErasure(r *httpserver.Request) error {
 		Stage: erasure.StagePending, RequestedAt: now, KeyID: r.Key.ID, RequestID: r.ID}
 	ctx, cancel := a.ctx(r)
 	defer cancel()
+	if len(r.Ctx.Request.Header.Peek("Idempotency-Key")) > 0 {
+		if err := a.freshErasureID(ctx, e, now); err != nil {
+			return a.storeErr(r, err)
+		}
+	}
 	if err := erasure.Submit(ctx, a.Conn, erasure.NewRegistry(a.Keys.Redis()), e, now); err != nil {
 		if !errors.Is(err, erasure.ErrNotRegistered) {
 			return a.storeErr(r, err)
@@ -62,6 +68,32 @@ func (a *API) postErasure(r *httpserver.Request) error {
 		return problem.Unavailable("the key store", 1)
 	}
 	return r.JSON(202, e.View())
+}
+
+// erasureRetryWindow is how long after an erasure was requested a request with its
+// Idempotency-Key is a retry of it: the idempotency layer answers a repeat itself for 24
+// hours, so the handler sees a repeat only after a crash before the answer was stored (a
+// takeover, within a minute), or once the key's record expired.
+const erasureRetryWindow = 24 * time.Hour
+
+// freshErasureID keeps e's id, derived from the Idempotency-Key, for a retry of the
+// request that made it (the same identity and suppress within erasureRetryWindow: the
+// record is written again, which the table collapses); a key used again for another
+// request after its record expired gets a random id instead. Under the derived id, that
+// request's pending record would rank below the earlier request's completed one and never
+// run.
+func (a *API) freshErasureID(ctx context.Context, e *erasure.Erasure, now time.Time) error {
+	old, err := erasure.Get(ctx, a.Conn, e.Workspace, e.ID)
+	switch {
+	case errors.Is(err, erasure.ErrNotFound):
+		return nil
+	case err != nil:
+		return err
+	case old.Email == e.Email && old.Suppress == e.Suppress && now.Sub(old.RequestedAt) < erasureRetryWindow:
+		return nil
+	}
+	e.ID = uuid.New()
+	return nil
 }
 
 // parseErasure validates the body: {"identity": {"email": "…"} | {"email_sha256": "…"},

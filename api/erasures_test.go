@@ -8,10 +8,12 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
 	"svc/lib/apikey"
+	"svc/lib/ids"
 	"svc/schema/erasure"
 	"svc/schema/workspace"
 )
@@ -194,4 +196,47 @@ func list(t *testing.T, e *env, secret, path string) []map[string]any {
 		t.Fatalf("GET %s: %d %s", path, r.Status, r.Body)
 	}
 	return p.Data
+}
+
+// An Idempotency-Key used again after its record expired (24 h) makes a new erasure: a
+// request for another person, or for the same person a day later, runs; only a retry of
+// the same request within the window is the same erasure.
+func TestErasureIdempotencyKeyReusedLater(t *testing.T) {
+	e := newEnv(t)
+	tn := e.tenant(t, false)
+	ctx := context.Background()
+	sumOf := func(email string) [32]byte { return sha256.Sum256([]byte(email)) }
+	for _, email := range []string{"ada@example.com", "bob@example.com"} {
+		sum := sumOf(email)
+		t.Cleanup(func() {
+			_ = e.Redis.HDel(context.Background(), "svc:privacy:{ids}", tn.Workspace.ID.String()+":"+hex.EncodeToString(sum[:])).Err()
+		})
+	}
+	// Each key was used 31 hours ago for Ada's erasure, done since; now again, for Ada and
+	// for Bob.
+	past := time.Now().UTC().Add(-31 * time.Hour).Truncate(time.Second)
+	for key, email := range map[string]string{"ticket-7": "ada@example.com", "ticket-8": "bob@example.com"} {
+		derived := erasure.NewID(tn.Key.ID, []byte(key))
+		done := &erasure.Erasure{ID: derived, Workspace: tn.Workspace.ID, Email: sumOf("ada@example.com"), Stage: erasure.StageCompleted,
+			RequestedAt: past, StartedAt: past, CompletedAt: past, KeyID: tn.Key.ID, RequestID: "req_0123456789abcdef01234567"}
+		if err := erasure.Write(ctx, e.Conn, past, done); err != nil {
+			t.Fatal(err)
+		}
+		r := e.Do(t, "POST", "/erasures", tn.Secret, `{"identity": {"email": "`+email+`"}}`, "Idempotency-Key", key)
+		if r.Status != 202 {
+			t.Fatalf("POST /erasures for %s: %d %s", email, r.Status, r.Body)
+		}
+		id := r.JSON(t)["id"].(string)
+		if id == ids.Format(ids.Erasure, derived) {
+			t.Fatalf("%s: the new request got the earlier erasure's id %s", email, id)
+		}
+		var got map[string]any
+		if g := e.get(t, tn.Secret, "/erasures/"+id, &got); g.Status != 200 || got["status"] != "pending" {
+			t.Fatalf("%s: GET /erasures/%s: %d %v, want the new request pending", email, id, g.Status, got)
+		}
+		sum := sumOf(email)
+		if got["identity"].(map[string]any)["email_sha256"] != hex.EncodeToString(sum[:]) {
+			t.Fatalf("%s: the record is of another identity: %v", email, got)
+		}
+	}
 }
