@@ -3,10 +3,12 @@ package privacy_test
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 
 	"svc/schema/apitest"
 	"svc/schema/erasure"
@@ -66,5 +68,66 @@ func TestLaterStageWins(t *testing.T) {
 	}
 	if got := w.get(e); got.Stage != erasure.StageErased || got.Status() != erasure.StatusRunning {
 		t.Fatalf("stage %s after a late pending write, want erased", got.Stage)
+	}
+}
+
+// sentHook records the commands a client sends, one entry per round trip (a pipeline's
+// commands together).
+type sentHook struct {
+	mu   sync.Mutex
+	sent [][]string
+}
+
+func (h *sentHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *sentHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.add([]redis.Cmder{cmd})
+		return next(ctx, cmd)
+	}
+}
+
+func (h *sentHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.add(cmds)
+		return next(ctx, cmds)
+	}
+}
+
+func (h *sentHook) add(cmds []redis.Cmder) {
+	var names []string
+	for _, c := range cmds {
+		names = append(names, c.Name())
+	}
+	h.mu.Lock()
+	h.sent = append(h.sent, names)
+	h.mu.Unlock()
+}
+
+// Begin's registration is acknowledged before it reads the identities' generation: the
+// two keys are on different slots, which a Redis Cluster pipeline may send to two
+// masters at once, so the read must not share a round trip with the write.
+func TestFenceBeginWritesBeforeItReads(t *testing.T) {
+	rdb := apitest.Redis(t)
+	h := &sentHook{}
+	rdb.AddHook(h)
+	db := "fence_" + uuid.NewString()[:8]
+	t.Cleanup(func() { rdb.Del(context.Background(), "svc:privacy:{"+db+"}:flushes") })
+	if _, err := erasure.NewFence(rdb, db).Begin(context.Background(), "svc-rollup-order", time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	wrote := -1
+	for i, trip := range h.sent {
+		if slices.Contains(trip, "zadd") {
+			wrote = i
+		}
+		if slices.Contains(trip, "get") && (wrote < 0 || wrote == i) {
+			t.Fatalf("round trips %v: the generation is read with or before the registration", h.sent)
+		}
+	}
+	if wrote < 0 {
+		t.Fatalf("round trips %v: no registration", h.sent)
 	}
 }

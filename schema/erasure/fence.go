@@ -66,18 +66,24 @@ type FenceView struct {
 }
 
 // Begin registers INSERT id for lease (it must be ended, or its query gone from the
-// server, within it) and returns the current holds and identities generation.
+// server, within it) and returns the current holds and identities generation. The
+// registration is acknowledged before the generation is read: the two keys are on
+// different hash slots, which a Redis Cluster may serve from different masters, and a
+// pipeline sends each master's part on its own, so in one pipeline the read could run
+// before the write and the worker's "write, then read" would no longer meet ours.
 func (f *Fence) Begin(ctx context.Context, id string, lease time.Duration) (FenceView, error) {
 	now := f.now()
 	var holds *redis.StringSliceCmd
-	var gen *redis.StringCmd
-	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // one slot: {<db>}
 		p.ZAdd(ctx, f.flushes, redis.Z{Score: float64(now.Add(lease).UnixMilli()), Member: id})
 		holds = p.ZRangeByScore(ctx, f.holds, &redis.ZRangeBy{Min: strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"})
-		gen = p.Get(ctx, genKey)
 		return nil
 	})
-	if err != nil && !errors.Is(err, redis.Nil) {
+	if err != nil {
+		return FenceView{}, fmt.Errorf("privacy: register insert: %w", err)
+	}
+	gen := f.rdb.Get(ctx, genKey)
+	if err := gen.Err(); err != nil && !errors.Is(err, redis.Nil) {
 		return FenceView{}, fmt.Errorf("privacy: register insert: %w", err)
 	}
 	v := FenceView{}
