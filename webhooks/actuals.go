@@ -35,8 +35,25 @@ type ActualsStore struct{ conn driver.Conn }
 // NewActualsStore returns an ActualsStore over conn.
 func NewActualsStore(conn driver.Conn) *ActualsStore { return &ActualsStore{conn: conn} }
 
-// UpsertActuals implements ActualsWriter.
+// UpsertActuals implements ActualsWriter. Every campaign of rows must be one of ws's
+// (catalog.CampaignExists), as POST /imports/actuals requires its lines to be: rows of
+// an unknown campaign, or another workspace's, are refused (ErrInvalid), not stored
+// where nothing reads them.
 func (a *ActualsStore) UpsertActuals(ctx context.Context, ws uuid.UUID, rows []ActualsRow) error {
+	checked := map[uuid.UUID]bool{}
+	for _, r := range rows {
+		if checked[r.CampaignID] {
+			continue
+		}
+		ok, err := catalog.CampaignExists(ctx, a.conn, ws, r.CampaignID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("%w: %s is not a campaign of the workspace", catalog.ErrInvalid, ids.Format(ids.Campaign, r.CampaignID))
+		}
+		checked[r.CampaignID] = true
+	}
 	out := make([]catalog.CampaignActual, len(rows))
 	for i, r := range rows {
 		out[i] = catalog.CampaignActual{CampaignID: r.CampaignID, Date: r.Date, Source: "webhook",
@@ -250,7 +267,7 @@ func parseDate(s *string, ptr string, errs *fieldErrs) time.Time {
 		errs.add(ptr, "date", truncate(*s))
 		return time.Time{}
 	}
-	if d.Before(earliestDate) || d.After(time.Now().UTC().Add(48*time.Hour)) {
+	if tomorrow := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, 1); d.Before(earliestDate) || d.After(tomorrow) {
 		errs.add(ptr, "range", *s)
 		return time.Time{}
 	}

@@ -25,7 +25,7 @@ import (
 func TestBinaryBothDirections(t *testing.T) {
 	svctest.SkipShort(t)
 	apitest.Redis(t)
-	cc, _ := chtest.NewDB(t)
+	cc, conn := chtest.NewDB(t)
 	addr := svctest.FreeAddr(t)
 	prefix := "test:wh:e2e:" + uuid.NewString()[:8] + ":"
 	t.Cleanup(func() { cleanPrefix(apitest.Redis(t), prefix) })
@@ -56,8 +56,10 @@ func TestBinaryBothDirections(t *testing.T) {
 	srv := svctest.Start(t, env, addr, "webhooks")
 	srv.WaitReady(t, 30*time.Second)
 
+	cmp := uuid.New()
+	putCampaigns(t, conn, uuid.MustParse(strings.TrimPrefix(ws, "org_")), cmp)
 	body := fmt.Sprintf(`{"type":"actuals.reported","data":{"campaign_id":"cmp_%s","currency":"EUR","days":[{"date":"%s","impressions":5}]}}`,
-		uuid.NewString(), time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02"))
+		cmp, time.Now().UTC().AddDate(0, 0, -1).Format("2006-01-02"))
 	for i, want := range []string{Processed, Ignored} {
 		req, _ := http.NewRequest("POST", "http://"+addr+"/v1/webhooks/inbound/"+ws, strings.NewReader(body))
 		req.Header.Set(signature.Header, signature.Value(time.Now().Unix(), []byte(body), []byte(secret)))

@@ -26,6 +26,7 @@ func TestInboundContentReplayUnderNewID(t *testing.T) {
 	ctx := context.Background()
 	sec := ie.secret(t)
 	cmp := uuid.New()
+	putCampaigns(t, ie.conn, ie.ws, cmp)
 	day := ie.clock.Now().AddDate(0, 0, -2).Format("2006-01-02")
 	impressions := func() int64 {
 		t.Helper()

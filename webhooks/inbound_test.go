@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 	"github.com/redis/go-redis/v9"
 
@@ -186,6 +187,7 @@ func TestInboundOutcomesAndReplay(t *testing.T) {
 	sec := ie.secret(t)
 	now := ie.clock.Now()
 	cmp, cmp2 := uuid.New(), uuid.New()
+	putCampaigns(t, ie.conn, ie.ws, cmp, cmp2)
 	day := now.AddDate(0, 0, -3).Format("2006-01-02")
 	get := func(c uuid.UUID) []catalog.CampaignActual {
 		t.Helper()
@@ -321,5 +323,50 @@ func TestInboundRedisDown(t *testing.T) {
 	apitest.Problem(t, r, 503, "service_unavailable")
 	if r.Header.Get("Retry-After") == "" {
 		t.Fatal("503 without Retry-After")
+	}
+}
+
+// putCampaigns makes campaigns ids of workspace ws (inbound actuals are refused for a
+// campaign that is not the workspace's).
+func putCampaigns(t *testing.T, conn driver.Conn, ws uuid.UUID, ids ...uuid.UUID) {
+	t.Helper()
+	cs := make([]catalog.Campaign, len(ids))
+	for i, id := range ids {
+		cs[i] = catalog.Campaign{ID: id, PlanID: uuid.New(), Name: "campaign " + id.String()[:8], Status: "active",
+			Currency: "EUR", StartDate: time.Now().UTC().AddDate(0, -1, 0), EndDate: time.Now().UTC().AddDate(0, 1, 0)}
+	}
+	if err := catalog.PutCampaigns(context.Background(), conn, ws, cs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Actuals for a campaign that is not the workspace's (unknown, or another workspace's)
+// are refused (422, the message failed) and nothing is stored, as POST /imports/actuals
+// refuses a line that is not the plan's.
+func TestInboundActualsOfNoCampaignRefused(t *testing.T) {
+	ie := newInbound(t)
+	sec := ie.secret(t)
+	theirs := uuid.New()
+	putCampaigns(t, ie.conn, uuid.New(), theirs) // another workspace's
+	day := ie.clock.Now().AddDate(0, 0, -2).Format("2006-01-02")
+	for i, cmp := range []uuid.UUID{uuid.New(), theirs} {
+		r := ie.send(t, reported(cmp, day, 10, "1"), "no-campaign-"+strconv.Itoa(i), ie.clock.Now(), sec)
+		apitest.Problem(t, r, 422, "invalid_request")
+		as, err := catalog.CampaignActuals(context.Background(), ie.conn, ie.ws, cmp, catalog.ActualsQuery{Limit: 10})
+		if err != nil || len(as) != 0 {
+			t.Fatalf("campaign %d: stored %+v (%v)", i, as, err)
+		}
+	}
+}
+
+// An inbound day is at most tomorrow (UTC), as documented: the day after is refused at
+// any hour.
+func TestInboundDayAtMostTomorrow(t *testing.T) {
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	for days, ok := range map[int]bool{0: true, 1: true, 2: false} {
+		msg := reported(uuid.New(), today.AddDate(0, 0, days).Format("2006-01-02"), 1, "1")
+		if _, p := ParseMessage([]byte(msg)); (p == nil) != ok {
+			t.Errorf("today + %d days: refused %v, want accepted %v", days, p, ok)
+		}
 	}
 }

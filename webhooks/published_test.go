@@ -4,10 +4,12 @@ import (
 	"html"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	json "github.com/goccy/go-json"
+	"github.com/google/uuid"
 
 	"svc/api/docs"
 )
@@ -49,6 +51,9 @@ func TestPublishedInboundExamplesAreProcessed(t *testing.T) {
 			t.Errorf("the %s webhooks page publishes %d inbound messages, want both types and the signing example", name, len(got))
 		}
 		examples = append(examples, got...)
+	}
+	for _, m := range regexp.MustCompile(`cmp_([0-9a-f-]{36})`).FindAllStringSubmatch(strings.Join(examples, "\n"), -1) {
+		putCampaigns(t, ie.conn, ie.ws, uuid.MustParse(m[1]))
 	}
 	now := ie.clock.Now()
 	for i, body := range examples {
