@@ -48,3 +48,19 @@ func TestConfigReportsEveryBadSettingAtOnce(t *testing.T) {
 		t.Fatalf("printed:\n%s", out.String())
 	}
 }
+
+// A Redis URL that does not parse (a password holding an unencoded '/') is neither
+// printed nor quoted in the error with its password.
+func TestConfigNeverShowsAPasswordOfABadURL(t *testing.T) {
+	t.Setenv("SVC_REDIS_URL", "redis://svc:hun/ter4@127.0.0.1:6379/0")
+	var out strings.Builder
+	err := printConfig([]string{"dev"}, &out)
+	if err == nil || !strings.Contains(err.Error(), "SVC_REDIS_URL") {
+		t.Fatalf("the error does not name SVC_REDIS_URL: %v", err)
+	}
+	for what, text := range map[string]string{"printed": out.String(), "error": err.Error()} {
+		if strings.Contains(text, "hun") || strings.Contains(text, "ter4") {
+			t.Fatalf("%s shows the password:\n%s", what, text)
+		}
+	}
+}

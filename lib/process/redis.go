@@ -2,6 +2,7 @@ package process
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -50,11 +51,16 @@ func (c RedisConfig) String() string {
 	return "redis"
 }
 
+// errRedisURL is the error of a URL that does not parse. It says nothing of the URL or
+// of the parser's error, which quotes the URL (its password included) or a part of it.
+var errRedisURL = errors.New("SVC_REDIS_URL is not a redis:// or rediss:// URL (redis://[user:password@]host:port[/db]; " +
+	"percent-encode a password holding '/', '?', '#' or '@')")
+
 // Validate reports seed addresses that are not host:port, or a URL that does not parse.
 func (c RedisConfig) Validate() error {
 	if len(c.Cluster) == 0 {
 		if _, err := redis.ParseURL(c.URL); err != nil {
-			return fmt.Errorf("SVC_REDIS_URL: %w", err)
+			return errRedisURL
 		}
 	}
 	for _, a := range c.Cluster {
@@ -107,7 +113,7 @@ func newRedis(c RedisConfig) (redis.UniversalClient, error) {
 	}
 	opt, err := redis.ParseURL(c.URL)
 	if err != nil {
-		return nil, fmt.Errorf("SVC_REDIS_URL: %w", err)
+		return nil, errRedisURL
 	}
 	opt.PoolSize = max(opt.PoolSize, poolSize)
 	opt.ReadTimeout, opt.WriteTimeout = timeout, timeout

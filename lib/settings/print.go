@@ -51,7 +51,8 @@ func containsAll(list, want []string) bool {
 }
 
 // Masked returns v as it may be printed: a secret's value hidden, the password of a URL
-// with credentials (redis://user:password@host) replaced by xxxxx.
+// with credentials (redis://user:password@host) replaced by xxxxx, also in a URL that
+// does not parse (a password holding '/' unencoded): all before its last '@'.
 func (s Setting) Masked(v string) string {
 	if s.Secret {
 		if v == "" {
@@ -61,6 +62,10 @@ func (s Setting) Masked(v string) string {
 	}
 	if u, err := url.Parse(v); err == nil && u.User != nil {
 		return u.Redacted()
+	} else if err != nil {
+		if scheme, rest, ok := strings.Cut(v, "://"); ok && strings.Contains(rest, "@") {
+			return scheme + "://xxxxx@" + rest[strings.LastIndex(rest, "@")+1:]
+		}
 	}
 	return v
 }
