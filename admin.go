@@ -93,6 +93,9 @@ func runAdmin(ctx context.Context, args []string, sets ...Commands) error {
 	if err := r.Err(); err != nil {
 		return err
 	}
+	if err := app.CheckAuditRetention(ac.Retention); err != nil {
+		return err
+	}
 	rdb, err := process.OpenRedis(ctx, rc)
 	if err != nil {
 		return err

@@ -121,3 +121,13 @@ func TestAdminMemberRoleAndRemoval(t *testing.T) {
 		t.Fatalf("an unknown member: %v", err)
 	}
 }
+
+// svc admin refuses an audit-log retention under a day, as the application does: each
+// change it writes trims the workspace's log to that retention.
+func TestAdminRefusesAShortAuditRetention(t *testing.T) {
+	t.Setenv("SVC_APP_AUDIT_RETENTION", "10m")
+	err := adminMain(context.Background(), []string{"audit", "list", "--workspace", "ops"})
+	if err == nil || !strings.Contains(err.Error(), "SVC_APP_AUDIT_RETENTION") {
+		t.Fatalf("svc admin with a 10-minute audit retention: %v", err)
+	}
+}

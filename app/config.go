@@ -80,8 +80,8 @@ func (c Config) Validate() error {
 	if c.ThrottleWindow < time.Second || c.ThrottleWindow > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("SVC_APP_THROTTLE_WINDOW %s: want 1s..24h", c.ThrottleWindow))
 	}
-	if c.AuditRetention < 24*time.Hour {
-		errs = append(errs, fmt.Errorf("SVC_APP_AUDIT_RETENTION %s: want at least 24h", c.AuditRetention))
+	if err := CheckAuditRetention(c.AuditRetention); err != nil {
+		errs = append(errs, err)
 	}
 	if c.PublicURL != "" {
 		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -105,4 +105,14 @@ func (c Config) Validate() error {
 func (c Config) secure() bool {
 	u, err := url.Parse(c.PublicURL)
 	return err == nil && u.Scheme == "https"
+}
+
+// CheckAuditRetention refuses an audit-log retention under a day: every change written
+// trims the workspace's log to it (XADD MINID), so a short one deletes the log. The
+// application and `svc admin` (which writes to the same logs) both check it.
+func CheckAuditRetention(d time.Duration) error {
+	if d < 24*time.Hour {
+		return fmt.Errorf("SVC_APP_AUDIT_RETENTION %s: want at least 24h", d)
+	}
+	return nil
 }
