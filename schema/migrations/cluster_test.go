@@ -1,6 +1,7 @@
 package migrations
 
 import (
+	"context"
 	"regexp"
 	"strings"
 	"testing"
@@ -114,5 +115,16 @@ func TestSplitStatements(t *testing.T) {
 	got := SplitStatements("-- c\n-- cluster: shard_by=x\nCREATE TABLE a (x UInt8)\nENGINE = MergeTree ORDER BY x\n;\n\nCREATE VIEW b AS SELECT 1;\n")
 	if len(got) != 2 || got[0].ShardBy != "x" || got[1].ShardBy != "" || got[1].SQL != "CREATE VIEW b AS SELECT 1" {
 		t.Fatalf("%+v", got)
+	}
+}
+
+// svc migrate refuses a stray word ("svc migrate print", "svc migrate clustered") rather
+// than applying the single-server schema.
+func TestMigrateRefusesArguments(t *testing.T) {
+	var out strings.Builder
+	for _, args := range [][]string{{"print"}, {"clustered"}, {"--print", "extra"}} {
+		if err := migrateMain(context.Background(), args, &out); err == nil || !strings.Contains(err.Error(), "no arguments") {
+			t.Fatalf("svc migrate %v: %v, want a refusal", args, err)
+		}
 	}
 }

@@ -29,6 +29,9 @@ func migrateMain(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 { // "svc migrate print" must not apply the schema
+		return fmt.Errorf("svc migrate takes no arguments, only flags (--print, --clustered, --cluster NAME): got %q", fs.Args())
+	}
 	r := settings.New()
 	cfg := chpool.ConfigFromEnv(r)
 	if err := r.Err(); err != nil {
