@@ -18,7 +18,11 @@ PKGS     ?= ./...
 
 all: build
 
+# Go is the one thing these targets do not install (Debian's golang-go is 1.19, too old to
+# read go.mod): the machine brings it (go.dev/dl, /usr/local/go); 1.21 or newer fetches
+# go.mod's toolchain itself through the module proxy.
 build:
+	@command -v $(GO) >/dev/null || { echo "make: no Go toolchain ($(GO)): install Go 1.21 or newer from https://go.dev/dl (it fetches the version go.mod names)" >&2; exit 1; }
 	$(GO) build -o $(BIN) .
 
 services:

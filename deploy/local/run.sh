@@ -25,13 +25,23 @@ if [ -f "$pidfile" ] && kill -0 "$(cat "$pidfile")" 2>/dev/null; then
   kill "$(cat "$pidfile")"
   for _ in $(seq 1 100); do kill -0 "$(cat "$pidfile")" 2>/dev/null || break; sleep 0.2; done
 fi
+if curl -fsS -o /dev/null "http://$addr/healthz" 2>/dev/null; then
+  echo "something else already answers on $addr (another checkout's make run?): stop it, or set SVC_HTTP_ADDR" >&2
+  exit 1
+fi
 nohup "$svc" dev >>"$logfile" 2>&1 &
 echo $! >"$pidfile"
 
+# Ready is our process answering: one that died (its address taken by another server,
+# another checkout's `make run` say) must not pass on that server's answer.
 ready=""
 for _ in $(seq 1 150); do
-  if curl -fsS "http://$addr/readyz" >/dev/null 2>&1; then ready=1; break; fi
   kill -0 "$(cat "$pidfile")" 2>/dev/null || break
+  if curl -fsS "http://$addr/readyz" >/dev/null 2>&1; then
+    sleep 0.3
+    kill -0 "$(cat "$pidfile")" 2>/dev/null && ready=1
+    break
+  fi
   sleep 0.2
 done
 if [ -z "$ready" ]; then
