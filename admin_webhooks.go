@@ -422,5 +422,7 @@ func cmdRedeliver(ctx context.Context, e *Env, args []string) (any, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no endpoint of workspace %s takes %s events", ids.Format(ids.Org, ws), kind)
 	}
-	return map[string]any{"event_id": ids.Format(ids.Event, evID), "kind": kind, "deliveries": out}, nil
+	// workspace_id: the change is the workspace's, and its audit log records it (auditAdmin).
+	return map[string]any{"event_id": ids.Format(ids.Event, evID), "kind": kind, "workspace_id": ids.Format(ids.Org, ws),
+		"deliveries": out}, nil
 }

@@ -93,6 +93,11 @@ func TestBinaryBothDirections(t *testing.T) {
 		return len(dl) == 2
 	})
 	run("admin", "webhook", "redeliver", hits[0].EventID)
+	// The redelivery is the workspace's change: its audit log has it.
+	if audit := run("admin", "audit", "list", "--workspace", ws)["data"].([]any); len(audit) == 0 ||
+		audit[0].(map[string]any)["action"] != "webhook redeliver" {
+		t.Fatalf("the workspace's audit log after a redelivery: %v", audit)
+	}
 	svctest.WaitFor(t, 10*time.Second, "redelivery", func() bool { return len(rcv.Hits()) == 3 })
 	if h := rcv.Hits()[2]; h.EventID != hits[0].EventID || h.Attempt != "3" || string(h.Body) != string(hits[0].Body) {
 		t.Fatalf("redelivery %+v", h)
