@@ -17,7 +17,7 @@ import (
 // checkers read the settings of each command `svc config COMMAND` can check, as that
 // command reads them, and validate them.
 var checkers = map[string]func(r *settings.Reader) error{
-	"broker":  func(r *settings.Reader) error { return readBroker(r).validate() },
+	"broker":  func(r *settings.Reader) error { return readBrokerRole(r).validate() },
 	"migrate": func(r *settings.Reader) error { return chpool.ConfigFromEnv(r).Validate() },
 }
 

@@ -64,3 +64,14 @@ func TestConfigNeverShowsAPasswordOfABadURL(t *testing.T) {
 		}
 	}
 }
+
+// svc config broker checks what svc broker checks: the broker's own embedded address,
+// also where SVC_KAFKA_BROKERS (its peers' setting) is set.
+func TestConfigBrokerChecksAsTheBrokerDoes(t *testing.T) {
+	t.Setenv("SVC_KAFKA_BROKERS", "kafka-1:9092")
+	t.Setenv("SVC_EMBEDDED_KAFKA_ADDR", "bad")
+	var out strings.Builder
+	if err := printConfig([]string{"broker"}, &out); err == nil || !strings.Contains(err.Error(), "SVC_EMBEDDED_KAFKA_ADDR") {
+		t.Fatalf("svc config broker with a bad embedded address: %v", err)
+	}
+}

@@ -319,14 +319,22 @@ func (s brokerSettings) validate() error {
 	return errors.Join(err, s.Broker.Validate())
 }
 
+// readBrokerRole reads the broker's settings as `svc broker` runs it: this process is
+// the broker, whatever SVC_KAFKA_BROKERS says (its peers' setting), so its own embedded
+// address is the one checked.
+func readBrokerRole(r *settings.Reader) brokerSettings {
+	s := readBroker(r)
+	s.Broker.Brokers = nil
+	return s
+}
+
 // brokerMain runs the embedded broker alone, for several processes to share.
 func brokerMain(ctx context.Context, args []string) error {
 	if len(args) > 0 {
 		return fmt.Errorf("unexpected arguments %q (svc broker is configured by SVC_* variables only)", args)
 	}
 	r := settings.New()
-	s := readBroker(r)
-	s.Broker.Brokers = nil // this process is the broker
+	s := readBrokerRole(r)
 	if err := errors.Join(r.Err(), s.validate()); err != nil {
 		return err
 	}
