@@ -163,7 +163,12 @@ func ParseArgs(fs *flag.FlagSet, args []string, positional int) ([]string, error
 	for len(args) > 0 && !strings.HasPrefix(args[0], "-") && len(pos) < positional {
 		pos, args = append(pos, args[0]), args[1:]
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		var b strings.Builder // the flags, instead of "flag: help requested"
+		fs.SetOutput(&b)
+		fs.PrintDefaults()
+		return nil, fmt.Errorf("%s takes:\n%s", fs.Name(), b.String())
+	} else if err != nil {
 		return nil, err
 	}
 	pos = append(pos, fs.Args()...)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"errors"
 	"strings"
 	"testing"
@@ -129,5 +130,15 @@ func TestAdminRefusesAShortAuditRetention(t *testing.T) {
 	err := adminMain(context.Background(), []string{"audit", "list", "--workspace", "ops"})
 	if err == nil || !strings.Contains(err.Error(), "SVC_APP_AUDIT_RETENTION") {
 		t.Fatalf("svc admin with a 10-minute audit retention: %v", err)
+	}
+}
+
+// An admin command's --help lists its flags, not "flag: help requested".
+func TestAdminHelpListsTheFlags(t *testing.T) {
+	fs := flag.NewFlagSet("key create", flag.ContinueOnError)
+	fs.Int("burst", 120, "requests per 60 s")
+	_, err := ParseArgs(fs, []string{"--help"}, 0)
+	if err == nil || !strings.Contains(err.Error(), "-burst") || strings.Contains(err.Error(), "help requested") {
+		t.Fatalf("--help: %v", err)
 	}
 }

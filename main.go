@@ -85,9 +85,13 @@ func adminMain(ctx context.Context, args []string) error {
 }
 
 func main() {
-	if len(os.Args) < 2 || os.Args[1] == "-h" || os.Args[1] == "--help" || os.Args[1] == "help" {
+	if len(os.Args) < 2 {
 		usage()
 		os.Exit(2)
+	}
+	if a := os.Args[1]; a == "-h" || a == "--help" || a == "help" { // asked for: not an error
+		usage()
+		os.Exit(0)
 	}
 	cmd, ok := commands[os.Args[1]]
 	if !ok {
