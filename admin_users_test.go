@@ -3,8 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
-	"flag"
 	"errors"
+	"flag"
 	"strings"
 	"testing"
 	"time"
