@@ -175,17 +175,17 @@ var Table = []Setting{
 
 	// The privacy worker, run by the webhooks role (privacy.Config).
 	{Name: "SVC_PRIVACY_POLL", Group: GroupPrivacy, Kind: Duration, Default: "2s",
-		ReadBy: webhooks, Meaning: "how often the worker looks for erasures (10ms..1h)"},
+		ReadBy: privacyWorker, Meaning: "how often the worker looks for erasures (10ms..1h)"},
 	{Name: "SVC_PRIVACY_BATCH", Group: GroupPrivacy, Kind: Int, Default: "100",
-		ReadBy: webhooks, Meaning: "erasures run together, one mutation of events and one rebuild per rollup table (1..1000)"},
+		ReadBy: privacyWorker, Meaning: "erasures run together, one mutation of events and one rebuild per rollup table (1..1000)"},
 	{Name: "SVC_PRIVACY_MUTATION_TIMEOUT", Group: GroupPrivacy, Kind: Duration, Default: "1h",
-		ReadBy: webhooks, Meaning: "longest wait for one mutation; the run fails and the next resumes"},
+		ReadBy: privacyWorker, Meaning: "longest wait for one mutation; the run fails and the next resumes"},
 	{Name: "SVC_PRIVACY_HOLD_LEASE", Group: GroupPrivacy, Kind: Duration, Default: "5m",
-		ReadBy: webhooks, Meaning: "how long pixels stay held while their rollups are rebuilt (extended before inserting)"},
+		ReadBy: privacyWorker, Meaning: "how long pixels stay held while their rollups are rebuilt (extended before inserting)"},
 	{Name: "SVC_PRIVACY_RETENTION_INTERVAL", Group: GroupPrivacy, Kind: Duration, Default: "1h",
-		ReadBy: webhooks, Meaning: "how often raw events past their workspace's retention are removed"},
+		ReadBy: privacyWorker, Meaning: "how often raw events past their workspace's retention are removed"},
 	{Name: "SVC_PRIVACY_KEEP_IDENTITIES", Group: GroupPrivacy, Kind: Duration, Default: "192h",
-		ReadBy: webhooks, Meaning: "how long an identity erased without suppression stays in the pipeline's list (Kafka keeps records 7 days; at least 168h)"},
+		ReadBy: privacyWorker, Meaning: "how long an identity erased without suppression stays in the pipeline's list (Kafka keeps records 7 days; at least 168h)"},
 
 	// The application (app.Config).
 	{Name: "SVC_APP_SESSION_TTL", Group: GroupApp, Kind: Duration, Default: "12h",
@@ -272,6 +272,8 @@ var (
 	kafka      = []string{Dev, Ingest, Rollup, Broker}
 	clickhouse = []string{Dev, Rollup, API, Webhooks, App, Migrate, Admin, Bench, Tests}
 	webhooks   = []string{Dev, Webhooks, Admin}
+	// privacyWorker: the commands that run the privacy worker (svc admin does not).
+	privacyWorker = []string{Dev, Webhooks}
 )
 
 func with(list []string, more ...string) []string {
