@@ -52,15 +52,23 @@ func TestConfigReportsEveryBadSettingAtOnce(t *testing.T) {
 // A Redis URL that does not parse (a password holding an unencoded '/') is neither
 // printed nor quoted in the error with its password.
 func TestConfigNeverShowsAPasswordOfABadURL(t *testing.T) {
-	t.Setenv("SVC_REDIS_URL", "redis://svc:hun/ter4@127.0.0.1:6379/0")
-	var out strings.Builder
-	err := printConfig([]string{"dev"}, &out)
-	if err == nil || !strings.Contains(err.Error(), "SVC_REDIS_URL") {
-		t.Fatalf("the error does not name SVC_REDIS_URL: %v", err)
-	}
-	for what, text := range map[string]string{"printed": out.String(), "error": err.Error()} {
-		if strings.Contains(text, "hun") || strings.Contains(text, "ter4") {
-			t.Fatalf("%s shows the password:\n%s", what, text)
+	// Passwords holding an unencoded '/' or '@': one that does not parse as a URL, one
+	// that parses with the password's start as a port, one that parses as another user.
+	for _, c := range []struct{ url, secret string }{
+		{"redis://svc:hun/ter4@127.0.0.1:6379/0", "ter4"},
+		{"redis://svc:1234/ter4@127.0.0.1:6379/0", "ter4"},
+		{"redis://u:p@ss/w@127.0.0.1:6379/0", "ss/w"},
+	} {
+		t.Setenv("SVC_REDIS_URL", c.url)
+		var out strings.Builder
+		err := printConfig([]string{"dev"}, &out)
+		if err == nil || !strings.Contains(err.Error(), "SVC_REDIS_URL") {
+			t.Fatalf("%s: the error does not name SVC_REDIS_URL: %v", c.url, err)
+		}
+		for what, text := range map[string]string{"printed": out.String(), "error": err.Error()} {
+			if strings.Contains(text, c.secret) {
+				t.Fatalf("%s: %s shows the password:\n%s", c.url, what, text)
+			}
 		}
 	}
 }

@@ -285,8 +285,9 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 		return p
 	}
 	px, perr := e.pixel(r, b.PixelID)
-	if perr != nil { // a pixel_id that is no pixel of the key's: refused whole, the body read
-		whole = true
+	if perr != nil { // a pixel_id that is no pixel of the key's (4xx): refused whole, the body read
+		var p *problem.Problem
+		whole = errors.As(perr, &p) && p.Status < 500
 		return perr
 	}
 	if r.DryRun() {

@@ -3,7 +3,6 @@ package settings
 import (
 	"fmt"
 	"io"
-	"net/url"
 	"slices"
 	"strings"
 )
@@ -60,12 +59,11 @@ func (s Setting) Masked(v string) string {
 		}
 		return "(set, hidden)"
 	}
-	if u, err := url.Parse(v); err == nil && u.User != nil {
-		return u.Redacted()
-	} else if err != nil {
-		if scheme, rest, ok := strings.Cut(v, "://"); ok && strings.Contains(rest, "@") {
-			return scheme + "://xxxxx@" + rest[strings.LastIndex(rest, "@")+1:]
-		}
+	// Everything before the last '@' after the scheme is credentials, however the URL
+	// parses: a password holding an unencoded '/' or '@' can parse as a host and a path
+	// (redis://svc:1234/ter4@host) or as another user (redis://u:p@ss/w@host).
+	if scheme, rest, ok := strings.Cut(v, "://"); ok && strings.Contains(rest, "@") {
+		return scheme + "://xxxxx@" + rest[strings.LastIndex(rest, "@")+1:]
 	}
 	return v
 }
