@@ -320,11 +320,20 @@ func (s *Store) openEpisode(ctx context.Context, kind string, pixel uuid.UUID, s
 }
 
 // firingEmitted records that the firing event of pixel's episode of kind that began at
-// since was emitted (SET XX: an episode closed meanwhile is not made again).
+// since was emitted: only while that episode is the one stored, still pending (compared
+// as stored), so that a slow emitter cannot overwrite an episode another process closed
+// and opened anew meanwhile.
 func (s *Store) firingEmitted(ctx context.Context, kind string, pixel uuid.UUID, since time.Time) error {
-	b, _ := json.Marshal(episodeState{Since: since})
-	return s.rdb.SetXX(ctx, s.episodeKey(kind, pixel), b, redis.KeepTTL).Err()
+	pending, _ := json.Marshal(episodeState{Since: since, Pending: true})
+	done, _ := json.Marshal(episodeState{Since: since})
+	return markEmitted.Run(ctx, s.rdb, []string{s.episodeKey(kind, pixel)}, pending, done).Err()
 }
+
+// markEmitted sets KEYS[1] to ARGV[2] if it holds ARGV[1].
+var markEmitted = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'KEEPTTL') end
+return 1
+`)
 
 func (s *Store) closeEpisode(ctx context.Context, kind string, pixel uuid.UUID) error {
 	return s.rdb.Del(ctx, s.episodeKey(kind, pixel)).Err()

@@ -398,3 +398,28 @@ func TestShareReachedAtTheThreshold(t *testing.T) {
 		}
 	}
 }
+
+// A slow emitter's record of a firing event it sent changes only the episode it sent it
+// for: an episode another process closed and opened anew meanwhile is left as it is.
+func TestFiringEmittedLeavesANewerEpisode(t *testing.T) {
+	st, ctx, px := newEnv(t).emitter().Store, context.Background(), uuid.New()
+	s1 := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
+	if _, err := st.openEpisode(ctx, KindRejectionsRising, px, s1); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.closeEpisode(ctx, KindRejectionsRising, px); err != nil {
+		t.Fatal(err)
+	}
+	s2 := s1.Add(30 * time.Minute)
+	if _, err := st.openEpisode(ctx, KindRejectionsRising, px, s2); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.firingEmitted(ctx, KindRejectionsRising, px, s1); err != nil {
+		t.Fatal(err)
+	}
+	ep, open, err := st.episodeOf(ctx, KindRejectionsRising, px)
+	if err != nil || !open || !ep.Since.Equal(s2) || !ep.Pending {
+		t.Fatalf("episode %+v (open %v, %v), want the newer one, still pending", ep, open, err)
+	}
+	t.Cleanup(func() { _ = st.closeEpisode(context.Background(), KindRejectionsRising, px) })
+}
