@@ -43,19 +43,19 @@ func TestIngestedThroughMeta(t *testing.T) {
 	}
 	ctx := context.Background()
 	t0 := time.Date(2026, 9, 14, 10, 15, 2, 250e6, time.UTC)
-	if err := rollups.WatermarkRaise(ctx, s.Redis, ch.Database, 2, map[int32]time.Time{0: t0.Add(time.Second)}); err != nil {
+	if err := rollups.WatermarkRaise(ctx, s.Redis, ch.Database, "events.v1@test", 2, map[int32]time.Time{0: t0.Add(time.Second)}); err != nil {
 		t.Fatal(err)
 	}
 	if v := meta(); v != nil {
 		t.Fatalf("one partition of two published: %v, want null", v)
 	}
-	if err := rollups.WatermarkRaise(ctx, s.Redis, ch.Database, 2, map[int32]time.Time{1: t0}); err != nil {
+	if err := rollups.WatermarkRaise(ctx, s.Redis, ch.Database, "events.v1@test", 2, map[int32]time.Time{1: t0}); err != nil {
 		t.Fatal(err)
 	}
 	if v := meta(); v != "2026-09-14T10:15:02.250Z" {
 		t.Fatalf("ingested_through %v, want the lower partition's", v)
 	}
-	if err := rollups.WatermarkRaise(ctx, s.Redis, ch.Database, 2, map[int32]time.Time{1: t0.Add(-time.Hour)}); err != nil {
+	if err := rollups.WatermarkRaise(ctx, s.Redis, ch.Database, "events.v1@test", 2, map[int32]time.Time{1: t0.Add(-time.Hour)}); err != nil {
 		t.Fatal(err)
 	}
 	if v := meta(); v != "2026-09-14T10:15:02.250Z" {

@@ -288,6 +288,7 @@ func (c *consumer) readStored(ctx context.Context, parts []int32) error {
 		}
 		c.label = l
 		c.sink.SetTopic(l)
+		c.wm.setLabel(l)
 	}
 	got, err := c.rb.maxOffsets(qctx, c.label, parts)
 	if err != nil {

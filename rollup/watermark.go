@@ -62,6 +62,14 @@ type watermarks struct {
 	probes  map[int32][]probe
 	marks   map[int32]time.Time // to publish
 	n       int
+	label   string // the topic's incarnation label (incarnation.go): nothing is published before it is known
+}
+
+// setLabel records the topic's incarnation label, once the consumer read it.
+func (w *watermarks) setLabel(l string) {
+	w.mu.Lock()
+	w.label = l
+	w.mu.Unlock()
 }
 
 func newWatermarks(cfg Config, cl *kgo.Client, log *slog.Logger) *watermarks {
@@ -192,17 +200,21 @@ func (w *watermarks) step(ctx context.Context) error {
 	}
 	w.n = n
 	w.advance()
-	marks := w.marks
+	marks, label := w.marks, w.label
 	w.marks = map[int32]time.Time{}
 	w.mu.Unlock()
 	if len(marks) == 0 {
+		return nil
+	}
+	if label == "" {
+		w.keep(marks)
 		return nil
 	}
 	if ok, err := w.ready(qctx); !ok {
 		w.keep(marks)
 		return err
 	}
-	if err := rollups.WatermarkRaise(qctx, w.cfg.Redis, w.cfg.ClickHouse.Database, n, marks); err != nil {
+	if err := rollups.WatermarkRaise(qctx, w.cfg.Redis, w.cfg.ClickHouse.Database, label, n, marks); err != nil {
 		w.keep(marks)
 		return err
 	}

@@ -233,7 +233,7 @@ func TestRejectionsRisingWaitsForTheWatermark(t *testing.T) {
 	ctx, db := context.Background(), w.e.cfg.ClickHouse.Database
 	t.Cleanup(func() { w.e.rdb.Del(context.Background(), rollups.WatermarkKey(db)) })
 	behind := w.start.Add(-time.Minute)
-	if err := rollups.WatermarkRaise(ctx, w.e.rdb, db, 2, map[int32]time.Time{0: behind, 1: behind}); err != nil {
+	if err := rollups.WatermarkRaise(ctx, w.e.rdb, db, "events.v1@test", 2, map[int32]time.Time{0: behind, 1: behind}); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.tick(t, 2); len(got) != 0 {
@@ -244,7 +244,7 @@ func TestRejectionsRisingWaitsForTheWatermark(t *testing.T) {
 	w.stored(t, px, 90, 10)
 	w.nextMinute()
 	caught := w.e.clock.Now().Add(time.Minute)
-	if err := rollups.WatermarkRaise(ctx, w.e.rdb, db, 2, map[int32]time.Time{0: caught, 1: caught}); err != nil {
+	if err := rollups.WatermarkRaise(ctx, w.e.rdb, db, "events.v1@test", 2, map[int32]time.Time{0: caught, 1: caught}); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.tick(t, 2); len(got) != 0 {
@@ -314,7 +314,7 @@ func TestPixelSilentFiresOnceAndClears(t *testing.T) {
 	// a silence, nothing is known past it.
 	ctx, db := context.Background(), w.e.cfg.ClickHouse.Database
 	stalled := map[int32]time.Time{0: last[px], 1: last[px]}
-	if err := rollups.WatermarkRaise(ctx, w.e.rdb, db, 2, stalled); err != nil {
+	if err := rollups.WatermarkRaise(ctx, w.e.rdb, db, "events.v1@test", 2, stalled); err != nil {
 		t.Fatal(err)
 	}
 	if got := w.tick(t, 2); len(got) != 0 {

@@ -25,7 +25,8 @@ import (
 // ClockMargin. IngestedThrough is the minimum over the topic's partitions, read from
 //
 //	svc:watermark:{<db>}:events.v1  HASH  n → partitions of the topic, "<p>" → W_p (unix ms),
-//	                                      "n:<m>" → 1 for every partition count m published
+//	                                      "n:<m>" → 1 for every partition count m published,
+//	                                      topic → the topic's incarnation label
 //
 // per ClickHouse database (the data the instant is about), so that deployments and tests
 // sharing a Redis do not mix.
@@ -48,9 +49,17 @@ const ClockMargin = 250 * time.Millisecond
 func WatermarkKey(db string) string { return "svc:watermark:{" + db + "}:" + schema.TopicEvents }
 
 // watermarkLib raises the partitions' values and the partition count: KEYS[1] the hash;
-// ARGV n, then pairs of partition and unix ms.
+// ARGV the topic's incarnation label, n, then pairs of partition and unix ms. A label
+// other than the one stored (the topic deleted and made again, perhaps with fewer
+// partitions) starts the hash afresh: the earlier incarnation's counts and values are of
+// offsets that no longer exist.
 var watermarkLib = redisfn.New("watermark", `
 local function raise(KEYS, ARGV)
+  if ARGV[1] ~= '' and redis.call('HGET', KEYS[1], 'topic') ~= ARGV[1] then
+    redis.call('DEL', KEYS[1])
+    redis.call('HSET', KEYS[1], 'topic', ARGV[1])
+  end
+  table.remove(ARGV, 1)
   local n = tonumber(ARGV[1])
   if n > tonumber(redis.call('HGET', KEYS[1], 'n') or '0') then redis.call('HSET', KEYS[1], 'n', n) end
   redis.call('HSET', KEYS[1], 'n:' .. n, 1)
@@ -62,10 +71,11 @@ local function raise(KEYS, ARGV)
 end
 `, "raise")
 
-// WatermarkRaise publishes marks (partition → W_p) for a topic of n partitions,
-// keeping for each partition the larger of its stored value and the new one.
-func WatermarkRaise(ctx context.Context, rdb redis.UniversalClient, db string, n int, marks map[int32]time.Time) error {
-	args := []any{n}
+// WatermarkRaise publishes marks (partition → W_p) for the incarnation label of a topic
+// of n partitions, keeping for each partition the larger of its stored value and the new
+// one ("" label: the incarnation is not checked).
+func WatermarkRaise(ctx context.Context, rdb redis.UniversalClient, db, label string, n int, marks map[int32]time.Time) error {
+	args := []any{label, n}
 	for p, t := range marks {
 		args = append(args, strconv.Itoa(int(p)), t.UnixMilli())
 	}

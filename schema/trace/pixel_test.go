@@ -32,7 +32,7 @@ func TestLagsAcrossAPartitionCountChange(t *testing.T) {
 	for p := int32(0); p < 4; p++ {
 		marks[p] = late
 	}
-	if err := rollups.WatermarkRaise(ctx, rdb, db, 4, marks); err != nil {
+	if err := rollups.WatermarkRaise(ctx, rdb, db, "events.v1@test", 4, marks); err != nil {
 		t.Fatal(err)
 	}
 	// Partitions added: the new partitions and the pixel's old one lag behind.
@@ -45,7 +45,7 @@ func TestLagsAcrossAPartitionCountChange(t *testing.T) {
 		lagging = 5
 	}
 	marks[lagging] = early
-	if err := rollups.WatermarkRaise(ctx, rdb, db, 8, marks); err != nil {
+	if err := rollups.WatermarkRaise(ctx, rdb, db, "events.v1@test", 8, marks); err != nil {
 		t.Fatal(err)
 	}
 	if err := rdb.HSet(ctx, rollups.WatermarkKey(db), strconv.Itoa(int(old)), early.UnixMilli()).Err(); err != nil {
@@ -60,11 +60,41 @@ func TestLagsAcrossAPartitionCountChange(t *testing.T) {
 		t.Fatalf("lag %+v, want partition %d through %v (its records of before the change wait on partition %d)", l, now, early, old)
 	}
 	// A member with the metadata of before publishes the old count.
-	if err := rollups.WatermarkRaise(ctx, rdb, db, 4, map[int32]time.Time{0: late.Add(time.Minute)}); err != nil {
+	if err := rollups.WatermarkRaise(ctx, rdb, db, "events.v1@test", 4, map[int32]time.Time{0: late.Add(time.Minute)}); err != nil {
 		t.Fatal(err)
 	}
 	at, ok, err := rollups.IngestedThrough(ctx, rdb, db)
 	if err != nil || !ok || !at.Equal(early) {
 		t.Fatalf("ingested through %v (%v, %v), want %v: partition %d has not caught up", at, ok, err, early, lagging)
+	}
+}
+
+// A topic deleted and made again (another incarnation, fewer partitions) starts the
+// published watermark afresh: the earlier incarnation's partition counts and values
+// would freeze the minimum on partitions that no longer exist.
+func TestWatermarkOfATopicMadeAgain(t *testing.T) {
+	rdb := svctest.Redis(t)
+	ctx := context.Background()
+	db := "trace_test_" + uuid.NewString()[:8]
+	t.Cleanup(func() { rdb.Del(context.Background(), rollups.WatermarkKey(db)) })
+	t0 := time.Date(2026, 11, 28, 1, 0, 0, 0, time.UTC)
+	old := map[int32]time.Time{}
+	for p := int32(0); p < 8; p++ {
+		old[p] = t0
+	}
+	if err := rollups.WatermarkRaise(ctx, rdb, db, "events.v1@first", 8, old); err != nil {
+		t.Fatal(err)
+	}
+	later := t0.Add(time.Hour)
+	if err := rollups.WatermarkRaise(ctx, rdb, db, "events.v1@second", 4, map[int32]time.Time{0: later, 1: later, 2: later, 3: later}); err != nil {
+		t.Fatal(err)
+	}
+	at, ok, err := rollups.IngestedThrough(ctx, rdb, db)
+	if err != nil || !ok || !at.Equal(later) {
+		t.Fatalf("ingested through %v (%v, %v), want %v: the new topic's four partitions", at, ok, err, later)
+	}
+	pub, err := rollups.Watermarks(ctx, rdb, db)
+	if err != nil || pub.N != 4 || len(pub.Counts) != 1 {
+		t.Fatalf("published %+v (%v), want the new topic's count only", pub, err)
 	}
 }
