@@ -5,7 +5,8 @@ import (
 	"strconv"
 )
 
-// Client event ids. A client may give an event its own event_id (1–64 printable bytes);
+// Client event ids. A client may give an event its own event_id (1–64 printable
+// characters);
 // the edge stores it as ClientEventID(event_id), a UUID of version 8, and assigns every
 // other event a version 4 UUID. The version tells the consumer which events to
 // deduplicate by (pixel, event id) without a field of its own in the record, so records

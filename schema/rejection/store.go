@@ -22,7 +22,8 @@ var columns = []string{"workspace_id", "sandbox", "pixel_id", "minute", "receive
 	"kafka_topic", "kafka_partition", "kafka_offset"}
 
 // Row is one row of the table: a stored rejection (Sample) or a count of rejections
-// not stored (Rejections of them, no request, key, index or value).
+// not stored (Rejections of them, no index or value; a 202's carries its request id,
+// key, size and second, a refused batch's none of them).
 type Row struct {
 	Workspace, Pixel, Key uuid.UUID
 	Sandbox               bool
