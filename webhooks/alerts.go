@@ -243,7 +243,12 @@ func (tr *Triggers) episode(ctx context.Context, ws, pixel uuid.UUID, kind strin
 	}
 	now := tr.Now().UTC().Truncate(time.Second)
 	if firing && !open {
-		if ep, err = st.openEpisode(ctx, kind, pixel, start.UTC().Truncate(time.Second)); err != nil {
+		since := start.UTC().Truncate(time.Second)
+		body, err := json.Marshal(data(since, nil)) // the firing event's data, kept until it is sent
+		if err != nil {
+			return err
+		}
+		if ep, err = st.openEpisode(ctx, kind, pixel, since, body); err != nil {
 			return err
 		}
 		open = true
@@ -252,11 +257,15 @@ func (tr *Triggers) episode(ctx context.Context, ws, pixel uuid.UUID, kind strin
 		return nil
 	}
 	if ep.Pending {
+		var firingData any = json.RawMessage(ep.Firing) // the window that fired, not this scan's
+		if len(ep.Firing) == 0 {
+			firingData = data(ep.Since, nil)
+		}
 		if _, err = tr.Emitter.Emit(ctx, Event{ID: alertID(kind, pixel, ep.Since, AlertFiring), Kind: kind, WorkspaceID: ws,
-			CreatedAt: now, Data: data(ep.Since, nil)}); err != nil {
+			CreatedAt: now, Data: firingData}); err != nil {
 			return err
 		}
-		if err := st.firingEmitted(ctx, kind, pixel, ep.Since); err != nil {
+		if err := st.firingEmitted(ctx, kind, pixel, ep); err != nil {
 			return err
 		}
 	}
@@ -283,8 +292,11 @@ func (s *Store) episodeKey(kind string, pixel uuid.UUID) string {
 
 type episodeState struct {
 	Since time.Time `json:"since"`
-	// Pending: the firing event is not emitted yet (a state without it was emitted).
-	Pending bool `json:"pending,omitempty"`
+	// Pending: the firing event is not emitted yet (a state without it was emitted);
+	// Firing is its data, as built when the episode was opened, so that a late emission
+	// tells of the window that fired.
+	Pending bool            `json:"pending,omitempty"`
+	Firing  json.RawMessage `json:"firing,omitempty"`
 }
 
 // episodeOf returns pixel's open episode of kind (open false: none).
@@ -303,10 +315,10 @@ func (s *Store) episodeOf(ctx context.Context, kind string, pixel uuid.UUID) (ep
 	return e, true, nil
 }
 
-// openEpisode opens pixel's episode of kind at since, its firing event pending, unless
-// one is open, and returns the open one.
-func (s *Store) openEpisode(ctx context.Context, kind string, pixel uuid.UUID, since time.Time) (episodeState, error) {
-	e := episodeState{Since: since, Pending: true}
+// openEpisode opens pixel's episode of kind at since, its firing event (data firing)
+// pending, unless one is open, and returns the open one.
+func (s *Store) openEpisode(ctx context.Context, kind string, pixel uuid.UUID, since time.Time, firing []byte) (episodeState, error) {
+	e := episodeState{Since: since, Pending: true, Firing: firing}
 	b, _ := json.Marshal(e)
 	ok, err := s.rdb.SetNX(ctx, s.episodeKey(kind, pixel), b, 0).Result()
 	if err != nil || ok {
@@ -319,13 +331,12 @@ func (s *Store) openEpisode(ctx context.Context, kind string, pixel uuid.UUID, s
 	return got, err
 }
 
-// firingEmitted records that the firing event of pixel's episode of kind that began at
-// since was emitted: only while that episode is the one stored, still pending (compared
-// as stored), so that a slow emitter cannot overwrite an episode another process closed
-// and opened anew meanwhile.
-func (s *Store) firingEmitted(ctx context.Context, kind string, pixel uuid.UUID, since time.Time) error {
-	pending, _ := json.Marshal(episodeState{Since: since, Pending: true})
-	done, _ := json.Marshal(episodeState{Since: since})
+// firingEmitted records that the firing event of pixel's pending episode ep of kind was
+// emitted: only while ep is the one stored (compared as stored), so that a slow emitter
+// cannot overwrite an episode another process closed and opened anew meanwhile.
+func (s *Store) firingEmitted(ctx context.Context, kind string, pixel uuid.UUID, ep episodeState) error {
+	pending, _ := json.Marshal(ep)
+	done, _ := json.Marshal(episodeState{Since: ep.Since})
 	return markEmitted.Run(ctx, s.rdb, []string{s.episodeKey(kind, pixel)}, pending, done).Err()
 }
 

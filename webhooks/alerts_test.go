@@ -272,10 +272,25 @@ func TestFiringEmittedAfterAFailedEmission(t *testing.T) {
 	}
 	w.e.rdb.SRem(ctx, eps, bad.String())
 	w.e.rdb.Del(ctx, prefix+"ep:"+bad.String())
+	// By the retry the share fell below the threshold: the firing event tells of the
+	// window that fired (10 of 30), then the cleared one of this scan's (10 of 80).
+	w.send(t, px, 50, 0)
+	w.stored(t, px, 70, 10)
+	w.nextMinute()
 	got := w.tick(t, 2)
-	if len(got) != 1 || got[0]["data"].(map[string]any)["state"] != "firing" {
-		t.Fatalf("%d deliveries after the failed emission, want the firing one: %v", len(got), got)
+	if len(got) != 2 {
+		t.Fatalf("%d deliveries after the failed emission, want the firing one and the cleared one: %v", len(got), got)
 	}
+	byState := map[any]map[string]any{}
+	for _, d := range got {
+		data := d["data"].(map[string]any)
+		byState[data["state"]] = data
+	}
+	if byState["firing"] == nil || byState["cleared"] == nil {
+		t.Fatalf("deliveries %v, want one firing and one cleared", got)
+	}
+	want(t, byState["firing"], map[string]any{"received": 30, "rejected": 10, "share": 0.3333})
+	want(t, byState["cleared"], map[string]any{"received": 80, "rejected": 10, "share": 0.125})
 }
 
 // Below the threshold nothing is sent: 2 rejected of 22 (0.09 < 0.2) on one pixel, and
@@ -404,17 +419,18 @@ func TestShareReachedAtTheThreshold(t *testing.T) {
 func TestFiringEmittedLeavesANewerEpisode(t *testing.T) {
 	st, ctx, px := newEnv(t).emitter().Store, context.Background(), uuid.New()
 	s1 := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
-	if _, err := st.openEpisode(ctx, KindRejectionsRising, px, s1); err != nil {
+	e1, err := st.openEpisode(ctx, KindRejectionsRising, px, s1, []byte(`{"share":0.5}`))
+	if err != nil {
 		t.Fatal(err)
 	}
 	if err := st.closeEpisode(ctx, KindRejectionsRising, px); err != nil {
 		t.Fatal(err)
 	}
 	s2 := s1.Add(30 * time.Minute)
-	if _, err := st.openEpisode(ctx, KindRejectionsRising, px, s2); err != nil {
+	if _, err := st.openEpisode(ctx, KindRejectionsRising, px, s2, []byte(`{"share":0.6}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := st.firingEmitted(ctx, KindRejectionsRising, px, s1); err != nil {
+	if err := st.firingEmitted(ctx, KindRejectionsRising, px, e1); err != nil {
 		t.Fatal(err)
 	}
 	ep, open, err := st.episodeOf(ctx, KindRejectionsRising, px)
