@@ -51,11 +51,11 @@ func (c *call) throttled(email string) (at *attempt, stop bool, err error) {
 // ok gives the attempt back: it succeeded, or an error decided nothing.
 func (at *attempt) ok() {
 	a, ctx := at.c.app, at.c.Context()
-	if err := a.Throttle.Give(ctx, "addr", at.c.ClientIP().String()); err != nil {
-		a.Log.Warn("sign-in throttle: give back failed", "err", err.Error())
-	}
-	if at.email != "" {
-		if err := a.Throttle.Give(ctx, "email", at.email); err != nil {
+	for kind, subject := range map[string]string{"addr": at.c.ClientIP().String(), "email": at.email} {
+		if subject == "" {
+			continue
+		}
+		if err := a.Throttle.Give(ctx, kind, subject); err != nil {
 			a.Log.Warn("sign-in throttle: give back failed", "err", err.Error())
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -36,23 +37,24 @@ type ActualsStore struct{ conn driver.Conn }
 func NewActualsStore(conn driver.Conn) *ActualsStore { return &ActualsStore{conn: conn} }
 
 // UpsertActuals implements ActualsWriter. Every campaign of rows must be one of ws's
-// (catalog.CampaignExists), as POST /imports/actuals requires its lines to be: rows of
-// an unknown campaign, or another workspace's, are refused (ErrInvalid), not stored
+// (catalog.CampaignsExisting), as POST /imports/actuals requires its lines to be: rows
+// of an unknown campaign, or another workspace's, are refused (ErrInvalid), not stored
 // where nothing reads them.
 func (a *ActualsStore) UpsertActuals(ctx context.Context, ws uuid.UUID, rows []ActualsRow) error {
-	checked := map[uuid.UUID]bool{}
+	var campaigns []uuid.UUID
 	for _, r := range rows {
-		if checked[r.CampaignID] {
-			continue
+		if !slices.Contains(campaigns, r.CampaignID) {
+			campaigns = append(campaigns, r.CampaignID)
 		}
-		ok, err := catalog.CampaignExists(ctx, a.conn, ws, r.CampaignID)
-		if err != nil {
-			return err
+	}
+	existing, err := catalog.CampaignsExisting(ctx, a.conn, ws, campaigns)
+	if err != nil {
+		return err
+	}
+	for _, c := range campaigns {
+		if !existing[c] {
+			return fmt.Errorf("%w: %s is not a campaign of the workspace", catalog.ErrInvalid, ids.Format(ids.Campaign, c))
 		}
-		if !ok {
-			return fmt.Errorf("%w: %s is not a campaign of the workspace", catalog.ErrInvalid, ids.Format(ids.Campaign, r.CampaignID))
-		}
-		checked[r.CampaignID] = true
 	}
 	out := make([]catalog.CampaignActual, len(rows))
 	for i, r := range rows {

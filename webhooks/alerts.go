@@ -102,13 +102,23 @@ func (tr *Triggers) alertWorkspace(ctx context.Context, ws uuid.UUID, a workspac
 		return err
 	}
 	byEnv := map[bool][]uuid.UUID{}
-	for _, p := range pixels {
+	all := make([]uuid.UUID, len(pixels))
+	for i, p := range pixels {
 		byEnv[p.Showroom] = append(byEnv[p.Showroom], p.ID)
+		all[i] = p.ID
 	}
 	now := tr.Now().UTC()
+	// The pixels' completeness watermarks, read once for both alerts (their windows and
+	// silences end no later than them); not read when both are off.
+	var lags map[uuid.UUID]trace.Lag
+	if !a.Off() {
+		if lags, err = trace.Lags(ctx, tr.Keys.Redis(), tr.Config.ClickHouse.Database, all, now); err != nil {
+			return err
+		}
+	}
 	var errs []error
 	for sandbox, ps := range byEnv {
-		errs = append(errs, tr.rejectionsRising(ctx, ws, sandbox, ps, a, now), tr.silent(ctx, ws, sandbox, ps, a, now))
+		errs = append(errs, tr.rejectionsRising(ctx, ws, sandbox, ps, lags, a, now), tr.silent(ctx, ws, sandbox, ps, lags, a, now))
 	}
 	return errors.Join(errs...)
 }
@@ -129,18 +139,15 @@ func shareReached(rejected, received uint64, threshold float64) bool {
 // watermark (trace.Lags): the accepted events of minutes past it may not be stored yet
 // while their rejections (another consumer's) are, and a share read there would be too
 // high.
-func (tr *Triggers) rejectionsRising(ctx context.Context, ws uuid.UUID, sandbox bool, pixels []uuid.UUID, a workspace.Alerts, now time.Time) error {
+func (tr *Triggers) rejectionsRising(ctx context.Context, ws uuid.UUID, sandbox bool, pixels []uuid.UUID, lags map[uuid.UUID]trace.Lag,
+	a workspace.Alerts, now time.Time) error {
 	if a.RejectionsThreshold == 0 {
 		return tr.Emitter.Store.dropEpisodes(ctx, KindRejectionsRising, pixels)
 	}
-	lags, err := trace.Lags(ctx, tr.Keys.Redis(), tr.Config.ClickHouse.Database, pixels, now)
-	if err != nil {
-		return err
-	}
 	end := now
-	for _, l := range lags {
-		if !l.Through.IsZero() && l.Through.Before(end) {
-			end = l.Through
+	for _, p := range pixels {
+		if l := lags[p].Through; !l.IsZero() && l.Before(end) {
+			end = l
 		}
 	}
 	end = end.UTC().Truncate(time.Minute)
@@ -175,16 +182,13 @@ func (tr *Triggers) rejectionsRising(ctx context.Context, ws uuid.UUID, sandbox 
 // the pixel's partition's completeness watermark when it is earlier (a stalled consumer
 // does not make every pixel silent). An open episode clears once an event received
 // after its start is stored.
-func (tr *Triggers) silent(ctx context.Context, ws uuid.UUID, sandbox bool, pixels []uuid.UUID, a workspace.Alerts, now time.Time) error {
+func (tr *Triggers) silent(ctx context.Context, ws uuid.UUID, sandbox bool, pixels []uuid.UUID, lags map[uuid.UUID]trace.Lag,
+	a workspace.Alerts, now time.Time) error {
 	st := tr.Emitter.Store
 	if a.SilentAfter == 0 {
 		return st.dropEpisodes(ctx, KindPixelSilent, pixels)
 	}
 	last, err := readLastAccepted(ctx, tr.Conn, ws, sandbox, pixels, now.Add(-a.SilentAfter-silentLookback))
-	if err != nil {
-		return err
-	}
-	lags, err := trace.Lags(ctx, tr.Keys.Redis(), tr.Config.ClickHouse.Database, pixels, now)
 	if err != nil {
 		return err
 	}
@@ -257,12 +261,9 @@ func (tr *Triggers) episode(ctx context.Context, ws, pixel uuid.UUID, kind strin
 		return nil
 	}
 	if ep.Pending {
-		var firingData any = json.RawMessage(ep.Firing) // the window that fired, not this scan's
-		if len(ep.Firing) == 0 {
-			firingData = data(ep.Since, nil)
-		}
+		// The window that fired, not this scan's: a pending episode always holds its data.
 		if _, err = tr.Emitter.Emit(ctx, Event{ID: alertID(kind, pixel, ep.Since, AlertFiring), Kind: kind, WorkspaceID: ws,
-			CreatedAt: now, Data: firingData}); err != nil {
+			CreatedAt: now, Data: ep.Firing}); err != nil {
 			return err
 		}
 		if err := st.firingEmitted(ctx, kind, pixel, ep); err != nil {

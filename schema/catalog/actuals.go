@@ -59,7 +59,7 @@ type PlanActual struct {
 // and day wins. It validates every row first (campaign id set, day in range, money and
 // currency well-formed) and on an invalid row writes nothing and returns an error
 // wrapping ErrInvalid. It does not check that the campaign exists: the caller does that
-// with CampaignExists when the campaign id comes from outside.
+// with CampaignsExisting when the campaign id comes from outside.
 func UpsertCampaignActuals(ctx context.Context, conn driver.Conn, workspace uuid.UUID, rows []CampaignActual) error {
 	if err := nonNil(workspace, "workspace"); err != nil {
 		return err

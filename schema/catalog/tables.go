@@ -96,14 +96,26 @@ func GetCampaign(ctx context.Context, conn driver.Conn, ws, id uuid.UUID) (Campa
 	return get(ctx, conn, campaignTable, ws, id)
 }
 
-// CampaignExists reports whether campaign id exists in workspace ws (for writers of
-// campaign actuals with an id from outside).
-func CampaignExists(ctx context.Context, conn driver.Conn, ws, id uuid.UUID) (bool, error) {
-	_, err := GetCampaign(ctx, conn, ws, id)
-	if err == ErrNotFound {
-		return false, nil
+// CampaignsExisting returns which of the campaigns ids exist in workspace ws, in one
+// query (for writers of campaign actuals with ids from outside).
+func CampaignsExisting(ctx context.Context, conn driver.Conn, ws uuid.UUID, ids []uuid.UUID) (map[uuid.UUID]bool, error) {
+	out := map[uuid.UUID]bool{}
+	if len(ids) == 0 {
+		return out, nil
 	}
-	return err == nil, err
+	strs := make([]string, len(ids))
+	for i, id := range ids {
+		strs[i] = id.String()
+	}
+	cs, err := list(ctx, conn, campaignTable, ws, []Cond{{"has(arrayMap(x -> toUUID(x), ?), " + campaignTable.id + ")", strs}},
+		ListQuery{Limit: len(ids)})
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range cs {
+		out[c.ID] = true
+	}
+	return out, nil
 }
 
 // ListCampaigns returns a page of ws's campaigns in id order.
