@@ -52,6 +52,7 @@ package idempotency
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
@@ -300,25 +301,51 @@ func ReservationOf(res []any) (Reservation, error) {
 	return r, nil
 }
 
-// CompleteReserved is Complete for the request that made res (Proceed): one HSET of the
-// record into the bucket res was written to, no function call. Where that field was not
-// there any more (its bucket split meanwhile, or the reservation lapsed or was released)
-// it takes the HSET back and runs Complete. An answer too long for a field goes through
-// Complete.
+// CompleteReserved is Complete for the request that made res (Proceed), without a
+// function call: one HSET of the record into the bucket res was written to, and for an
+// answer too long for a field (over MaxValue - 1 bytes) the string that holds it first,
+// in the same round trip (both carry the group's hash tag), expiring as Complete's. Where
+// that field was not there any more (its bucket split meanwhile, or the reservation
+// lapsed or was released) it takes the HSET back and runs Complete.
 func (s *Store) CompleteReserved(ctx context.Context, res Reservation, keyID, idemKey, fp string, st Stored) error {
 	rec := doneRecord(fp, st)
-	if res.bucket == "" || len(rec) > MaxValue-stampLen {
+	if res.bucket == "" {
 		return s.Complete(ctx, keyID, idemKey, fp, st)
 	}
-	_, f := record(keyID, idemKey)
-	added, err := s.rdb.HSet(ctx, res.bucket, f, stamp(s.Now())+rec).Result()
-	if err != nil || added == 0 {
+	dir, f := record(keyID, idemKey)
+	now := s.Now()
+	field := rec
+	if len(rec) > MaxValue-stampLen {
+		field = "L" + fp
+	}
+	var added *redis.IntCmd
+	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		if field != rec {
+			p.Set(ctx, largeKey(dir, f), rec, s.largeLife())
+		}
+		added = p.HSet(ctx, res.bucket, f, stamp(now)+field)
+		return nil
+	})
+	if err != nil || added.Val() == 0 {
 		return err
 	}
 	if err := s.rdb.HDel(ctx, res.bucket, f).Err(); err != nil {
 		return err
 	}
 	return s.Complete(ctx, keyID, idemKey, fp, st)
+}
+
+// largeKey is the string holding the answer of the record at field f of the group whose
+// directory is dir when it is too long for a field (LuaRecords' r_large).
+func largeKey(dir, f string) string {
+	return dir[:len(dir)-1] + "a" + hex.EncodeToString([]byte(f))
+}
+
+// largeLife is how long a string of largeKey lives from now: as long as the buckets'
+// keys written now (LuaBuckets' b_expiry), so at least as long as its record.
+func (s *Store) largeLife() time.Duration {
+	b := s.Buckets()
+	return b.Every + b.Life + b.Skew + SweepMargin
 }
 
 // stampLen is the bytes of a bucket value's write time (LuaBuckets' b_stamp).

@@ -407,3 +407,69 @@ func TestCompleteReservedWritesOverTheReservation(t *testing.T) {
 		t.Fatalf("replay after the fallback: %v %+v", o, st)
 	}
 }
+
+// commandLog records the names of the commands a client sends (go-redis hook).
+type commandLog struct{ names []string }
+
+func (l *commandLog) add(cmd redis.Cmder) {
+	if n := cmd.Name(); n != "hello" && n != "client" { // a new connection's handshake
+		l.names = append(l.names, n)
+	}
+}
+
+func (l *commandLog) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (l *commandLog) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		l.add(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (l *commandLog) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			l.add(c)
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// An answer too long for a field is completed without a function call too: the string
+// that holds it, living as long as the buckets' keys written then, and the "L" record
+// over the reservation, in one round trip; a repeat replays it byte for byte.
+func TestCompleteReservedStoresALongAnswerWithoutAFunction(t *testing.T) {
+	ts := newTestStore(t)
+	ctx := context.Background()
+	fp := Fingerprint("POST", "/events", []byte("long"))
+	long := Stored{Status: 202, ContentType: "application/json",
+		Body: []byte(`{"accepted":45,"rejected":5,"duplicates":0,"rejections":[{"index":3,"field":"currency","rule":"iso4217","value":"EURO"},{"index":9,"field":"value","rule":"range","value":-12.5},{"index":17,"field":"occurred_at","rule":"rfc3339","value":"28/11/2026 10:00"},{"index":30,"field":"event_name","rule":"required","value":null},{"index":44,"field":"currency","rule":"iso4217","value":"DOLLARS"}],"request_id":"req_4e96cdcc6c8cd28aa7c62e80"}`)}
+	if len(doneRecord(fp, long)) <= MaxValue-stampLen {
+		t.Fatal("twoRejections fits a field: the test needs a longer answer")
+	}
+	if o, _ := ts.reserve("l1", fp, 0, "req_1"); o != Proceed || ts.last.bucket == "" {
+		t.Fatalf("reserve: %v, bucket %q", o, ts.last.bucket)
+	}
+	log := &commandLog{}
+	ts.rdb.AddHook(log)
+	if err := ts.CompleteReserved(ctx, ts.last, ts.keyID, "l1", fp, long); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(log.names, " ")
+	if got != "set hset" {
+		t.Fatalf("CompleteReserved sent %q, want the string and the field (set hset)", got)
+	}
+	dir, f := record(ts.keyID, "l1")
+	if v := ts.rdb.HGet(ctx, ts.last.bucket, f).Val(); v != stamp(ts.now)+"L"+fp {
+		t.Fatalf("the record in its bucket is %q, want the stamp, L and the fingerprint", v)
+	}
+	ttl := ts.rdb.PTTL(ctx, largeKey(dir, f)).Val()
+	bucketTTL := ts.rdb.PTTL(ctx, ts.last.bucket).Val()
+	if ttl < ts.TTL+ts.Span || ttl < bucketTTL-time.Minute {
+		t.Fatalf("the answer's string lives %v, its bucket %v: it must outlive the record", ttl, bucketTTL)
+	}
+	if o, st := ts.reserve("l1", fp, 0, "req_2"); o != Replay || !sameStored(st, long) {
+		t.Fatalf("replay: %v %+v", o, st)
+	}
+	if err := ts.Forget(ctx, ts.keyID, "l1"); err != nil || ts.rdb.Exists(ctx, largeKey(dir, f)).Val() != 0 {
+		t.Fatalf("forget left the answer's string: %v", err)
+	}
+}
