@@ -70,6 +70,15 @@ type Config struct {
 	// edge accepted less than this after the stored copy is dropped (eventdedup.go).
 	// With Redis only.
 	EventIDWindow time.Duration
+	// FetchMaxBytes bounds one fetch of the consumer (SVC_ROLLUP_FETCH_MAX_BYTES; 0, the
+	// default, is 64 KiB from the embedded broker and franz-go's 50 MiB from a Kafka
+	// cluster; allowed 0 or 16 KiB..256 MiB); a partition's share of a fetch is a
+	// quarter of it. The embedded broker builds a fetch's answer on the loop that also
+	// acknowledges produced batches, so a large fetch holds the edge's 202s back: at
+	// 200,000 events/s with every event an event_id, fetches of 64 KiB took the p99 from
+	// due from 44–50 ms to 15 ms, at the same CPU per event (bench/HISTORY.md,
+	// "2026-11-28, fetch size"). A Kafka broker answers fetches on threads of their own.
+	FetchMaxBytes int
 	// Topic is the events topic (schema.TopicEvents); DeadTopic receives undecodable
 	// records (schema.TopicDeadEvent). Not set from the environment.
 	Topic, DeadTopic string
@@ -120,6 +129,21 @@ func (c Config) eventIDWindow() time.Duration {
 // has the capacity formula).
 const MaxEventIDWindow = schema.MaxEventAge
 
+// embeddedFetchMaxBytes is FetchMaxBytes' default from the embedded broker.
+const embeddedFetchMaxBytes = 64 << 10
+
+// fetchOpts are the Kafka client's fetch bounds (FetchMaxBytes).
+func (c Config) fetchOpts() []kgo.Opt {
+	n := c.FetchMaxBytes
+	if n == 0 && len(c.Kafka.Brokers) == 0 {
+		n = embeddedFetchMaxBytes
+	}
+	if n == 0 {
+		return nil
+	}
+	return []kgo.Opt{kgo.FetchMaxBytes(int32(n)), kgo.FetchMaxPartitionBytes(int32(n / 4))}
+}
+
 // heartbeatInterval is how often a member heartbeats for a session timeout: six beats
 // per session, at most one a second (a surviving member learns of a rebalance at its
 // next heartbeat).
@@ -143,6 +167,7 @@ func ConfigFromEnv(r *settings.Reader) Config {
 		RejectionSamples:   r.Int("SVC_ROLLUP_REJECTION_SAMPLES"),
 		RejectionRetention: r.Duration("SVC_ROLLUP_REJECTION_RETENTION"),
 		EventIDWindow:      r.Duration("SVC_EVENT_ID_WINDOW"),
+		FetchMaxBytes:      r.Int("SVC_ROLLUP_FETCH_MAX_BYTES"),
 		Topic:              schema.TopicEvents,
 		DeadTopic:          schema.TopicDeadEvent,
 		Kafka:              kafkabroker.ConfigFromEnv(r),
@@ -185,6 +210,9 @@ func (c Config) Validate() error {
 	}
 	if w := c.EventIDWindow; w != 0 && (w < time.Second || w > MaxEventIDWindow || w%time.Second != 0) {
 		errs = append(errs, fmt.Errorf("SVC_EVENT_ID_WINDOW %v: want whole seconds, 1s..%v", w, MaxEventIDWindow))
+	}
+	if n := c.FetchMaxBytes; n != 0 && (n < 16<<10 || n > 256<<20) {
+		errs = append(errs, fmt.Errorf("SVC_ROLLUP_FETCH_MAX_BYTES %d: want 0 (the default) or 16384..268435456", n))
 	}
 	if c.Table == "" || c.Topic == "" || c.DeadTopic == "" {
 		errs = append(errs, errors.New("table, topic and dead-letter topic must be set"))

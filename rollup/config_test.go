@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"svc/lib/settings"
 )
 
@@ -45,6 +47,43 @@ func TestConfigFromEnvAndValidate(t *testing.T) {
 		}
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error naming %s", name, err, c.want)
+		}
+	}
+}
+
+// The consumers' fetch bound: 64 KiB from the embedded broker by default, franz-go's own
+// from a Kafka cluster, a setting's value from either, a partition a quarter of it.
+func TestFetchMaxBytes(t *testing.T) {
+	fetch := func(cfg Config) (total, partition int32) {
+		t.Helper()
+		cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers("127.0.0.1:1")}, cfg.fetchOpts()...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		return cl.OptValue(kgo.FetchMaxBytes).(int32), cl.OptValue(kgo.FetchMaxPartitionBytes).(int32)
+	}
+	vars := map[string]string{}
+	r := &settings.Reader{Lookup: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
+	embedded := ConfigFromEnv(r)
+	if n, p := fetch(embedded); n != 64<<10 || p != 16<<10 {
+		t.Errorf("embedded broker: fetch %d, partition %d; want 65536, 16384", n, p)
+	}
+	cluster := embedded
+	cluster.Kafka.Brokers = []string{"kafka-1:9092"}
+	defaultTotal, defaultPartition := fetch(Config{FetchMaxBytes: 0, Kafka: cluster.Kafka}) // no options: franz-go's
+	if n, p := fetch(cluster); n != defaultTotal || p != defaultPartition || n <= 64<<10 {
+		t.Errorf("Kafka cluster: fetch %d, partition %d; want franz-go's %d, %d", n, p, defaultTotal, defaultPartition)
+	}
+	cluster.FetchMaxBytes = 1 << 20
+	if n, p := fetch(cluster); n != 1<<20 || p != 1<<18 {
+		t.Errorf("SVC_ROLLUP_FETCH_MAX_BYTES 1 MiB: fetch %d, partition %d", n, p)
+	}
+	for _, bad := range []int{-1, 1000, 512 << 20} {
+		c := embedded
+		c.FetchMaxBytes = bad
+		if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "SVC_ROLLUP_FETCH_MAX_BYTES") {
+			t.Errorf("FetchMaxBytes %d: %v", bad, err)
 		}
 	}
 }

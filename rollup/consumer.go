@@ -108,6 +108,7 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 		kgo.HeartbeatInterval(heartbeatInterval(cfg.SessionTimeout)),
 	}
 	opts = append(opts, kgo.WithLogger(logs.Kgo(member))) // franz-go names the group itself
+	opts = append(opts, cfg.fetchOpts()...)
 	// The client joins the group at once: its rebalance callbacks, which take mu, may
 	// run before NewClient returns, and must not see cl or wm unset.
 	c.mu.Lock()
