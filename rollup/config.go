@@ -77,7 +77,7 @@ type Config struct {
 	// acknowledges produced batches, so a large fetch holds the edge's 202s back: at
 	// 200,000 events/s with every event an event_id, fetches of 64 KiB took the p99 from
 	// due from 44–50 ms to 15 ms, at the same CPU per event (bench/HISTORY.md,
-	// "2026-11-28, fetch size"). A Kafka broker answers fetches on threads of their own.
+	// "2026-11-28 (morning)"). A Kafka broker answers fetches on threads of their own.
 	FetchMaxBytes int
 	// Topic is the events topic (schema.TopicEvents); DeadTopic receives undecodable
 	// records (schema.TopicDeadEvent). Not set from the environment.
