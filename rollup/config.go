@@ -70,14 +70,15 @@ type Config struct {
 	// edge accepted less than this after the stored copy is dropped (eventdedup.go).
 	// With Redis only.
 	EventIDWindow time.Duration
-	// FetchMaxBytes bounds one fetch of the consumer (SVC_ROLLUP_FETCH_MAX_BYTES; 0, the
-	// default, is 64 KiB from the embedded broker and franz-go's 50 MiB from a Kafka
-	// cluster; allowed 0 or 16 KiB..256 MiB); a partition's share of a fetch is a
+	// FetchMaxBytes bounds one fetch of the events' consumer (SVC_ROLLUP_FETCH_MAX_BYTES;
+	// 0, the default, is 64 KiB from the embedded broker and franz-go's 50 MiB from a
+	// Kafka cluster; allowed 0 or 16 KiB..256 MiB); a partition's share of a fetch is a
 	// quarter of it. The embedded broker builds a fetch's answer on the loop that also
 	// acknowledges produced batches, so a large fetch holds the edge's 202s back: at
 	// 200,000 events/s with every event an event_id, fetches of 64 KiB took the p99 from
-	// due from 44–50 ms to 15 ms, at the same CPU per event (bench/HISTORY.md,
+	// due from 42–65 ms to 14–24 ms, at the same CPU per event (bench/HISTORY.md,
 	// "2026-11-28 (morning)"). A Kafka broker answers fetches on threads of their own.
+	// The rejections' consumer keeps franz-go's bound.
 	FetchMaxBytes int
 	// Topic is the events topic (schema.TopicEvents); DeadTopic receives undecodable
 	// records (schema.TopicDeadEvent). Not set from the environment.
@@ -132,12 +133,19 @@ const MaxEventIDWindow = schema.MaxEventAge
 // embeddedFetchMaxBytes is FetchMaxBytes' default from the embedded broker.
 const embeddedFetchMaxBytes = 64 << 10
 
-// fetchOpts are the Kafka client's fetch bounds (FetchMaxBytes).
+// fetchMaxBytes is FetchMaxBytes with its default resolved: 64 KiB when Kafka is the
+// embedded broker (no SVC_KAFKA_BROKERS). New resolves it before it sets the brokers to
+// the seeds it connects to, which name the embedded broker too.
+func (c Config) fetchMaxBytes() int {
+	if c.FetchMaxBytes == 0 && len(c.Kafka.Brokers) == 0 {
+		return embeddedFetchMaxBytes
+	}
+	return c.FetchMaxBytes
+}
+
+// fetchOpts are the Kafka client's fetch bounds (FetchMaxBytes; 0: franz-go's).
 func (c Config) fetchOpts() []kgo.Opt {
 	n := c.FetchMaxBytes
-	if n == 0 && len(c.Kafka.Brokers) == 0 {
-		n = embeddedFetchMaxBytes
-	}
 	if n == 0 {
 		return nil
 	}

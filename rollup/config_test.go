@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/settings"
@@ -51,8 +52,10 @@ func TestConfigFromEnvAndValidate(t *testing.T) {
 	}
 }
 
-// The consumers' fetch bound: 64 KiB from the embedded broker by default, franz-go's own
-// from a Kafka cluster, a setting's value from either, a partition a quarter of it.
+// The events' consumer's fetch bound: 64 KiB from the embedded broker by default,
+// franz-go's own from a Kafka cluster, a setting's value from either, a partition a
+// quarter of it; resolved by New, which then points the brokers at the seeds it is
+// given (the embedded broker's address too).
 func TestFetchMaxBytes(t *testing.T) {
 	fetch := func(cfg Config) (total, partition int32) {
 		t.Helper()
@@ -63,21 +66,36 @@ func TestFetchMaxBytes(t *testing.T) {
 		defer cl.Close()
 		return cl.OptValue(kgo.FetchMaxBytes).(int32), cl.OptValue(kgo.FetchMaxPartitionBytes).(int32)
 	}
+	consumer := func(cfg Config) Config {
+		t.Helper()
+		c, err := New(cfg, []string{"127.0.0.1:9092"}, prometheus.NewRegistry(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.cfg
+	}
 	vars := map[string]string{}
 	r := &settings.Reader{Lookup: func(k string) (string, bool) { v, ok := vars[k]; return v, ok }}
 	embedded := ConfigFromEnv(r)
-	if n, p := fetch(embedded); n != 64<<10 || p != 16<<10 {
+	if n, p := fetch(consumer(embedded)); n != 64<<10 || p != 16<<10 {
 		t.Errorf("embedded broker: fetch %d, partition %d; want 65536, 16384", n, p)
 	}
 	cluster := embedded
 	cluster.Kafka.Brokers = []string{"kafka-1:9092"}
-	defaultTotal, defaultPartition := fetch(Config{FetchMaxBytes: 0, Kafka: cluster.Kafka}) // no options: franz-go's
-	if n, p := fetch(cluster); n != defaultTotal || p != defaultPartition || n <= 64<<10 {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaultTotal, defaultPartition := cl.OptValue(kgo.FetchMaxBytes).(int32), cl.OptValue(kgo.FetchMaxPartitionBytes).(int32)
+	cl.Close()
+	if n, p := fetch(consumer(cluster)); n != defaultTotal || p != defaultPartition || n <= 64<<10 {
 		t.Errorf("Kafka cluster: fetch %d, partition %d; want franz-go's %d, %d", n, p, defaultTotal, defaultPartition)
 	}
-	cluster.FetchMaxBytes = 1 << 20
-	if n, p := fetch(cluster); n != 1<<20 || p != 1<<18 {
-		t.Errorf("SVC_ROLLUP_FETCH_MAX_BYTES 1 MiB: fetch %d, partition %d", n, p)
+	for _, c := range []Config{embedded, cluster} {
+		c.FetchMaxBytes = 1 << 20
+		if n, p := fetch(consumer(c)); n != 1<<20 || p != 1<<18 {
+			t.Errorf("SVC_ROLLUP_FETCH_MAX_BYTES 1 MiB (brokers %v): fetch %d, partition %d", c.Kafka.Brokers, n, p)
+		}
 	}
 	for _, bad := range []int{-1, 1000, 512 << 20} {
 		c := embedded

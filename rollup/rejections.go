@@ -157,7 +157,6 @@ func newRejConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.O
 		kgo.HeartbeatInterval(heartbeatInterval(cfg.SessionTimeout)),
 		kgo.WithLogger(logs.Kgo(member)),
 	}
-	opts = append(opts, cfg.fetchOpts()...)
 	c.mu.Lock() // the rebalance callbacks may run before NewClient returns (consumer.go)
 	defer c.mu.Unlock()
 	cl, err := kgo.NewClient(append(opts, extra...)...)

@@ -73,6 +73,7 @@ type Consumer struct {
 // New returns the consumer, consuming from seeds and registering its metrics on reg;
 // it connects when its role runs. cfg must be valid.
 func New(cfg Config, seeds []string, reg prometheus.Registerer, rdb redis.UniversalClient) (*Consumer, error) {
+	cfg.FetchMaxBytes = cfg.fetchMaxBytes()
 	cfg.Kafka.Brokers = seeds
 	cfg.Registerer = reg
 	cfg.Redis = rdb
