@@ -20,13 +20,7 @@ func TestPageCache(t *testing.T) {
 	day := time.Now().UTC().Truncate(24*time.Hour).AddDate(0, 0, -3)
 	insertEvents(t, e, []event{{ws: tn.Workspace.ID, pixel: tn.Pixel.ID, name: "view", day: day}})
 	path := "/pixel-rollups?pixel_id=" + tn.PixelID()
-	events := func() float64 {
-		var p listPage
-		if r := e.get(t, tn.Secret, path, &p); r.Status != 200 || len(p.Data) != 1 {
-			t.Fatalf("%d %s", r.Status, r.Body)
-		}
-		return p.Data[0]["events"].(float64)
-	}
+	events := func() float64 { return onlyRow(t, e, tn.Secret, path)["events"].(float64) }
 	if n := events(); n != 1 {
 		t.Fatalf("events %v", n)
 	}
@@ -79,13 +73,7 @@ func TestZoneChangeAppliesWithinASecond(t *testing.T) {
 	insertEvents(t, e, []event{{ws: tn.Workspace.ID, pixel: tn.Pixel.ID, name: "view", day: day}})
 	other := workspace.NewStore(e.Keys.Redis()) // another process's store
 	path := "/pixel-rollups?pixel_id=" + tn.PixelID()
-	zoneOf := func() string {
-		var p listPage
-		if r := e.get(t, tn.Secret, path, &p); r.Status != 200 || len(p.Data) != 1 {
-			t.Fatalf("%d %s", r.Status, r.Body)
-		}
-		return p.Data[0]["time_zone"].(string)
-	}
+	zoneOf := func() string { return onlyRow(t, e, tn.Secret, path)["time_zone"].(string) }
 	for i, zone := range []string{"Asia/Kathmandu", "America/St_Johns", "Australia/Eucla", "UTC"} {
 		// Keep the caches warm up to the change, at a phase that moves each round.
 		for until := time.Now().Add(time.Duration(300+i*170) * time.Millisecond); time.Now().Before(until); {
@@ -103,4 +91,14 @@ func TestZoneChangeAppliesWithinASecond(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 	}
+}
+
+// onlyRow is the one row of the list GET path answers for secret (200, one row).
+func onlyRow(t *testing.T, e *env, secret, path string) map[string]any {
+	t.Helper()
+	var p listPage
+	if r := e.get(t, secret, path, &p); r.Status != 200 || len(p.Data) != 1 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	return p.Data[0]
 }

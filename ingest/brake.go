@@ -14,10 +14,11 @@ import (
 )
 
 // invalidBrake slows down a key whose batches are refused whole (422: not a batch, or no
-// event acceptable; 422 or 404: a pixel_id that is no pixel of the key's; dry runs too), so that a sender of nothing but invalid events cannot take the
-// edge's cores from everyone else: such a batch costs what a valid one does (every event
-// parsed and checked, its 422 written, its rejections recorded), and spends no quota
-// (a refused request is refunded).
+// event acceptable; 422 or 404: a pixel_id that is no pixel of the key's; dry runs
+// too), so that a sender of nothing but invalid events cannot take the edge's cores from
+// everyone else: such a batch costs what a valid one does (every event parsed and
+// checked, its 422 written, its rejections recorded), and spends no quota (a refused
+// request is refunded).
 //
 // Each key has a bucket of 2 × rate tokens refilled at rate per second (Config.InvalidRate,
 // SVC_INGEST_INVALID_RATE); a whole refusal takes one. While the bucket is empty the key's

@@ -97,8 +97,8 @@ type Field struct {
 	// POST /events: the member's JSON path ("consent.measurement"), its JSON type and
 	// rules. Required: an event without it is rejected (rule required); RequiredWith:
 	// required when that member has a value. MinLen and MaxLen bound a string's
-	// characters, as JSON Schema's minLength and maxLength (0: no bound); a Number's bounds are its column's Decimal(P, S). Format and Pattern
-	// are JSON Schema's. Secret: a contact detail, never echoed in a rejection. Example
+	// characters, as JSON Schema's minLength and maxLength (0: no bound); a Number's
+	// bounds are its column's Decimal(P, S). Format and Pattern are JSON Schema's. Secret: a contact detail, never echoed in a rejection. Example
 	// is a valid value, as JSON.
 	JSON         string
 	Kind         Kind

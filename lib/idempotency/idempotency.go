@@ -314,13 +314,14 @@ func (s *Store) CompleteReserved(ctx context.Context, res Reservation, keyID, id
 	}
 	dir, f := record(keyID, idemKey)
 	now := s.Now()
+	large := len(rec) > MaxValue-stampLen
 	field := rec
-	if len(rec) > MaxValue-stampLen {
+	if large {
 		field = "L" + fp
 	}
 	var added *redis.IntCmd
 	_, err := s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		if field != rec {
+		if large {
 			p.Set(ctx, largeKey(dir, f), rec, s.largeLife())
 		}
 		added = p.HSet(ctx, res.bucket, f, stamp(now)+field)
