@@ -26,6 +26,7 @@ import (
 	"svc/lib/settings"
 	"svc/schema"
 	"svc/schema/erasure"
+	"svc/schema/rejection"
 	"svc/schema/workspace"
 )
 
@@ -186,6 +187,8 @@ type work struct {
 	rec     kgo.Record
 	buf     []byte
 	batchID []byte
+	rej     rejection.Record // the 202's rejections (header schema.HeaderRejections)
+	rejBuf  []byte
 	acked   chan error
 }
 
@@ -320,16 +323,13 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 	if idem {
 		w.rec.Headers = append(w.rec.Headers, kgo.RecordHeader{Key: schema.HeaderBatchID, Value: append(w.batchID[:0], base[:]...)})
 	}
+	appendAcceptedRejections(w, r, px, b)
 	w.rec.Key = append(w.rec.Key, px.ID[:]...)
 	wentDown := e.health.WentDown()
 	if e.health.Down() {
 		return problem.Unavailable("Kafka (unreachable)", 1)
 	}
 	start := time.Now()
-	var rej *rejWork
-	if len(b.Rejections) > 0 {
-		rej = e.produceRejections(r, px, fasthttp.StatusAccepted, b.Total, eventRejections(b.Rejections), true)
-	}
 	e.producer.TryProduce(context.Background(), &w.rec, func(_ *kgo.Record, err error) {
 		if err != nil && !errors.Is(err, kgo.ErrMaxBuffered) {
 			e.health.Kick()
@@ -344,7 +344,6 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 		if err != nil {
 			return e.produceFailed(err)
 		}
-		e.awaitRejections(rej, timer.C)
 	case <-timer.C:
 		e.health.Kick()
 		keep = false

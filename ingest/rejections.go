@@ -16,18 +16,17 @@ import (
 	"svc/schema/workspace"
 )
 
-// Rejections kept (schema/rejection). The edge writes one record per request it
-// rejected something of to the topic rejections.v1, keyed by pixel; the consumer
-// (rollup/rejections.go) writes them to ClickHouse in bulk, and GET /rejections lists
-// them. The hot path pays one more record handed to the producer it already has, only
-// for a request with a rejection, and never a ClickHouse round trip:
+// Rejections kept (schema/rejection). One rejection record per request that rejected
+// something, on topic rejections.v1 keyed by pixel; the consumer (rollup/rejections.go)
+// writes them to ClickHouse in bulk, and GET /rejections lists them. The hot path pays
+// no ClickHouse round trip and no wait of its own:
 //
-//   - A 202 that rejected events: its record is produced beside the batch's and the 202
-//     waits for both acknowledgements (they travel together: no added wait in the
-//     common case). A 202 therefore promises its rejections are kept as it promises its
-//     events are. Should the rejection record fail while the batch landed, the 202 is
-//     still given (the events are in) and svc_ingest_rejection_records_total{outcome}
-//     counts it.
+//   - A 202 that rejected events: its record rides on the batch's own record, in the
+//     header schema.HeaderRejections, and the events' consumer produces it to
+//     rejections.v1 when it reads the batch (rollup/eventdedup.go). The rejections are
+//     therefore kept exactly when the events are: an attempt answered 503 because
+//     Kafka failed its record leaves none, and a retry without an Idempotency-Key does
+//     not count them twice.
 //   - A batch refused as a whole (422 from the parser with a pixel of the key's
 //     workspace; the server's 429s and 409s and the Idempotency-Key's 422 via
 //     Route.Refused, the pixel read from the body): its record is handed to the producer
@@ -44,50 +43,64 @@ import (
 // or its acknowledgement was overdue) has its rejections recorded by each run, under
 // each run's request_id.
 
-// rejWork is a rejection record in flight; the producer owns it until its callback.
+// rejWork is a refusal's rejection record in flight; the producer owns it until its
+// callback, which returns it to the pool.
 type rejWork struct {
-	rec     kgo.Record
-	buf     []byte
-	key     [16]byte
-	r       rejection.Record
-	ack     chan error
-	discard bool // nobody waits: the callback returns it to the pool
+	rec kgo.Record
+	buf []byte
+	key [16]byte
+	r   rejection.Record
 }
 
-var rejPool = sync.Pool{New: func() any { return &rejWork{ack: make(chan error, 1)} }}
+var rejPool = sync.Pool{New: func() any { return &rejWork{} }}
 
 var rejectionsV1 = []byte(rejection.SchemaV1)
 
-// rejectionMetrics counts rejection records by outcome: produced, failed (the producer
-// refused or Kafka failed), unconfirmed (a 202 answered before its acknowledgement).
-type rejectionMetrics struct{ produced, failed, unconfirmed prometheus.Counter }
+// rejectionMetrics counts refusals' rejection records by outcome: produced, failed
+// (the producer refused or Kafka failed).
+type rejectionMetrics struct{ produced, failed prometheus.Counter }
 
 func newRejectionMetrics(reg prometheus.Registerer) *rejectionMetrics {
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svc_ingest_rejection_records_total",
-		Help: "Rejection records (one per request with a rejection) by outcome: produced, failed, unconfirmed (a 202 answered before its acknowledgement)."},
+		Help: "Rejection records of batches refused whole, by outcome: produced, failed. A 202's rejections ride on its batch's record."},
 		[]string{"outcome"})
 	reg.MustRegister(v)
-	return &rejectionMetrics{v.WithLabelValues("produced"), v.WithLabelValues("failed"), v.WithLabelValues("unconfirmed")}
+	return &rejectionMetrics{v.WithLabelValues("produced"), v.WithLabelValues("failed")}
 }
 
-// produceRejections hands the record of r's rejections to the producer. With wait, it
-// returns the work whose ack the caller must read (awaitRejections); otherwise nil,
-// and the record is on its own.
-func (e *Edge) produceRejections(r *httpserver.Request, px workspace.Pixel, status, events int, fill func(*[]rejection.Entry), wait bool) *rejWork {
-	w := rejPool.Get().(*rejWork)
-	w.r = rejection.Record{Sandbox: r.Key.Env == apikey.Sandbox, Workspace: schema.UUID(r.Key.WorkspaceID), Pixel: schema.UUID(px.ID),
+// fillRecord sets rec to the rejection record of r (pixel px, answered status, events
+// in the batch), its entries from fill, reusing rec's entries.
+func fillRecord(rec *rejection.Record, r *httpserver.Request, px workspace.Pixel, status, events int, fill func(*[]rejection.Entry)) {
+	*rec = rejection.Record{Sandbox: r.Key.Env == apikey.Sandbox, Workspace: schema.UUID(r.Key.WorkspaceID), Pixel: schema.UUID(px.ID),
 		Key: schema.UUID(r.Key.ID), ReceivedAt: time.Now().UnixMilli(), RequestID: r.ID, Status: status, Events: events,
-		Entries: w.r.Entries[:0]}
-	fill(&w.r.Entries)
+		Entries: rec.Entries[:0]}
+	fill(&rec.Entries)
+}
+
+// appendAcceptedRejections adds the record of the events b's 202 rejected to the
+// batch's record w.rec (header schema.HeaderRejections), when it rejected any.
+func appendAcceptedRejections(w *work, r *httpserver.Request, px workspace.Pixel, b *Batch) {
+	if len(b.Rejections) == 0 {
+		return
+	}
+	fillRecord(&w.rej, r, px, 202, b.Total, eventRejections(b.Rejections))
+	w.rejBuf = rejection.Append(w.rejBuf[:0], &w.rej)
+	w.rec.Headers = append(w.rec.Headers, kgo.RecordHeader{Key: schema.HeaderRejections, Value: w.rejBuf})
+}
+
+// produceRejections hands the record of a refusal of r to the producer; the answer
+// does not wait for it.
+func (e *Edge) produceRejections(r *httpserver.Request, px workspace.Pixel, status, events int, fill func(*[]rejection.Entry)) {
+	w := rejPool.Get().(*rejWork)
+	fillRecord(&w.r, r, px, status, events, fill)
 	if len(w.r.Entries) == 0 {
 		rejPool.Put(w)
-		return nil
+		return
 	}
 	w.buf = rejection.Append(w.buf[:0], &w.r)
 	w.key = px.ID
 	w.rec = kgo.Record{Topic: schema.TopicRejections, Key: w.key[:], Value: w.buf,
 		Headers: append(w.rec.Headers[:0], kgo.RecordHeader{Key: schema.HeaderSchema, Value: rejectionsV1})}
-	w.discard = !wait
 	m := e.rejm
 	e.producer.TryProduce(context.Background(), &w.rec, func(_ *kgo.Record, err error) {
 		if err != nil {
@@ -95,30 +108,8 @@ func (e *Edge) produceRejections(r *httpserver.Request, px workspace.Pixel, stat
 		} else {
 			m.produced.Inc()
 		}
-		if w.discard {
-			rejPool.Put(w)
-			return
-		}
-		w.ack <- err
-	})
-	if !wait {
-		return nil
-	}
-	return w
-}
-
-// awaitRejections waits for w's acknowledgement (w nil: nothing to wait for) until
-// deadline fires; a late one is counted as unconfirmed and w is left to the collector.
-func (e *Edge) awaitRejections(w *rejWork, deadline <-chan time.Time) {
-	if w == nil {
-		return
-	}
-	select {
-	case <-w.ack:
 		rejPool.Put(w)
-	case <-deadline:
-		e.rejm.unconfirmed.Inc()
-	}
+	})
 }
 
 // eventRejections fills entries from a batch's rejected events.
@@ -156,7 +147,7 @@ func (e *Edge) rejected(r *httpserver.Request, b *Batch, p *problem.Problem) {
 	if len(b.Envelope) == 0 { // no event acceptable: the events' own rejections
 		fill = eventRejections(b.Rejections)
 	}
-	e.produceRejections(r, px, p.Status, b.Total, fill, false)
+	e.produceRejections(r, px, p.Status, b.Total, fill)
 }
 
 // refused is the route's Refused hook (httpserver.Route.Refused): a 429, 409 or 422
@@ -185,7 +176,7 @@ func (e *Edge) recordRefusal(r *httpserver.Request, p *problem.Problem) {
 	if err != nil {
 		return
 	}
-	e.produceRejections(r, px, p.Status, 0, fieldRejections(p.Errors, p.Code), false)
+	e.produceRejections(r, px, p.Status, 0, fieldRejections(p.Errors, p.Code))
 }
 
 // pixelOf returns the string value of the body's top-level pixel_id ("" when there is

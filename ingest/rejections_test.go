@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"svc/lib/apikey"
 	"svc/lib/svctest"
@@ -61,10 +64,33 @@ func (rg *rig) rejectionRecords(t *testing.T) []rejection.Record {
 	return out
 }
 
-// A 202 with rejected events writes one rejection record (request id, key, pixel,
-// entries, identity values withheld) before it answers; a refusal of a known pixel
-// (422, 429) writes one too; a pixel of another workspace, a clean 202 and a dry run
-// write none.
+// carriedRejections decodes the rejection records the events topic's records carry
+// (header schema.HeaderRejections), in the topic's order.
+func (rg *rig) carriedRejections(t *testing.T) []rejection.Record {
+	t.Helper()
+	var out []rejection.Record
+	for _, r := range rg.records(t) {
+		for _, h := range r.Headers {
+			if h.Key != schema.HeaderRejections {
+				continue
+			}
+			var d rejection.Record
+			if err := rejection.Decode(h.Value, &d); err != nil {
+				t.Fatal(err)
+			}
+			if string(r.Key) != string(d.Pixel[:]) {
+				t.Fatalf("record key %x, pixel %x", r.Key, d.Pixel)
+			}
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// A 202 with rejected events carries one rejection record (request id, key, pixel,
+// entries, identity values withheld) on its batch's own record, and writes none to the
+// rejections topic; a refusal of a known pixel (422, 429) writes one there; a pixel of
+// another workspace, a clean 202 and a dry run write none.
 func TestRejectionRecordsOnTheTopic(t *testing.T) {
 	rg := newRig(t)
 	tn := rg.Tenant(t, false)
@@ -83,10 +109,10 @@ func TestRejectionRecordsOnTheTopic(t *testing.T) {
 	if r.Status != 202 {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
-	// The 202 waited for the record: it is on the topic at once.
-	recs := rg.rejectionRecords(t)
+	// The 202 waited for its batch's record, which carries the rejections.
+	recs := rg.carriedRejections(t)
 	if len(recs) != 1 {
-		t.Fatalf("%d rejection records, want 1", len(recs))
+		t.Fatalf("%d rejection records carried, want 1", len(recs))
 	}
 	d := recs[0]
 	if d.RequestID != r.Header.Get("Request-Id") || d.Status != 202 || d.Events != 2 || d.Key != schema.UUID(tn.Key.ID) ||
@@ -96,8 +122,15 @@ func TestRejectionRecordsOnTheTopic(t *testing.T) {
 	if e := d.Entries[0]; e.Index != 1 || e.Field != "identity.email" || e.Rule != "normalised" || e.Value != rejection.Withheld {
 		t.Fatalf("entry %+v", e)
 	}
-	if strings.Contains(strings.ToLower(string(rg.topicRecords(t, schema.TopicRejections)[0].Value)), "example.com") {
-		t.Fatal("the record holds the address")
+	for _, r := range rg.records(t) {
+		for _, h := range r.Headers {
+			if strings.Contains(strings.ToLower(string(h.Value)), "example.com") {
+				t.Fatalf("header %s holds the address", h.Key)
+			}
+		}
+	}
+	if n := len(rg.rejectionRecords(t)); n != 0 {
+		t.Fatalf("%d records on the rejections topic after a 202, want 0 (the batch's record carries them)", n)
 	}
 
 	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), `{"event_name":"x"}`)), 422, "invalid_request")
@@ -107,11 +140,41 @@ func TestRejectionRecordsOnTheTopic(t *testing.T) {
 	apitest.Problem(t, limited, 429, "rate_limited")
 	other := rg.Tenant(t, false)
 	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, batchJSON(other.PixelID(), `{"event_name":"x"}`)), 404, "not_found")
-	svctest.WaitFor(t, 5*time.Second, "the refusals' records", func() bool { return len(rg.rejectionRecords(t)) >= 3 })
+	svctest.WaitFor(t, 5*time.Second, "the refusals' records", func() bool { return len(rg.rejectionRecords(t)) >= 2 })
 	recs = rg.rejectionRecords(t)
-	if len(recs) != 3 || recs[1].Status != 422 || recs[2].Status != 429 || recs[2].RequestID != limited.Header.Get("Request-Id") ||
-		recs[2].Entries[0].Index != rejection.Batch || recs[2].Entries[0].Rule != "rate_limited" {
+	if len(recs) != 2 || recs[0].Status != 422 || recs[1].Status != 429 || recs[1].RequestID != limited.Header.Get("Request-Id") ||
+		recs[1].Entries[0].Index != rejection.Batch || recs[1].Entries[0].Rule != "rate_limited" {
 		t.Fatalf("records %+v", recs)
+	}
+}
+
+// An attempt answered 503 because Kafka failed its batch's record leaves no rejection
+// record anywhere: its rejections ride on that record. A retry without an
+// Idempotency-Key, answered 202, then has them kept once, under its own request id.
+// (Before, the rejections' record was produced beside the batch's and landed alone.)
+func TestRejectionsOfA503NotKept(t *testing.T) {
+	rg := newRig(t) // DeliveryTimeout 1s
+	tn := rg.Tenant(t, false)
+	fault := rg.kafka.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: schema.TopicEvents,
+		Err: kerr.InvalidRecord, Count: -1}) // the batch's record fails; a record of another topic in the same request lands
+	body := batchJSON(tn.PixelID(), eventJSON("purchase", "", true), `{"event_name":"x"}`)
+	failed := rg.Do(t, "POST", "/events", tn.Secret, body)
+	apitest.Problem(t, failed, 503, "service_unavailable")
+	time.Sleep(300 * time.Millisecond) // a record produced beside the batch's would be acknowledged by now
+	if recs := rg.rejectionRecords(t); len(recs) != 0 {
+		t.Fatalf("the 503 left %d rejection records (%+v), want none", len(recs), recs)
+	}
+	fault.Remove()
+	ok := rg.Do(t, "POST", "/events", tn.Secret, body)
+	if ok.Status != 202 {
+		t.Fatalf("retry: %d %s", ok.Status, ok.Body)
+	}
+	recs := rg.carriedRejections(t)
+	if len(recs) != 1 || recs[0].RequestID != ok.Header.Get("Request-Id") || len(recs[0].Entries) != 1 {
+		t.Fatalf("after the retry's 202: carried %+v, want one record of the retry", recs)
+	}
+	if n := len(rg.rejectionRecords(t)); n != 0 {
+		t.Fatalf("%d records on the rejections topic, want 0", n)
 	}
 }
 
