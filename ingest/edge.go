@@ -26,7 +26,6 @@ import (
 	"svc/lib/settings"
 	"svc/schema"
 	"svc/schema/erasure"
-	"svc/schema/rejection"
 	"svc/schema/workspace"
 )
 
@@ -187,8 +186,6 @@ type work struct {
 	rec     kgo.Record
 	buf     []byte
 	batchID []byte
-	rej     rejection.Record // the 202's rejections (header schema.HeaderRejections)
-	rejBuf  []byte
 	acked   chan error
 }
 
@@ -323,13 +320,16 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 	if idem {
 		w.rec.Headers = append(w.rec.Headers, kgo.RecordHeader{Key: schema.HeaderBatchID, Value: append(w.batchID[:0], base[:]...)})
 	}
-	appendAcceptedRejections(w, r, px, b)
 	w.rec.Key = append(w.rec.Key, px.ID[:]...)
 	wentDown := e.health.WentDown()
 	if e.health.Down() {
 		return problem.Unavailable("Kafka (unreachable)", 1)
 	}
 	start := time.Now()
+	var rej *rejWork // sent once the batch lands (rejections.go)
+	if len(b.Rejections) > 0 {
+		rej = rejectionRecord(r, px, fasthttp.StatusAccepted, b.Total, eventRejections(b.Rejections))
+	}
 	e.producer.TryProduce(context.Background(), &w.rec, func(_ *kgo.Record, err error) {
 		if err != nil && !errors.Is(err, kgo.ErrMaxBuffered) {
 			e.health.Kick()
@@ -342,15 +342,17 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 	case err := <-w.acked:
 		e.metrics.Produce.Observe(time.Since(start).Seconds())
 		if err != nil {
+			dropRejections(rej)
 			return e.produceFailed(err)
 		}
+		e.sendRejections(rej)
 	case <-timer.C:
 		e.health.Kick()
 		keep = false
-		return e.pending(r, w, body, "Kafka (acknowledgement overdue)", 2)
+		return e.pending(r, w, rej, body, "Kafka (acknowledgement overdue)", 2)
 	case <-wentDown:
 		keep = false
-		return e.pending(r, w, body, "Kafka (unreachable)", 1)
+		return e.pending(r, w, rej, body, "Kafka (unreachable)", 1)
 	}
 	e.accepted.Add(float64(len(b.Events)))
 	r.Raw(fasthttp.StatusAccepted, "application/json", body)
@@ -360,12 +362,22 @@ func (e *Edge) postEvents(r *httpserver.Request) error {
 // pending answers 503 for a record whose outcome is unknown (its acknowledgement is
 // overdue, or Kafka went down while it waited): it may still land. The producer owns w
 // until its callback; an idempotent request stays reserved until then, and its 202 is
-// stored if the record lands.
-func (e *Edge) pending(r *httpserver.Request, w *work, body []byte, what string, retryAfter int) error {
-	r.SetPending(func() (idempotency.Stored, bool) {
+// stored if the record lands. Its rejections' record rej is sent if the record lands,
+// with or without an Idempotency-Key.
+func (e *Edge) pending(r *httpserver.Request, w *work, rej *rejWork, body []byte, what string, retryAfter int) error {
+	landed := make(chan bool, 1)
+	go func() {
 		err := <-w.acked
 		e.work.Put(w)
-		return idempotency.Stored{Status: fasthttp.StatusAccepted, ContentType: "application/json", Body: body}, err == nil
+		if err != nil {
+			dropRejections(rej)
+		} else {
+			e.sendRejections(rej)
+		}
+		landed <- err == nil
+	}()
+	r.SetPending(func() (idempotency.Stored, bool) {
+		return idempotency.Stored{Status: fasthttp.StatusAccepted, ContentType: "application/json", Body: body}, <-landed
 	})
 	return problem.Unavailable(what, retryAfter)
 }

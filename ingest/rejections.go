@@ -16,17 +16,23 @@ import (
 	"svc/schema/workspace"
 )
 
-// Rejections kept (schema/rejection). One rejection record per request that rejected
-// something, on topic rejections.v1 keyed by pixel; the consumer (rollup/rejections.go)
-// writes them to ClickHouse in bulk, and GET /rejections lists them. The hot path pays
-// no ClickHouse round trip and no wait of its own:
+// Rejections kept (schema/rejection). The edge writes one record per request it
+// rejected something of to the topic rejections.v1, keyed by pixel; the consumer
+// (rollup/rejections.go) writes them to ClickHouse in bulk, and GET /rejections lists
+// them. The hot path pays one more record handed to the producer it already has, only
+// for a request with a rejection, and never a ClickHouse round trip or a wait:
 //
-//   - A 202 that rejected events: its record rides on the batch's own record, in the
-//     header schema.HeaderRejections, and the events' consumer produces it to
-//     rejections.v1 when it reads the batch (rollup/eventdedup.go). The rejections are
-//     therefore kept exactly when the events are: an attempt answered 503 because
-//     Kafka failed its record leaves none, and a retry without an Idempotency-Key does
-//     not count them twice.
+//   - A 202 that rejected events: its record is handed to the producer once Kafka has
+//     acknowledged the batch's, before the 202 is written; an attempt whose batch Kafka
+//     failed (a 503) writes none, so a retry without an Idempotency-Key does not count
+//     them twice; one answered 503 with its outcome unknown writes it if the batch
+//     lands after all. The record is lost if the edge dies within the producer's linger
+//     after the acknowledgement, or if the producer's buffer is full (counted). It was
+//     produced beside the batch's and the 202 waited for both: Kafka could then take it
+//     and fail the batch (TestRejectionsOfA503NotKept). Carrying it inside the batch's
+//     record, for the events' consumer to forward, is exact but needs a Redis claim per
+//     record to count a re-forward once, and those claims doubled the p99 at 200k
+//     (DESIGN.md, "Rejections kept").
 //   - A batch refused as a whole (422 from the parser with a pixel of the key's
 //     workspace; the server's 429s and 409s and the Idempotency-Key's 422 via
 //     Route.Refused, the pixel read from the body): its record is handed to the producer
@@ -43,8 +49,8 @@ import (
 // or its acknowledgement was overdue) has its rejections recorded by each run, under
 // each run's request_id.
 
-// rejWork is a refusal's rejection record in flight; the producer owns it until its
-// callback, which returns it to the pool.
+// rejWork is a rejection record; the producer owns it from send until its callback,
+// which returns it to the pool.
 type rejWork struct {
 	rec kgo.Record
 	buf []byte
@@ -56,51 +62,42 @@ var rejPool = sync.Pool{New: func() any { return &rejWork{} }}
 
 var rejectionsV1 = []byte(rejection.SchemaV1)
 
-// rejectionMetrics counts refusals' rejection records by outcome: produced, failed
-// (the producer refused or Kafka failed).
+// rejectionMetrics counts rejection records by outcome: produced, failed (the
+// producer refused or Kafka failed).
 type rejectionMetrics struct{ produced, failed prometheus.Counter }
 
 func newRejectionMetrics(reg prometheus.Registerer) *rejectionMetrics {
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "svc_ingest_rejection_records_total",
-		Help: "Rejection records of batches refused whole, by outcome: produced, failed. A 202's rejections ride on its batch's record."},
+		Help: "Rejection records (one per request with a rejection) by outcome: produced, failed."},
 		[]string{"outcome"})
 	reg.MustRegister(v)
 	return &rejectionMetrics{v.WithLabelValues("produced"), v.WithLabelValues("failed")}
 }
 
-// fillRecord sets rec to the rejection record of r (pixel px, answered status, events
-// in the batch), its entries from fill, reusing rec's entries.
-func fillRecord(rec *rejection.Record, r *httpserver.Request, px workspace.Pixel, status, events int, fill func(*[]rejection.Entry)) {
-	*rec = rejection.Record{Sandbox: r.Key.Env == apikey.Sandbox, Workspace: schema.UUID(r.Key.WorkspaceID), Pixel: schema.UUID(px.ID),
-		Key: schema.UUID(r.Key.ID), ReceivedAt: time.Now().UnixMilli(), RequestID: r.ID, Status: status, Events: events,
-		Entries: rec.Entries[:0]}
-	fill(&rec.Entries)
-}
-
-// appendAcceptedRejections adds the record of the events b's 202 rejected to the
-// batch's record w.rec (header schema.HeaderRejections), when it rejected any.
-func appendAcceptedRejections(w *work, r *httpserver.Request, px workspace.Pixel, b *Batch) {
-	if len(b.Rejections) == 0 {
-		return
-	}
-	fillRecord(&w.rej, r, px, 202, b.Total, eventRejections(b.Rejections))
-	w.rejBuf = rejection.Append(w.rejBuf[:0], &w.rej)
-	w.rec.Headers = append(w.rec.Headers, kgo.RecordHeader{Key: schema.HeaderRejections, Value: w.rejBuf})
-}
-
-// produceRejections hands the record of a refusal of r to the producer; the answer
-// does not wait for it.
-func (e *Edge) produceRejections(r *httpserver.Request, px workspace.Pixel, status, events int, fill func(*[]rejection.Entry)) {
+// rejectionRecord encodes the record of r's rejections (answered status, events in the
+// batch, entries from fill); nil when fill adds none. The caller sends it or drops it.
+func rejectionRecord(r *httpserver.Request, px workspace.Pixel, status, events int, fill func(*[]rejection.Entry)) *rejWork {
 	w := rejPool.Get().(*rejWork)
-	fillRecord(&w.r, r, px, status, events, fill)
+	w.r = rejection.Record{Sandbox: r.Key.Env == apikey.Sandbox, Workspace: schema.UUID(r.Key.WorkspaceID), Pixel: schema.UUID(px.ID),
+		Key: schema.UUID(r.Key.ID), ReceivedAt: time.Now().UnixMilli(), RequestID: r.ID, Status: status, Events: events,
+		Entries: w.r.Entries[:0]}
+	fill(&w.r.Entries)
 	if len(w.r.Entries) == 0 {
 		rejPool.Put(w)
-		return
+		return nil
 	}
 	w.buf = rejection.Append(w.buf[:0], &w.r)
 	w.key = px.ID
 	w.rec = kgo.Record{Topic: schema.TopicRejections, Key: w.key[:], Value: w.buf,
 		Headers: append(w.rec.Headers[:0], kgo.RecordHeader{Key: schema.HeaderSchema, Value: rejectionsV1})}
+	return w
+}
+
+// sendRejections hands w (nil: nothing) to the producer without waiting.
+func (e *Edge) sendRejections(w *rejWork) {
+	if w == nil {
+		return
+	}
 	m := e.rejm
 	e.producer.TryProduce(context.Background(), &w.rec, func(_ *kgo.Record, err error) {
 		if err != nil {
@@ -110,6 +107,13 @@ func (e *Edge) produceRejections(r *httpserver.Request, px workspace.Pixel, stat
 		}
 		rejPool.Put(w)
 	})
+}
+
+// dropRejections returns w (nil: nothing) unsent: its batch did not land.
+func dropRejections(w *rejWork) {
+	if w != nil {
+		rejPool.Put(w)
+	}
 }
 
 // eventRejections fills entries from a batch's rejected events.
@@ -147,7 +151,7 @@ func (e *Edge) rejected(r *httpserver.Request, b *Batch, p *problem.Problem) {
 	if len(b.Envelope) == 0 { // no event acceptable: the events' own rejections
 		fill = eventRejections(b.Rejections)
 	}
-	e.produceRejections(r, px, p.Status, b.Total, fill)
+	e.sendRejections(rejectionRecord(r, px, p.Status, b.Total, fill))
 }
 
 // refused is the route's Refused hook (httpserver.Route.Refused): a 429, 409 or 422
@@ -176,7 +180,7 @@ func (e *Edge) recordRefusal(r *httpserver.Request, p *problem.Problem) {
 	if err != nil {
 		return
 	}
-	e.produceRejections(r, px, p.Status, 0, fieldRejections(p.Errors, p.Code))
+	e.sendRejections(rejectionRecord(r, px, p.Status, 0, fieldRejections(p.Errors, p.Code)))
 }
 
 // pixelOf returns the string value of the body's top-level pixel_id ("" when there is

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -64,33 +65,10 @@ func (rg *rig) rejectionRecords(t *testing.T) []rejection.Record {
 	return out
 }
 
-// carriedRejections decodes the rejection records the events topic's records carry
-// (header schema.HeaderRejections), in the topic's order.
-func (rg *rig) carriedRejections(t *testing.T) []rejection.Record {
-	t.Helper()
-	var out []rejection.Record
-	for _, r := range rg.records(t) {
-		for _, h := range r.Headers {
-			if h.Key != schema.HeaderRejections {
-				continue
-			}
-			var d rejection.Record
-			if err := rejection.Decode(h.Value, &d); err != nil {
-				t.Fatal(err)
-			}
-			if string(r.Key) != string(d.Pixel[:]) {
-				t.Fatalf("record key %x, pixel %x", r.Key, d.Pixel)
-			}
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
-// A 202 with rejected events carries one rejection record (request id, key, pixel,
-// entries, identity values withheld) on its batch's own record, and writes none to the
-// rejections topic; a refusal of a known pixel (422, 429) writes one there; a pixel of
-// another workspace, a clean 202 and a dry run write none.
+// A 202 with rejected events writes one rejection record (request id, key, pixel,
+// entries, identity values withheld) once its batch landed; a refusal of a known pixel
+// (422, 429) writes one too; a pixel of another workspace, a clean 202 and a dry run
+// write none.
 func TestRejectionRecordsOnTheTopic(t *testing.T) {
 	rg := newRig(t)
 	tn := rg.Tenant(t, false)
@@ -109,10 +87,11 @@ func TestRejectionRecordsOnTheTopic(t *testing.T) {
 	if r.Status != 202 {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
-	// The 202 waited for its batch's record, which carries the rejections.
-	recs := rg.carriedRejections(t)
+	// Handed to the producer after the batch's acknowledgement, before the 202.
+	svctest.WaitFor(t, 5*time.Second, "the 202's record", func() bool { return len(rg.rejectionRecords(t)) >= 1 })
+	recs := rg.rejectionRecords(t)
 	if len(recs) != 1 {
-		t.Fatalf("%d rejection records carried, want 1", len(recs))
+		t.Fatalf("%d rejection records, want 1", len(recs))
 	}
 	d := recs[0]
 	if d.RequestID != r.Header.Get("Request-Id") || d.Status != 202 || d.Events != 2 || d.Key != schema.UUID(tn.Key.ID) ||
@@ -122,15 +101,8 @@ func TestRejectionRecordsOnTheTopic(t *testing.T) {
 	if e := d.Entries[0]; e.Index != 1 || e.Field != "identity.email" || e.Rule != "normalised" || e.Value != rejection.Withheld {
 		t.Fatalf("entry %+v", e)
 	}
-	for _, r := range rg.records(t) {
-		for _, h := range r.Headers {
-			if strings.Contains(strings.ToLower(string(h.Value)), "example.com") {
-				t.Fatalf("header %s holds the address", h.Key)
-			}
-		}
-	}
-	if n := len(rg.rejectionRecords(t)); n != 0 {
-		t.Fatalf("%d records on the rejections topic after a 202, want 0 (the batch's record carries them)", n)
+	if strings.Contains(strings.ToLower(string(rg.topicRecords(t, schema.TopicRejections)[0].Value)), "example.com") {
+		t.Fatal("the record holds the address")
 	}
 
 	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), `{"event_name":"x"}`)), 422, "invalid_request")
@@ -140,26 +112,25 @@ func TestRejectionRecordsOnTheTopic(t *testing.T) {
 	apitest.Problem(t, limited, 429, "rate_limited")
 	other := rg.Tenant(t, false)
 	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, batchJSON(other.PixelID(), `{"event_name":"x"}`)), 404, "not_found")
-	svctest.WaitFor(t, 5*time.Second, "the refusals' records", func() bool { return len(rg.rejectionRecords(t)) >= 2 })
+	svctest.WaitFor(t, 5*time.Second, "the refusals' records", func() bool { return len(rg.rejectionRecords(t)) >= 3 })
 	recs = rg.rejectionRecords(t)
-	if len(recs) != 2 || recs[0].Status != 422 || recs[1].Status != 429 || recs[1].RequestID != limited.Header.Get("Request-Id") ||
-		recs[1].Entries[0].Index != rejection.Batch || recs[1].Entries[0].Rule != "rate_limited" {
+	if len(recs) != 3 || recs[1].Status != 422 || recs[2].Status != 429 || recs[2].RequestID != limited.Header.Get("Request-Id") ||
+		recs[2].Entries[0].Index != rejection.Batch || recs[2].Entries[0].Rule != "rate_limited" {
 		t.Fatalf("records %+v", recs)
 	}
 }
 
 // An attempt answered 503 because Kafka failed its batch's record leaves no rejection
-// record anywhere: its rejections ride on that record. A retry without an
+// record: its record is sent only once the batch landed. A retry without an
 // Idempotency-Key, answered 202, then has them kept once, under its own request id.
 // (Before, the rejections' record was produced beside the batch's and landed alone.)
 func TestRejectionsOfA503NotKept(t *testing.T) {
-	rg := newRig(t) // DeliveryTimeout 1s
+	rg := newRig(t)
 	tn := rg.Tenant(t, false)
 	fault := rg.kafka.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: schema.TopicEvents,
 		Err: kerr.InvalidRecord, Count: -1}) // the batch's record fails; a record of another topic in the same request lands
 	body := batchJSON(tn.PixelID(), eventJSON("purchase", "", true), `{"event_name":"x"}`)
-	failed := rg.Do(t, "POST", "/events", tn.Secret, body)
-	apitest.Problem(t, failed, 503, "service_unavailable")
+	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, body), 503, "service_unavailable")
 	time.Sleep(300 * time.Millisecond) // a record produced beside the batch's would be acknowledged by now
 	if recs := rg.rejectionRecords(t); len(recs) != 0 {
 		t.Fatalf("the 503 left %d rejection records (%+v), want none", len(recs), recs)
@@ -169,12 +140,39 @@ func TestRejectionsOfA503NotKept(t *testing.T) {
 	if ok.Status != 202 {
 		t.Fatalf("retry: %d %s", ok.Status, ok.Body)
 	}
-	recs := rg.carriedRejections(t)
-	if len(recs) != 1 || recs[0].RequestID != ok.Header.Get("Request-Id") || len(recs[0].Entries) != 1 {
-		t.Fatalf("after the retry's 202: carried %+v, want one record of the retry", recs)
+	svctest.WaitFor(t, 5*time.Second, "the retry's record", func() bool { return len(rg.rejectionRecords(t)) >= 1 })
+	time.Sleep(200 * time.Millisecond)
+	recs := rg.rejectionRecords(t)
+	if len(recs) != 1 || recs[0].RequestID != ok.Header.Get("Request-Id") || recs[0].Status != 202 || len(recs[0].Entries) != 1 {
+		t.Fatalf("after the retry's 202: %+v, want one record of the retry", recs)
 	}
+}
+
+// An attempt answered 503 while its batch's acknowledgement is overdue sends its
+// rejections' record if the batch lands after all: the rejections are kept exactly
+// when the events are.
+func TestRejectionsOfAnOverdueBatchKeptWhenItLands(t *testing.T) {
+	rg := newRig(t) // the edge answers 503 after DeliveryTimeout + 1 s = 2 s
+	tn := rg.Tenant(t, false)
+	kc := rg.kafka.Cluster()
+	var slept atomic.Bool
+	kc.ControlKey(int16(kmsg.Produce), func(kmsg.Request) (kmsg.Response, error, bool) {
+		kc.KeepControl()
+		if slept.CompareAndSwap(false, true) {
+			kc.SleepControl(func() { time.Sleep(2500 * time.Millisecond) }) // this produce is answered late, then lands
+		}
+		return nil, nil, false
+	})
+	body := batchJSON(tn.PixelID(), eventJSON("purchase", "", true), `{"event_name":"x"}`)
+	late := rg.Do(t, "POST", "/events", tn.Secret, body)
+	apitest.Problem(t, late, 503, "service_unavailable")
 	if n := len(rg.rejectionRecords(t)); n != 0 {
-		t.Fatalf("%d records on the rejections topic, want 0", n)
+		t.Fatalf("%d rejection records before the batch landed, want 0", n)
+	}
+	svctest.WaitFor(t, 10*time.Second, "the late batch's rejections", func() bool { return len(rg.rejectionRecords(t)) >= 1 })
+	recs := rg.rejectionRecords(t)
+	if len(recs) != 1 || recs[0].RequestID != late.Header.Get("Request-Id") || len(rg.records(t)) != 1 {
+		t.Fatalf("records %+v, %d batches; want the late batch's one record", recs, len(rg.records(t)))
 	}
 }
 

@@ -60,7 +60,7 @@ type consumer struct {
 	label    string                    // kafka_topic of the topic's incarnation (incarnation.go); "" until read
 	stored   map[int32]int64           // partition → highest offset in ClickHouse (-1: none); absent: unknown
 	commit   map[int32]kgo.EpochOffset // offsets to commit after the next flush
-	dlq      []*kgo.Record             // to produce before the next commit: dead letters, rejection records (of copies, and those 202s carried)
+	dlq      []*kgo.Record             // to produce before the next commit: dead letters, rejection records of copies
 	first    time.Time                 // arrival of the oldest unflushed work; zero if none
 	unsure   bool                      // the last INSERT failed: it may have landed
 	lastID   string                    // query_id of the last INSERT
@@ -324,7 +324,6 @@ func (c *consumer) handleOne(r *kgo.Record) {
 		c.m.duplicates.Inc()
 		if _, err := c.decode(r); err == nil {
 			c.dlq = append(c.dlq, batchCopyRejections(c.label, r, &c.scratch))
-			c.keepAcceptedRejections(r)
 		}
 		return
 	}
@@ -332,19 +331,10 @@ func (c *consumer) handleOne(r *kgo.Record) {
 		c.dlq = append(c.dlq, deadLetter(r, c.cfg.DeadTopic, reason, err))
 		return
 	}
-	c.keepAcceptedRejections(r)
 	if copies != 0 {
 		c.countCopies(r, &c.scratch, copies)
 	}
 	c.sink.AddExcept(&c.scratch, p, r.Offset, copies)
-}
-
-// keepAcceptedRejections queues the rejection record r's 202 carried (acceptedRejections)
-// to be produced before the flush's INSERT, with the dead letters.
-func (c *consumer) keepAcceptedRejections(r *kgo.Record) {
-	if rec := acceptedRejections(c.label, r); rec != nil {
-		c.dlq = append(c.dlq, rec)
-	}
 }
 
 // Event times outside this range cannot be stored in a DateTime column.

@@ -24,9 +24,8 @@ func deadLetter(r *kgo.Record, topic, reason string, err error) *kgo.Record {
 type dlqKey struct{}
 
 // dlqInfo rides in a dead letter's Context: the metric reason and origin partition. A
-// record with no reason is no dead letter but a rejection record (eventdedup.go: of
-// copies of client event ids or of a batch, or the one a 202 carried), produced at the
-// same step.
+// record with no reason is no dead letter but the rejection record of copies of
+// client event ids (eventdedup.go), produced at the same step.
 type dlqInfo struct {
 	reason    string
 	partition int32
@@ -49,7 +48,7 @@ func (c *consumer) flushDeadLetters(ctx context.Context) error {
 		}
 		info, _ := pr.Record.Context.Value(dlqKey{}).(dlqInfo)
 		if info.reason == "" {
-			continue // a rejection record (eventdedup.go)
+			continue // the rejection record of copies of event ids (eventdedup.go)
 		}
 		c.m.deadLetters.WithLabelValues(info.reason).Inc()
 		c.log.Warn("dead letter", "reason", string(headerValue(pr.Record, schema.HeaderDLQReason)),

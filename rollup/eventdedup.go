@@ -455,24 +455,6 @@ func batchCopyRejections(label string, r *kgo.Record, b *schema.Batch) *kgo.Reco
 	return eventRejections(label, r, b, uint64(1)<<len(b.Events)-1, "", schema.RuleDuplicateBatch)
 }
 
-// acceptedRejections is the rejection record a 202 carried on its batch's record r
-// (header schema.HeaderRejections: the events its edge rejected), to produce to
-// rejections.v1 as the edge once did; nil when r carries none. Produced when the
-// consumer decodes r, before the flush's INSERT, so at least once for every record
-// stored or taken for a copy, and counted once: it carries a batch id of its own
-// (copyRecordID), claimed by the rejections' consumer. An attempt whose record Kafka
-// failed has no record here, so its rejections are not kept (its answer was a 503).
-func acceptedRejections(label string, r *kgo.Record) *kgo.Record {
-	v := headerValue(r, schema.HeaderRejections)
-	if v == nil {
-		return nil
-	}
-	return &kgo.Record{Topic: schema.TopicRejections, Key: r.Key, Value: append([]byte(nil), v...),
-		Headers: []kgo.RecordHeader{{Key: schema.HeaderSchema, Value: []byte(rejection.SchemaV1)},
-			{Key: schema.HeaderBatchID, Value: copyRecordID(label, r, schema.HeaderRejections)}},
-		Context: context.WithValue(context.Background(), dlqKey{}, dlqInfo{partition: r.Partition})}
-}
-
 // checkRecord reads r as the consumer's decode does, with the same checks, into s
 // (ids only); it returns the dead-letter reason and error of a record that fails them.
 func checkRecord(r *kgo.Record, s *schema.ClientIDs) (string, error) {

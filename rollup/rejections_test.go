@@ -11,7 +11,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/svctest"
@@ -163,70 +162,6 @@ func TestRejectionRecordsOfCopiesCountedOnce(t *testing.T) {
 	}
 	if n := counter(t, cfg.Registerer, "svc_rollup_rejections_total", "copy"); n != 1 {
 		t.Fatalf("%v records skipped as a second copy, want 1", n)
-	}
-}
-
-// The rejection record a 202 carried on its batch's record (schema.HeaderRejections)
-// is produced by the events' consumer and counted once, though the consumer was killed
-// after producing it and before its INSERT, so that the next reader produced it again;
-// a record that carries none adds none.
-func TestCarriedRejectionsCountedOnceAcrossAKill(t *testing.T) {
-	w := newWorld(t, 4)
-	rdb := apitest.Redis(t)
-	var rs []*kgo.Record
-	want := uint64(0)
-	for i := range 60 {
-		b, p := w.batch()
-		r := record(b, p)
-		if i%2 == 0 {
-			rec := rejection.Record{Workspace: b.Workspace, Pixel: b.Pixel, Key: b.Key, ReceivedAt: b.ReceivedAt,
-				RequestID: b.RequestID, Status: 202, Events: len(b.Events) + 2}
-			for j := range 2 {
-				rec.Entries = append(rec.Entries, rejection.Entry{Index: len(b.Events) + j, Field: "currency", Rule: "iso4217", Value: `"EURO"`})
-			}
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: schema.HeaderRejections, Value: rejection.Append(nil, &rec)})
-			want += 2
-		}
-		rs = append(rs, r)
-	}
-	if err := w.prod.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	cfg := w.config("g-carried")
-	cfg.Redis = rdb
-	var flushes atomic.Int32
-	cfg.testBeforeInsert = func() error {
-		flushes.Add(1)
-		return errors.New("killed after producing the rejection records, before the INSERT")
-	}
-	stop := w.start(cfg)
-	svctest.WaitFor(t, 20*time.Second, "the first flush", func() bool { return flushes.Load() > 0 })
-	if err := stop(); !errors.Is(err, errKilled) {
-		t.Fatalf("first consumer: %v, want errKilled", err)
-	}
-	cfg2 := w.config("g-carried")
-	cfg2.Redis = rdb
-	w.start(cfg2)
-	w.waitExact(20 * time.Second)
-	count := func() (n uint64) {
-		if err := w.conn.QueryRow(context.Background(), "SELECT sum(toUInt64(rejections)) FROM rejections WHERE rule = 'iso4217'").Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	svctest.WaitFor(t, 20*time.Second, "the carried rejections counted", func() bool { return count() >= want })
-	time.Sleep(300 * time.Millisecond) // a second copy would land by now
-	if got := count(); got != want {
-		t.Fatalf("%d carried rejections counted, want %d", got, want)
-	}
-	ends, err := kadm.NewClient(w.prod).ListEndOffsets(context.Background(), schema.TopicRejections)
-	if err != nil {
-		t.Fatal(err)
-	}
-	produced := int64(0)
-	ends.Each(func(o kadm.ListedOffset) { produced += o.Offset })
-	if produced <= int64(want/2) {
-		t.Fatalf("%d records on the rejections topic for %d carried: the kill produced no second copy, the test proves nothing", produced, want/2)
 	}
 }
 

@@ -64,13 +64,6 @@ const (
 	// Edges write it since issue 27; the consumer claims event ids only of records that
 	// may hold one ("1", or no header: an edge before it).
 	HeaderClientIDs = "svc-client-ids"
-	// HeaderRejections carries the rejection record (schema/rejection, the encoding of
-	// topic rejections.v1) of the events a 202 rejected, on the batch's own record: the
-	// events' consumer produces it to rejections.v1 when it reads the record, so a 202's
-	// rejections are kept exactly when its events are, and an attempt whose record
-	// Kafka failed (a 503) leaves none. Edges write it since issue 28's fix; earlier
-	// edges produced the rejection record beside the batch's.
-	HeaderRejections = "svc-rejections"
 )
 
 // InsertQueryPrefix starts the query id of every INSERT of the consumer (rollup): the
