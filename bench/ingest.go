@@ -61,7 +61,7 @@ func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingest
 	fs.IntVar(&f.bodies, "bodies", 512, "distinct batch bodies generated up front")
 	fs.BoolVar(&f.noIdem, "no-idempotency-key", false, "send no Idempotency-Key header (then -retry resends create duplicates)")
 	fs.Uint64Var(&f.seed, "seed", 1, "generator seed")
-	fs.BoolVar(&f.eventIDs, "event-ids", false, "give every event a client event_id of its own (<run>-<request>-<index>), so that the consumer claims each: what event-id deduplication costs (not with vegeta)")
+	fs.BoolVar(&f.eventIDs, "event-ids", false, "give every event a client event_id of its own (<run>-<request>-<index>), so that the consumer claims each: what event-id deduplication costs (vegeta then reads each request's body inline: -format=json)")
 	fs.Float64Var(&f.heapTol, "heap-tolerance", 20, "soak: largest heap growth (%) from the first to the last fifth that counts as flat")
 	fs.Float64Var(&f.goroutTol, "goroutine-tolerance", 20, "soak: largest goroutine growth that counts as flat")
 	fs.DurationVar(&f.probeEvery, "probe-every", 200*time.Millisecond, "e2e: interval between freshness probes")
@@ -87,9 +87,6 @@ func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingest
 	}
 	if f.invalid < 0 || f.invalid > 1 || f.retry < 0 || f.retry >= 1 {
 		return nil, errors.New("-invalid must be in 0..1 and -retry in 0..1 (exclusive)")
-	}
-	if f.eventIDs && scenario == "vegeta" {
-		return nil, errors.New("-event-ids: vegeta sends bodies from files, one per distinct body; it cannot give each request ids of its own")
 	}
 	return &f, nil
 }

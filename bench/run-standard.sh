@@ -225,7 +225,9 @@ ingest_step() { # ingest_step NAME ARGS...: svc bench ingest, then its vegeta tw
 
 # ids_step NAME ARGS...: after ingest step NAME (A), the same load with every event
 # carrying a client event_id of its own (B: what event-id deduplication costs), as
-# NAME-ids, then B again (NAME-ids-2) and A again (NAME-2), and the two pairs side by side.
+# NAME-ids, then B again (NAME-ids-2) and A again (NAME-2), and the two pairs side by side;
+# with "vegeta" too, B once more driven by vegeta (vegeta-NAME-ids: the recommended use,
+# an Idempotency-Key and event ids of its own on every request).
 # The order A B B A: a step meets what the steps before it left (Redis records, ClickHouse
 # parts, a warm or cold consumer), which favours whichever runs first; in the second pair
 # B runs first, so the two ratios err in opposite directions, and their mean does not.
@@ -237,6 +239,7 @@ ids_step() {
   step "$name-2" ingest "$@"
   compare_pair "$name" "$name-ids" "A first"
   compare_pair "$name-2" "$name-ids-2" "B first"
+  vegeta_step "$name-ids" "$@" -event-ids -db "$db" # with "vegeta": B driven by vegeta (json targets)
 }
 
 # compare_pair A B ORDER: svc bench compare of two reports, into the summary.

@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"debug/buildinfo"
 	"encoding/base64"
@@ -25,8 +26,10 @@ import (
 
 // vegetaMain is `svc bench vegeta`: the ingest scenario (same flags, same provisioned
 // keys and pixels, same bodies, same retries and Idempotency-Keys as `svc bench
-// ingest`) driven by vegeta, a load generator we did not write, as a second opinion on
-// svc bench's figures. vegeta's own report goes into the report's External; the
+// ingest`, and with -event-ids the same event ids: every event an id of its own) driven
+// by vegeta, a load generator we did not write, as a second opinion on svc bench's
+// figures. Its targets are in vegeta's http format, each body a file, or with
+// -event-ids in its json format, each request's body inline (base64). vegeta's own report goes into the report's External; the
 // per-request results (vegeta encode -to=csv) fill the usual figures, with latency
 // from due taken as vegeta's attack start + seq/rate (its pacer is constant-rate).
 func vegetaMain(ctx context.Context, args []string) error {
@@ -44,9 +47,12 @@ func vegetaMain(ctx context.Context, args []string) error {
 	}
 	title := fmt.Sprintf("vegeta: POST /events, %d events per batch, %.0f req/s (%.0f events/s) for %s",
 		f.batch, f.rate, f.rate*float64(f.batch), f.duration)
+	if f.eventIDs {
+		title += ", every event with an event_id"
+	}
 	rep := newReport("vegeta", title, &f.common, args)
 	for k, v := range map[string]any{"batch": f.batch, "keys": f.keys, "pixels": f.pixels, "invalid": f.invalid,
-		"retry": f.retry, "bodies": f.bodies, "idempotency_key": !f.noIdem, "seed": f.seed} {
+		"retry": f.retry, "bodies": f.bodies, "idempotency_key": !f.noIdem, "seed": f.seed, "event_ids": f.eventIDs} {
 		rep.Params[k] = v
 	}
 	run := runID()
@@ -66,13 +72,6 @@ func vegetaMain(ctx context.Context, args []string) error {
 	defer os.RemoveAll(dir)
 	gen := Generate(GenConfig{BatchSize: f.batch, Pixels: f.pixels, InvalidFrac: f.invalid, Bodies: f.bodies,
 		Seed: f.seed, Now: time.Now()})
-	paths := make([]string, len(gen))
-	for i := range gen {
-		paths[i] = filepath.Join(dir, "body-"+strconv.Itoa(i)+".json")
-		if err := os.WriteFile(paths[i], BatchJSON(&gen[i], fx.PixelIDs[gen[i].Pixel]), 0o600); err != nil {
-			return err
-		}
-	}
 	auth := make([]string, len(fx.Secrets))
 	for i, s := range fx.Secrets {
 		auth[i] = "Bearer " + s
@@ -80,16 +79,34 @@ func vegetaMain(ctx context.Context, args []string) error {
 	plan := newIngestPlan(f, run, len(gen), len(auth))
 	total := Schedule{Rate: f.rate, Duration: f.duration}.Total()
 	va := vegetaAttack{bin: bin, results: filepath.Join(dir, "results.bin"), rate: f.rate, duration: f.duration,
-		timeout: f.timeout, workers: f.workers}
+		timeout: f.timeout, workers: f.workers, format: "http"}
+	var targets func(io.Writer) error
+	if f.eventIDs {
+		bodies, slots := make([][]byte, len(gen)), make([][]int, len(gen))
+		for i := range gen {
+			bodies[i], slots[i] = BatchJSONWithIDs(&gen[i], fx.PixelIDs[gen[i].Pixel], run)
+		}
+		va.format = "json"
+		targets = func(w io.Writer) error {
+			return writeTargetsJSON(w, total, plan, f.target+"/events", auth, bodies, slots)
+		}
+	} else {
+		paths := make([]string, len(gen))
+		for i := range gen {
+			paths[i] = filepath.Join(dir, "body-"+strconv.Itoa(i)+".json")
+			if err := os.WriteFile(paths[i], BatchJSON(&gen[i], fx.PixelIDs[gen[i].Pixel]), 0o600); err != nil {
+				return err
+			}
+		}
+		targets = func(w io.Writer) error { return writeTargets(w, total, plan, f.target+"/events", auth, paths) }
+	}
 	SetTargetPIDs(f.target)
 	noteForks := watchForks(ctx, fx.Redis())
 	noteRedis := watchRedisWork(ctx, fx.Redis())
 	cpu0 := readCPU()
 	sampler := StartSampler(f.metrics, f.sample, time.Now())
 	fmt.Fprintf(os.Stderr, "[vegeta] %s attack: %d requests at %.0f/s\n", bin, total, f.rate)
-	child, err := va.run(ctx, func(w io.Writer) error {
-		return writeTargets(w, total, plan, f.target+"/events", auth, paths)
-	})
+	child, err := va.run(ctx, targets)
 	cpu1 := readCPU()
 	samples := sampler.Stop()
 	if err != nil {
@@ -128,6 +145,9 @@ func vegetaMain(ctx context.Context, args []string) error {
 			rep.Notes = append(rep.Notes, "cleanup: "+err.Error())
 		}
 	}
+	if f.eventIDs {
+		rep.Notes = append(rep.Notes, dropEventClaims(ctx, fx, f.chDB))
+	}
 	return finish(&f.common, rep)
 }
 
@@ -156,12 +176,13 @@ type vegetaAttack struct {
 	rate              float64
 	duration, timeout time.Duration
 	workers           int
+	format            string // vegeta's target format: http (bodies in files) or json (inline)
 }
 
-// args are the attack's arguments: targets read lazily from stdin in vegeta's http
-// format, at most workers requests in flight (as svc bench's -workers), keep-alive.
+// args are the attack's arguments: targets read lazily from stdin in vegeta's format
+// v.format, at most workers requests in flight (as svc bench's -workers), keep-alive.
 func (v vegetaAttack) args() []string {
-	return []string{"attack", "-lazy", "-format=http", "-name=svc-bench",
+	return []string{"attack", "-lazy", "-format=" + cmp.Or(v.format, "http"), "-name=svc-bench",
 		"-rate=" + strconv.FormatInt(int64(math.Round(v.rate)), 10) + "/1s",
 		"-duration=" + v.duration.String(), "-timeout=" + v.timeout.String(),
 		"-workers=" + strconv.Itoa(min(v.workers, 64)), "-max-workers=" + strconv.Itoa(v.workers),
@@ -375,6 +396,37 @@ func writeTargets(w io.Writer, n int64, plan ingestPlan, url string, auth, bodie
 		b = append(b, '@')
 		b = append(b, bodies[plan.body(j)]...)
 		b = append(b, "\n\n"...)
+		if _, err := w.Write(b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeTargetsJSON writes n requests of plan in vegeta's json target format, one object
+// a line, each body inline (base64) with request j's event ids written into it
+// (SetEventIDs at slots), so that every event of the run has an id of its own. It stops
+// at the first write error (vegeta stopped reading).
+func writeTargetsJSON(w io.Writer, n int64, plan ingestPlan, url string, auth []string, bodies [][]byte, slots [][]int) error {
+	var b, body []byte
+	for i := int64(0); i < n; i++ {
+		j, _ := plan.original(i)
+		k := plan.body(j)
+		body = append(body[:0], bodies[k]...)
+		SetEventIDs(body, slots[k], j)
+		b = append(b[:0], `{"method":"POST","url":`...)
+		b = strconv.AppendQuote(b, url)
+		b = append(b, `,"header":{"Authorization":[`...)
+		b = strconv.AppendQuote(b, auth[plan.key(j)])
+		b = append(b, `],"Content-Type":["application/json"]`...)
+		if plan.idem {
+			b = append(b, `,"Idempotency-Key":["`...)
+			b = plan.appendIdemKey(b, j) // letters, digits and dashes: nothing to escape
+			b = append(b, `"]`...)
+		}
+		b = append(b, `},"body":"`...)
+		b = base64.StdEncoding.AppendEncode(b, body)
+		b = append(b, "\"}\n"...)
 		if _, err := w.Write(b); err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/csv"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -76,6 +78,62 @@ func TestWriteTargets(t *testing.T) {
 		t.Fatalf("targets:\n%s\nwant:\n%s", b.String(), want)
 	}
 	if err := writeTargets(failWriter{}, 5, p, "u", []string{"x", "y", "z"}, []string{"a", "b", "c", "d", "e"}); err == nil {
+		t.Fatal("a write error must stop the targets")
+	}
+}
+
+// The json targets carry each request's own body: request j's event ids (a retry
+// repeats its original's ids, key and Idempotency-Key), decodable as vegeta reads them.
+func TestWriteTargetsJSON(t *testing.T) {
+	p := testPlan()
+	gen := Generate(GenConfig{BatchSize: 3, Pixels: 1, Bodies: 5, Seed: 1, Now: time.Now()})
+	bodies, slots := make([][]byte, len(gen)), make([][]int, len(gen))
+	for i := range gen {
+		bodies[i], slots[i] = BatchJSONWithIDs(&gen[i], "pxl_x", "r1")
+	}
+	var b bytes.Buffer
+	const n = 200
+	if err := writeTargetsJSON(&b, n, p, "http://h/events", []string{"Bearer a", "Bearer b", "Bearer c"}, bodies, slots); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n")
+	if len(lines) != n {
+		t.Fatalf("%d lines, want %d", len(lines), n)
+	}
+	seen := map[string]int64{} // event id -> request that sent it first
+	for i, l := range lines {
+		var tg struct {
+			Method, URL string
+			Header      map[string][]string
+			Body        []byte // base64 in JSON
+		}
+		if err := json.Unmarshal([]byte(l), &tg); err != nil {
+			t.Fatalf("line %d: %v: %s", i, err, l)
+		}
+		j, _ := p.original(int64(i))
+		if tg.Method != "POST" || tg.URL != "http://h/events" || tg.Header["Authorization"][0] != []string{"Bearer a", "Bearer b", "Bearer c"}[p.key(j)] ||
+			tg.Header["Idempotency-Key"][0] != p.idemKey(j) || tg.Header["Content-Type"][0] != "application/json" {
+			t.Fatalf("line %d: %+v", i, tg)
+		}
+		var batch struct {
+			Events []struct {
+				EventID string `json:"event_id"`
+			}
+		}
+		if err := json.Unmarshal(tg.Body, &batch); err != nil || len(batch.Events) == 0 {
+			t.Fatalf("line %d body: %v: %s", i, err, tg.Body)
+		}
+		for _, ev := range batch.Events {
+			if first, ok := seen[ev.EventID]; ok && first != j {
+				t.Fatalf("event id %s sent by requests %d and %d", ev.EventID, first, j)
+			}
+			seen[ev.EventID] = j
+		}
+	}
+	if len(seen) < n {
+		t.Fatalf("%d distinct event ids over %d requests", len(seen), n)
+	}
+	if err := writeTargetsJSON(failWriter{}, 5, p, "u", []string{"x", "y", "z"}, bodies, slots); err == nil {
 		t.Fatal("a write error must stop the targets")
 	}
 }
@@ -239,5 +297,49 @@ func TestVegetaAttackEndToEnd(t *testing.T) {
 	}
 	if v := moduleVersion(bin); !strings.HasPrefix(v, "github.com/tsenart/vegeta/v12@") {
 		t.Logf("module version of %s: %q (not a go-installed vegeta)", bin, v)
+	}
+
+	// The json format (-event-ids): each request's body inline, its event ids its own.
+	var ids sync.Map
+	var dupIDs atomic.Int64
+	srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var batch struct {
+			Events []struct {
+				EventID string `json:"event_id"`
+			}
+		}
+		body, _ := io.ReadAll(r.Body)
+		if json.Unmarshal(body, &batch) != nil || r.Header.Get("Idempotency-Key") == "" {
+			w.WriteHeader(400)
+			return
+		}
+		for _, ev := range batch.Events {
+			if _, dup := ids.LoadOrStore(ev.EventID, true); dup {
+				dupIDs.Add(1)
+			}
+		}
+		w.WriteHeader(202)
+		fmt.Fprintf(w, `{"accepted":%d,"rejected":0,"rejections":[]}`, len(batch.Events))
+	})
+	gen := Generate(GenConfig{BatchSize: 3, Pixels: 1, Bodies: 3, Seed: 1, Now: time.Now()})
+	bodies, slots := make([][]byte, len(gen)), make([][]int, len(gen))
+	for i := range gen {
+		bodies[i], slots[i] = BatchJSONWithIDs(&gen[i], "pxl_x", "t")
+	}
+	vj := va
+	vj.format, vj.results = "json", filepath.Join(dir, "rj.bin")
+	if _, err := vj.run(ctx, func(w io.Writer) error {
+		return writeTargetsJSON(w, 60, plan, srv.URL+"/events", []string{"Bearer a", "Bearer b"}, bodies, slots)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	xj, err := vj.report(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	ids.Range(func(any, any) bool { n++; return true })
+	if xj.Requests != 60 || xj.StatusCodes["202"] != 60 || dupIDs.Load() != 0 || n < 60 {
+		t.Fatalf("json targets: vegeta report %+v; %d distinct event ids, %d repeated", xj, n, dupIDs.Load())
 	}
 }
