@@ -21,12 +21,17 @@ import (
 // batches of that key too) until a token has come back; another key of the workspace
 // is not slowed; a key refused more slowly than the rate never meets the brake.
 func TestInvalidBrake(t *testing.T) {
-	const rate = 5
-	const hold = 10 * time.Millisecond // a tenth of a token
+	// One token a second: the bucket is full (2) when the burst starts at t0 and holds
+	// about (time since t0) × rate tokens after it, so the check below, 1.5 s after t0,
+	// meets 1.5 tokens with half a second of slack either way (a slow machine's requests,
+	// the race detector's, fit in it; at 5 a second they did not always).
+	const rate = 1
+	const hold = 10 * time.Millisecond
 	rg := newRigWith(t, func(c *Config) { c.InvalidRate, c.BrakeHold = rate, hold })
 	tn := rg.Tenant(t, false)
 	bad := batchJSON(tn.PixelID(), `{"event_name":"x"}`)
 	good := batchJSON(tn.PixelID(), eventJSON("lead", "", true))
+	t0 := time.Now()
 	for range 2 * rate {
 		apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, bad), 422, "invalid_request")
 	}
@@ -44,7 +49,10 @@ func TestInvalidBrake(t *testing.T) {
 	if r := rg.Do(t, "POST", "/events", other, good); r.Status != 202 {
 		t.Fatalf("another key: %d %s", r.Status, r.Body)
 	}
-	time.Sleep(time.Second / rate * 3 / 2) // a token back
+	time.Sleep(time.Until(t0.Add(time.Second / rate * 3 / 2))) // a token and a half back since t0
+	if late := time.Since(t0); late > time.Second/rate*19/10 {
+		t.Fatalf("the requests before the check took %s: the bucket may hold two tokens", late)
+	}
 	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, bad), 422, "invalid_request")
 	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, bad), 429, "rate_limited")
 	if got := rg.counter(t, "svc_ingest_braked_requests_total", nil); got != 3 {
