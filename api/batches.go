@@ -67,7 +67,7 @@ func (a *API) batch(r *httpserver.Request) error {
 		return a.storeErr(r, err)
 	}
 	if !found {
-		return notFound("request", raw)
+		return requestNotFound(raw)
 	}
 	zone, err := a.Keys.TimeZone(r.Context(), workspace.Pixel{ID: b.Pixel, WorkspaceID: r.Key.WorkspaceID})
 	if errors.Is(err, workspace.ErrNotFound) {
@@ -99,4 +99,12 @@ func (a *API) batch(r *httpserver.Request) error {
 		out.Days = append(out.Days, DayNum{Date: day(d.Date), Events: d.Events})
 	}
 	return r.JSON(200, out)
+}
+
+// requestNotFound is the 404 of a well-formed request id with nothing on record: its
+// detail names the cases a client holding that id can meet (pipeline.md).
+func requestNotFound(raw string) error {
+	return problem.New(problem.NotFound, "No request %q of this key's workspace and environment is on record for the last %d days. "+
+		"A batch refused whole past the cap of stored rejections of its pixel and minute is only counted (GET /rejections, meta.not_stored), "+
+		"not kept by its request id.", raw, int(trace.LookBack.Hours()/24))
 }

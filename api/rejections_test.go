@@ -386,9 +386,11 @@ func TestRejectionSamplesCappedCountsExact(t *testing.T) {
 		}
 		requests = append(requests, r.JSON(t)["request_id"].(string))
 	}
-	pg := p.waitRejections(t, tn.Secret, "pixel_id="+tn.PixelID(), 8)
-	if len(pg.Data) != 3 || pg.Meta.NotStored != 5 {
-		t.Fatalf("%d stored, %d not stored: want 3 and 5", len(pg.Data), pg.Meta.NotStored)
+	// A batch refused whole in the same minute, past the cap: only counted.
+	refused := apitest.Problem(t, p.Do(t, "POST", "/events", tn.Secret, batch(tn.PixelID(), `{"event_name":"x"}`)), 422, "invalid_request")
+	pg := p.waitRejections(t, tn.Secret, "pixel_id="+tn.PixelID(), 9)
+	if len(pg.Data) != 3 || pg.Meta.NotStored != 6 {
+		t.Fatalf("%d stored, %d not stored: want 3 and 6", len(pg.Data), pg.Meta.NotStored)
 	}
 	if pg := p.waitRejections(t, tn.Secret, "pixel_id="+tn.PixelID()+"&rule=required_with_value", 4); len(pg.Data)+int(pg.Meta.NotStored) != 4 {
 		t.Fatalf("rule filter: %d stored + %d not stored, want 4", len(pg.Data), pg.Meta.NotStored)
@@ -404,6 +406,11 @@ func TestRejectionSamplesCappedCountsExact(t *testing.T) {
 		if got["rejected"] != 2.0 || got["events"] != 3.0 || fmt.Sprint(got["rejected_by_rule"]) != "map[required:1 required_with_value:1]" {
 			t.Errorf("GET /batches/%s: %v, want 3 events, 1 accepted, 2 rejected (required, required_with_value)", id, got)
 		}
+	}
+	// The refused batch is not kept by its id: its 404 says why that can be.
+	pr := apitest.Problem(t, p.Do(t, "GET", "/batches/"+refused["request_id"].(string), tn.Secret, ""), 404, "not_found")
+	if d, _ := pr["detail"].(string); !strings.Contains(d, "past the cap of stored rejections") || !strings.Contains(d, "meta.not_stored") {
+		t.Fatalf("404 detail %q: want the cap named", d)
 	}
 }
 
