@@ -79,7 +79,7 @@ func vegetaMain(ctx context.Context, args []string) error {
 	plan := newIngestPlan(f, run, len(gen), len(auth))
 	total := Schedule{Rate: f.rate, Duration: f.duration}.Total()
 	va := vegetaAttack{bin: bin, results: filepath.Join(dir, "results.bin"), rate: f.rate, duration: f.duration,
-		timeout: f.timeout, workers: f.workers, format: "http"}
+		timeout: f.timeout, workers: f.workers}
 	var targets func(io.Writer) error
 	if f.eventIDs {
 		bodies, slots := make([][]byte, len(gen)), make([][]int, len(gen))
@@ -176,7 +176,7 @@ type vegetaAttack struct {
 	rate              float64
 	duration, timeout time.Duration
 	workers           int
-	format            string // vegeta's target format: http (bodies in files) or json (inline)
+	format            string // vegeta's target format: "" or http (bodies in files), json (inline)
 }
 
 // args are the attack's arguments: targets read lazily from stdin in vegeta's format
