@@ -159,6 +159,33 @@ drain() {
     echo "   (before $name: the consumer caught up with the earlier steps' backlog in $((SECONDS - start)) s; lag now $lag records)" | tee -a "$out/summary.txt"
   fi
   settle "$name"
+  rewrite_aof "$name"
+}
+
+# rewrite_aof NAME: when Redis's append-only file has grown past half-way to its next
+# automatic rewrite (at auto-aof-rewrite-min-size, and auto-aof-rewrite-percentage over
+# its size after the last rewrite), rewrite it now and wait (2 min at most), so that the
+# rewrite's fork and its child's write of the whole dataset, which take a core for
+# seconds (3 s for 1.5 GB here), fall between steps instead of into one side of a pair
+# (run V: p99 1–2 s in the step it met, ~130 ms in its twin). What a rewrite costs a
+# step that meets it is measured in run Y (HISTORY.md); the summary says when one ran.
+rewrite_aof() {
+  local name=$1 start=$SECONDS cur base pct min
+  local cli=(redis-cli -u "${SVC_REDIS_URL:-redis://127.0.0.1:6379/0}")
+  cur=$("${cli[@]}" info persistence 2>/dev/null | tr -d '\r' | awk -F: '$1 == "aof_current_size" {print $2}')
+  base=$("${cli[@]}" info persistence 2>/dev/null | tr -d '\r' | awk -F: '$1 == "aof_base_size" {print $2}')
+  [ -n "$cur" ] && [ -n "$base" ] || return 0 # no AOF: nothing forks for it
+  pct=$("${cli[@]}" config get auto-aof-rewrite-percentage | tail -1)
+  min=$("${cli[@]}" config get auto-aof-rewrite-min-size | tail -1)
+  [ "${pct:-0}" -gt 0 ] 2>/dev/null || return 0 # automatic rewrites off
+  local at=$((base + base * pct / 100)); [ "$at" -lt "$min" ] && at=$min
+  [ $((cur - base)) -lt $(((at - base) / 2)) ] && return 0
+  "${cli[@]}" bgrewriteaof >/dev/null 2>&1 || true
+  while [ $((SECONDS - start)) -lt 120 ]; do
+    "${cli[@]}" info persistence 2>/dev/null | grep -Eq '^aof_rewrite_(in_progress|scheduled):1' || break
+    sleep 0.5
+  done
+  echo "   (before $name: Redis rewrote its append-only file of $((cur >> 20)) MB (half-way to its next automatic rewrite at $((at >> 20)) MB) in $((SECONDS - start)) s)" | tee -a "$out/summary.txt"
 }
 
 # settle NAME: wait (2 min at most) until ClickHouse runs no merge in the scratch database,
