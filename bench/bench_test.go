@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"html"
 	"math"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"svc/lib/svctest"
 )
 
 func TestScheduleDueTimes(t *testing.T) {
@@ -578,5 +581,43 @@ func TestFloodFlags(t *testing.T) {
 		if err := ff.validate(); (err == nil) != ok {
 			t.Errorf("-flood-source %q: %v", src, err)
 		}
+	}
+}
+
+// What Redis held at a run's start: INFO's used_memory and DBSIZE over the masters,
+// printed with the Redis figures.
+func TestRedisHeld(t *testing.T) {
+	if got := infoInt("# Memory\r\nused_memory:2297436512\r\nused_memory_human:2.14G\r\n", "used_memory"); got != 2297436512 {
+		t.Fatalf("infoInt = %d", got)
+	}
+	if got := infoInt("# Memory\r\nused_memory_human:2.14G\r\n", "used_memory"); got != 0 {
+		t.Fatalf("infoInt of an absent field = %d", got)
+	}
+	w := &RedisWork{HeldBytes: 2297436512, HeldKeys: 624875}
+	if got := w.Held(); got != "2.30 GB in 624,875 keys" {
+		t.Fatalf("Held = %q", got)
+	}
+	if got := (&RedisWork{}).Held(); got != "" {
+		t.Fatalf("Held unknown = %q", got)
+	}
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -1234: "-1,234"} {
+		if got := thousands(n); got != want {
+			t.Errorf("thousands(%d) = %q, want %q", n, got, want)
+		}
+	}
+
+	rdb := svctest.Redis(t)
+	ctx := context.Background()
+	key := fmt.Sprintf("svc:test:bench-held:%d", time.Now().UnixNano())
+	if err := rdb.Set(ctx, key, strings.Repeat("x", 1<<20), time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { rdb.Del(context.Background(), key) })
+	bytes, keys, err := redisHeld(ctx, rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if keys < 1 || bytes < 1<<20 {
+		t.Fatalf("redisHeld = %d B in %d keys with a 1 MiB key in it", bytes, keys)
 	}
 }

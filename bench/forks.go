@@ -2,8 +2,6 @@ package bench
 
 import (
 	"context"
-	"strconv"
-	"strings"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -39,18 +37,8 @@ func redisForks(ctx context.Context, rdb redis.UniversalClient) (forks, error) {
 // persistenceForks reads INFO persistence: rewrites and snapshots finished (aof_rewrites,
 // rdb_saves) and running.
 func persistenceForks(info string) forks {
-	var f forks
-	for _, line := range strings.Split(info, "\r\n") {
-		name, v, _ := strings.Cut(line, ":")
-		x, _ := strconv.ParseInt(v, 10, 64)
-		switch name {
-		case "aof_rewrites", "rdb_saves":
-			f.done += x
-		case "aof_rewrite_in_progress", "rdb_bgsave_in_progress":
-			f.running += x
-		}
-	}
-	return f
+	return forks{done: infoInt(info, "aof_rewrites") + infoInt(info, "rdb_saves"),
+		running: infoInt(info, "aof_rewrite_in_progress") + infoInt(info, "rdb_bgsave_in_progress")}
 }
 
 // watchForks reads Redis's forks now; the function it returns adds forkNote for the forks

@@ -29,6 +29,62 @@ type RedisWork struct {
 	// ByCommand is each command's calls and usec per request; a nested command's
 	// figures include its calls from inside functions.
 	ByCommand map[string]CommandWork `json:"by_command"`
+	// HeldBytes and HeldKeys are what Redis held at the run's start (used_memory and
+	// DBSIZE, summed over the masters; 0 when unknown): its commands' times grow with
+	// it (a random key's GET costs about 20 times a hot key's over gigabytes,
+	// HISTORY.md "stop 38"), so a figure is comparable only with others measured near
+	// the same size.
+	HeldBytes int64 `json:"held_bytes,omitempty"`
+	HeldKeys  int64 `json:"held_keys,omitempty"`
+}
+
+// Held describes what Redis held at the start: "2.14 GB in 624,875 keys" ("" unknown).
+func (w *RedisWork) Held() string {
+	if w.HeldBytes <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f GB in %s keys", float64(w.HeldBytes)/1e9, thousands(w.HeldKeys))
+}
+
+// thousands writes n with commas: 624875 → "624,875".
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// redisHeld is used_memory and DBSIZE summed over every master.
+func redisHeld(ctx context.Context, rdb redis.UniversalClient) (bytes, keys int64, err error) {
+	var mu sync.Mutex
+	err = process.EachMaster(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+		info, err := node.Info(ctx, "memory").Result()
+		if err != nil {
+			return err
+		}
+		n, err := node.DBSize(ctx).Result()
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		bytes += infoInt(info, "used_memory")
+		keys += n
+		return nil
+	})
+	return bytes, keys, err
+}
+
+// infoInt is field name's integer value in an INFO answer (0 when absent).
+func infoInt(info, name string) int64 {
+	for _, line := range strings.Split(info, "\n") {
+		if k, v, ok := strings.Cut(strings.TrimSpace(line), ":"); ok && k == name {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
 }
 
 // CommandWork is one command's share of a request.
@@ -150,6 +206,7 @@ const redisSettle = time.Second
 // svc sent itself (the stored answers: the run's first, not replayed, idempotent 2xx),
 // or a note when Redis cannot be asked.
 func watchRedisWork(ctx context.Context, rdb redis.UniversalClient) func(rep *Report, hsets int64) {
+	heldBytes, heldKeys, heldErr := redisHeld(ctx, rdb)
 	before, err := redisCommandStats(ctx, rdb)
 	return func(rep *Report, hsets int64) {
 		if err == nil {
@@ -157,6 +214,9 @@ func watchRedisWork(ctx context.Context, rdb redis.UniversalClient) func(rep *Re
 			var after map[string]cmdStat
 			if after, err = redisCommandStats(ctx, rdb); err == nil {
 				rep.Redis = redisWork(before, after, rep.Requests.Completed, hsets)
+				if rep.Redis != nil && heldErr == nil {
+					rep.Redis.HeldBytes, rep.Redis.HeldKeys = heldBytes, heldKeys
+				}
 				return
 			}
 		}

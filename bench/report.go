@@ -261,6 +261,9 @@ func PrintSummary(w io.Writer, rep *Report) {
 	if r := rep.Redis; r != nil {
 		fmt.Fprintf(tw, "redis per request\t%.2f µs in %.2f commands (commandstats); top: %s\n",
 			r.UsecPerRequest, r.CallsPerRequest, strings.Join(r.TopCommands(), ", "))
+		if h := r.Held(); h != "" {
+			fmt.Fprintf(tw, "redis held\t%s at the start (its commands' times grow with it)\n", h)
+		}
 	}
 	if s := rep.Soak; s != nil {
 		fmt.Fprintf(tw, "soak\t%s\n", s.Verdict)
