@@ -172,12 +172,12 @@ drain() {
 rewrite_aof() {
   local name=$1 start=$SECONDS cur base pct min
   local cli=(redis-cli -u "${SVC_REDIS_URL:-redis://127.0.0.1:6379/0}")
-  cur=$("${cli[@]}" info persistence 2>/dev/null | tr -d '\r' | awk -F: '$1 == "aof_current_size" {print $2}')
-  base=$("${cli[@]}" info persistence 2>/dev/null | tr -d '\r' | awk -F: '$1 == "aof_base_size" {print $2}')
-  [ -n "$cur" ] && [ -n "$base" ] || return 0 # no AOF: nothing forks for it
-  pct=$("${cli[@]}" config get auto-aof-rewrite-percentage | tail -1)
-  min=$("${cli[@]}" config get auto-aof-rewrite-min-size | tail -1)
-  [ "${pct:-0}" -gt 0 ] 2>/dev/null || return 0 # automatic rewrites off
+  cur=$("${cli[@]}" info persistence 2>/dev/null | tr -d '\r' | awk -F: '$1 == "aof_current_size" {print $2}') || true
+  base=$("${cli[@]}" info persistence 2>/dev/null | tr -d '\r' | awk -F: '$1 == "aof_base_size" {print $2}') || true
+  [ -n "$cur" ] && [ -n "$base" ] || return 0 # no AOF (or no answer): nothing forks for it
+  pct=$("${cli[@]}" config get auto-aof-rewrite-percentage 2>/dev/null | tail -1) || true
+  min=$("${cli[@]}" config get auto-aof-rewrite-min-size 2>/dev/null | tail -1) || true
+  [ "${pct:-0}" -gt 0 ] 2>/dev/null && [ "${min:-x}" -ge 0 ] 2>/dev/null || return 0 # automatic rewrites off, or CONFIG refused
   local at=$((base + base * pct / 100)); [ "$at" -lt "$min" ] && at=$min
   [ $((cur - base)) -lt $(((at - base) / 2)) ] && return 0
   "${cli[@]}" bgrewriteaof >/dev/null 2>&1 || true
