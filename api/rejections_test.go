@@ -312,7 +312,8 @@ func topicRecords(t *testing.T, seeds []string, topic string) []*kgo.Record {
 	return out
 }
 
-// Batches refused as a whole with their pixel known are recorded (422, 429, 409);
+// Batches refused as a whole with their pixel known are recorded (422, 429, 409, the
+// 422 of a too long Idempotency-Key);
 // another workspace's pixel, and a dry run, are not.
 func TestRefusedBatchesAreRecorded(t *testing.T) {
 	p := newPipeline(t, 100)
@@ -329,17 +330,25 @@ func TestRefusedBatchesAreRecorded(t *testing.T) {
 		t.Fatalf("%d %s", r.Status, r.Body)
 	}
 	reuse := apitest.Problem(t, p.Do(t, "POST", "/events", tn.Secret, none, "Idempotency-Key", "k1"), 409, "idempotency_key_reuse")
+	longKey := apitest.Problem(t, p.Do(t, "POST", "/events", tn.Secret, good, "Idempotency-Key", strings.Repeat("k", 256)), 422, "invalid_request")
 	other := p.tenant(t, false)
 	apitest.Problem(t, p.Do(t, "POST", "/events", other.Secret, none), 404, "not_found")
 	if r := p.Do(t, "POST", "/events?validate_only=true", tn.Secret, batch(tn.PixelID(), ev("a", ``), `{"event_name":"x"}`)); r.Status != 200 {
 		t.Fatalf("dry run: %d %s", r.Status, r.Body)
 	}
-	pg := p.waitRejections(t, tn.Secret, "pixel_id="+tn.PixelID(), 4)
+	pg := p.waitRejections(t, tn.Secret, "pixel_id="+tn.PixelID(), 5)
 	byStatus := map[float64][]map[string]any{}
 	for _, d := range pg.Data {
+		if d["request_id"] == longKey["request_id"] {
+			// The too long Idempotency-Key: its errors[] entry, about the batch.
+			if d["status"] != 422.0 || d["event_index"] != nil || d["field"] != "Idempotency-Key" || d["rule"] != "max_length" {
+				t.Fatalf("the too long Idempotency-Key recorded as %v", d)
+			}
+			continue
+		}
 		byStatus[d["status"].(float64)] = append(byStatus[d["status"].(float64)], d)
 	}
-	if len(byStatus[422]) != 2 || len(byStatus[429]) != 1 || len(byStatus[409]) != 1 || len(pg.Data) != 4 {
+	if len(byStatus[422]) != 2 || len(byStatus[429]) != 1 || len(byStatus[409]) != 1 || len(pg.Data) != 5 {
 		t.Fatalf("recorded %v", pg.Data)
 	}
 	if d := byStatus[429][0]; d["request_id"] != limited["request_id"] || d["event_index"] != nil || d["rule"] != "rate_limited" || d["batch_events"] != 0.0 {
@@ -365,8 +374,8 @@ func TestRefusedBatchesAreRecorded(t *testing.T) {
 		}
 		seen[k] = true
 	}
-	if len(seen) != 4 {
-		t.Fatalf("walked %d records, want 4", len(seen))
+	if len(seen) != 5 {
+		t.Fatalf("walked %d records, want 5", len(seen))
 	}
 }
 

@@ -44,13 +44,15 @@ func init() {
 	Operations["GET /batches/{id}"] = Op{Tag: "Events", Description: "The life of one POST /events request of the key's workspace and environment, " +
 		"by the request_id its answer carried: when it was received, how many of its events were stored (accepted), rejected (by rule) " +
 		"and dropped as duplicates (rule duplicate_event_id: a copy in the batch, refused by the edge, or a copy of an event of an earlier batch, " +
-		"dropped by the consumer after the 202), the Kafka partition and offset it was written at, when ClickHouse stored its events, " +
+		"dropped by the consumer after the 202; rule duplicate_batch: the events of a retry with the same Idempotency-Key stored as a copy of " +
+		"its first attempt, which holds them), the Kafka partition and offset it was written at, when ClickHouse stored its events, " +
 		"and the local days of the pixel's reporting zone its events counted in (by occurred_at, as GET /pixel-rollups counts them). " +
 		"stored_copies is the number of Kafka records whose rows hold the request: 1 once it is stored, never more (exactly once). " +
 		"A batch refused whole (422, 409, 429) is found too, with nothing stored. A request is looked for among the 8 days before now " +
 		"(the shortest raw-event retention); an unknown request id, one of another workspace or environment, one older than that, " +
-		"one not yet stored (seconds after its 202) and an id that is not a request id are 404. Rejections counted past the " +
-		"per-pixel-per-minute cap of stored ones (GET /rejections, meta.not_stored) are not itemised per request, so not counted here.",
+		"one not yet stored (seconds after its 202) and an id that is not a request id are 404. A 202's rejections are all counted, " +
+		"also those past the per-pixel-per-minute cap of stored ones (GET /rejections, meta.not_stored); a batch refused whole past " +
+		"that cap is only counted per pixel and minute, so 404 by its id.",
 		Params: []Param{{Name: "id", In: "path", Required: true, Desc: "The request id (req_ and 24 hex digits): the answer's request_id and Request-Id header.",
 			Schema: Schema{"type": "string"}, Example: exRequest}},
 		Response: ref("BatchLife"), Example: exBatchObj, Codes: []problem.Code{problem.NotFound}}
@@ -87,7 +89,7 @@ func visibilityComponents() map[string]Schema {
 			"key_id":           id("key_", "The key that sent it"),
 			"status":           Schema{"type": "integer", "enum": []any{202, 409, 422, 429}, "description": "The answer's status."},
 			"received_at":      timeSchema,
-			"events":           Schema{"type": []string{"integer", "null"}, "minimum": 0, "description": "Events in the request; null for a batch refused before it was read (409, 429)."},
+			"events":           Schema{"type": []string{"integer", "null"}, "minimum": 0, "description": "Events in the request; null when none was read: a batch refused before its body was read (409, 429), or a 422 whose body held no event."},
 			"accepted":         integer("Events stored: the 202's accepted less the copies the consumer dropped."),
 			"rejected":         integer("Events rejected, duplicates excluded (the sum of rejected_by_rule)."),
 			"rejected_by_rule": Schema{"type": "object", "additionalProperties": Schema{"type": "integer", "minimum": 0}, "description": "Rejected events by rule (as GET /rejections names them)."},
