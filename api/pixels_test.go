@@ -113,6 +113,8 @@ func TestPixelHealthThroughThePipeline(t *testing.T) {
 	apitest.Problem(t, p.Do(t, "GET", "/pixels/"+tn.PixelID(), other.Secret, ""), 404, "not_found")
 	if all := p.walk(t, other.Secret, "/pixels", 10); len(all) != 1 || all[0]["id"] != other.PixelID() {
 		t.Errorf("another workspace's list: %v", all)
+	} else if days := all[0]["days"].([]any); len(days) != 7 { // the documented default (pipeline.md)
+		t.Errorf("GET /pixels without days: %d days, want 7", len(days))
 	}
 }
 

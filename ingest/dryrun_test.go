@@ -47,6 +47,18 @@ func TestDryRunChecksEverythingAndStoresNothing(t *testing.T) {
 	if n := len(rg.records(t)); n != 1 {
 		t.Fatalf("%d records after one real request", n)
 	}
+	// A dry run after it, with the same key, is checked afresh: no replay of the stored
+	// 202, a request id of its own, nothing produced.
+	again := rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, body, "Idempotency-Key", "dry-1")
+	if again.Status != 200 || again.Header.Get("Idempotent-Replayed") != "" {
+		t.Fatalf("dry run after the real one: %d %v %s", again.Status, again.Header, again.Body)
+	}
+	if am := again.JSON(t); am["request_id"] == real.JSON(t)["request_id"] || am["accepted"] != 2.0 {
+		t.Fatalf("dry run after the real one answered %v (the real 202: %s)", am, real.Body)
+	}
+	if n := len(rg.records(t)); n != 1 {
+		t.Fatalf("%d records after a dry run that followed the real request", n)
+	}
 
 	// Quota: a 200 spends one request, a 4xx none (as for any request).
 	remaining := func(r apitest.Response) int {
