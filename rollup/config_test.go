@@ -22,7 +22,7 @@ func TestConfigFromEnvAndValidate(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", err)
 	}
 	if cfg.Group != "svc-rollup" || cfg.BatchRows != 200000 || cfg.BatchInterval != time.Second ||
-		cfg.EventIDWindow != DefaultEventIDWindow || (Config{}).eventIDWindow() != DefaultEventIDWindow {
+		cfg.EventIDWindow != 48*time.Hour || (Config{}).eventIDWindow() != 48*time.Hour { // the documented 48 h
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	for name, c := range map[string]struct{ k, v, want string }{
