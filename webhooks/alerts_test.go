@@ -22,6 +22,7 @@ import (
 	"svc/rollup"
 	"svc/schema"
 	"svc/schema/apitest"
+	"svc/schema/rejection"
 	"svc/schema/rollups"
 	"svc/schema/workspace"
 )
@@ -41,7 +42,7 @@ type alertWorld struct {
 	start time.Time
 }
 
-func newAlertWorld(t *testing.T, a workspace.Alerts) *alertWorld {
+func newAlertWorld(t *testing.T, a workspace.Alerts, opts ...func(*rollup.Config, *testEnv)) *alertWorld {
 	t.Helper()
 	e := newEnv(t)
 	bc := kafkabroker.Config{EmbeddedAddr: "127.0.0.1:0", DataDir: t.TempDir(), Partitions: 2}
@@ -64,6 +65,9 @@ func newAlertWorld(t *testing.T, a workspace.Alerts) *alertWorld {
 		SessionTimeout: 3 * time.Second, RebalanceTimeout: 10 * time.Second, Table: "events", Topic: schema.TopicEvents,
 		DeadTopic: schema.TopicDeadEvent, Kafka: kafkabroker.Config{Brokers: k.Addrs(), EmbeddedAddr: "127.0.0.1:0", Partitions: 2},
 		ClickHouse: e.cfg.ClickHouse, Registerer: prometheus.NewRegistry(), RejectionSamples: 100}
+	for _, o := range opts {
+		o(&rcfg, e)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- rollup.Run(ctx, rcfg) }()
@@ -306,6 +310,49 @@ func TestRejectionsBelowThresholdFireNothing(t *testing.T) {
 	w.nextMinute()
 	if got := w.tick(t, 3); len(got) != 0 {
 		t.Fatalf("%d deliveries, want none: %v", len(got), got)
+	}
+}
+
+// Copies of an event_id the pixel already had are dropped by the consumer and kept as
+// rejections of rule duplicate_event_id, which the alert's share leaves out (as GET
+// /pixels does): 20 events, then the same 20 again, is a share of 0, not 20 of 40.
+func TestRejectionsRisingLeavesOutEventIDCopies(t *testing.T) {
+	// The consumer's event-id claims need Redis, which the other alert tests leave out
+	// (with it, TestRejectionsRisingFiresOncePerEpisode's later windows, on the test's
+	// clock, no longer see its events).
+	w := newAlertWorld(t, workspace.Alerts{RejectionsThreshold: 0.2, RejectionsWindow: 5 * time.Minute, RejectionsMinEvents: 10},
+		func(c *rollup.Config, e *testEnv) { c.Redis = e.rdb })
+	px := w.tn.Pixel.ID
+	at := time.Now().UTC().Add(-time.Minute).Format(time.RFC3339)
+	var evs []string
+	for i := range 20 {
+		evs = append(evs, fmt.Sprintf(`{"event_id":"order-%d","event_name":"purchase","occurred_at":%q,"value":1,"currency":"EUR","consent":{"measurement":true}}`, i, at))
+	}
+	body := `{"pixel_id":"pxl_` + px.String() + `","events":[` + strings.Join(evs, ",") + `]}`
+	for range 2 {
+		if r := w.srv.Do(t, "POST", "/events", w.tn.Secret, body); r.Status != 202 {
+			t.Fatalf("POST /events: %d %s", r.Status, r.Body)
+		}
+	}
+	svctest.WaitFor(t, 30*time.Second, "the 20 copies stored as duplicate_event_id rejections", func() bool {
+		var n uint64
+		err := w.e.conn.QueryRow(context.Background(), "SELECT sum(toUInt64(rejections)) FROM "+rejection.Table+
+			" WHERE toString(pixel_id) = ? AND rule = ?", px.String(), schema.RuleDuplicateEventID).Scan(&n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n == 20
+	})
+	svctest.WaitFor(t, 30*time.Second, "the 20 events stored", func() bool {
+		got, err := readWindows(context.Background(), w.e.conn, w.tn.Workspace.ID, false, []uuid.UUID{px}, w.start, time.Now().UTC().Add(2*time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got[px].Accepted == 20
+	})
+	w.nextMinute()
+	if got := w.tick(t, 3); len(got) != 0 {
+		t.Fatalf("%d deliveries, want none (the copies are not rejections of the sender's events): %v", len(got), got)
 	}
 }
 
