@@ -358,10 +358,14 @@ func TestRejectionsRisingLeavesOutEventIDCopies(t *testing.T) {
 
 // A pixel that goes silent: one accepted event, then nothing for the workspace's
 // period (1 minute) fires exactly one pixel.silent, since the event's reception; an
-// accepted event afterwards clears it.
+// accepted event afterwards clears it. A pixel with no accepted event at all is not
+// announced.
 func TestPixelSilentFiresOnceAndClears(t *testing.T) {
 	w := newAlertWorld(t, workspace.Alerts{SilentAfter: time.Minute})
 	px := w.tn.Pixel.ID
+	// A second pixel that never had an accepted event is not announced: the deliveries
+	// below are the first pixel's alone.
+	w.srv.Pixel(t, w.tn.Workspace.ID)
 	w.send(t, px, 1, 0)
 	w.stored(t, px, 1, 0)
 	last, err := readLastAccepted(context.Background(), w.e.conn, w.tn.Workspace.ID, false, []uuid.UUID{px}, time.Now().Add(-time.Hour))
