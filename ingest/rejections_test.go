@@ -148,6 +148,31 @@ func TestRejectionsOfA503NotKept(t *testing.T) {
 	}
 }
 
+// Kafka refusing a 202's rejections' record alone: the 202 stands (its events are in)
+// and the loss is counted in svc_ingest_rejection_records_total{outcome="failed"}, as
+// the rejected-events page says.
+func TestRejectionsRecordRefusedAloneIsCounted(t *testing.T) {
+	rg := newRig(t)
+	tn := rg.Tenant(t, false)
+	const metric = "svc_ingest_rejection_records_total"
+	failed := map[string]string{"outcome": "failed"}
+	before := rg.counter(t, metric, failed)
+	fault := rg.kafka.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: schema.TopicRejections,
+		Err: kerr.InvalidRecord, Count: -1})
+	defer fault.Remove()
+	r := rg.Do(t, "POST", "/events", tn.Secret, batchJSON(tn.PixelID(), eventJSON("purchase", "", true), `{"event_name":"x"}`))
+	if r.Status != 202 || r.JSON(t)["rejected"] != 1.0 {
+		t.Fatalf("%d %s, want a 202 with one rejection", r.Status, r.Body)
+	}
+	svctest.WaitFor(t, 5*time.Second, "the refused record counted", func() bool { return rg.counter(t, metric, failed) == before+1 })
+	if n := len(rg.records(t)); n != 1 {
+		t.Fatalf("%d batches in Kafka, want the 202's one", n)
+	}
+	if recs := rg.rejectionRecords(t); len(recs) != 0 {
+		t.Fatalf("%d rejection records, want none (Kafka refused it)", len(recs))
+	}
+}
+
 // An attempt answered 503 while its batch's acknowledgement is overdue sends its
 // rejections' record if the batch lands after all: the rejections are kept exactly
 // when the events are.
