@@ -179,6 +179,16 @@ func TestRejectedEventTracedFrom202AndEmailNowhereAtRest(t *testing.T) {
 	if pg := p.waitRejections(t, tn.Secret, q+"&rule=iso4217", 2); len(pg.Data) != 2 {
 		t.Fatalf("rule filter: %+v", pg)
 	}
+	// since is rounded down to its minute: the last second of the records' minute still
+	// lists them (when they were not received in that very second, which lists them anyway).
+	recv, err := time.Parse(time.RFC3339, pg.Data[0]["received_at"].(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	late := url.QueryEscape(recv.Truncate(time.Minute).Add(59 * time.Second).Format(time.RFC3339))
+	if pg := p.waitRejections(t, tn.Secret, q+"&since="+late, 3); len(pg.Data) != 3 {
+		t.Fatalf("since %s, within the records' minute: %+v", late, pg)
+	}
 	future := url.QueryEscape(time.Now().Add(2 * time.Minute).UTC().Format(time.RFC3339))
 	if pg := p.waitRejections(t, tn.Secret, q+"&since="+future, 0); len(pg.Data) != 0 {
 		t.Fatalf("since in the future: %+v", pg)
