@@ -7,7 +7,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
 	"svc/lib/apikey"
+	"svc/schema"
 	"svc/schema/apitest"
 	"svc/schema/workspace"
 )
@@ -97,5 +102,23 @@ func TestDryRunChecksEverythingAndStoresNothing(t *testing.T) {
 	}
 	if n := len(rg.records(t)); n != 2 {
 		t.Fatalf("%d records after two real requests", n)
+	}
+}
+
+// A dry run does not touch Kafka: while Kafka fails every batch (a real request is
+// answered 503), the same batch as a dry run is answered 200, and nothing is produced.
+func TestDryRunAnswersWhileKafkaFails(t *testing.T) {
+	rg := newRig(t)
+	tn := rg.Tenant(t, false)
+	fault := rg.kafka.Cluster().Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: schema.TopicEvents,
+		Err: kerr.InvalidRecord, Count: -1})
+	defer fault.Remove()
+	body := batchJSON(tn.PixelID(), eventJSON("purchase", "", true))
+	apitest.Problem(t, rg.Do(t, "POST", "/events", tn.Secret, body), 503, "service_unavailable")
+	if r := rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, body); r.Status != 200 || r.JSON(t)["accepted"] != 1.0 {
+		t.Fatalf("dry run while Kafka fails: %d %s", r.Status, r.Body)
+	}
+	if n := len(rg.records(t)); n != 0 {
+		t.Fatalf("%d records, want none", n)
 	}
 }
