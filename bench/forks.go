@@ -2,11 +2,8 @@ package bench
 
 import (
 	"context"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
-
-	"svc/lib/process"
 )
 
 // forks are the forks Redis has made for persistence (AOF rewrites and RDB snapshots):
@@ -16,21 +13,13 @@ import (
 type forks struct{ done, running int64 }
 
 func redisForks(ctx context.Context, rdb redis.UniversalClient) (forks, error) {
-	var mu sync.Mutex
 	var total forks
-	count := func(ctx context.Context, c *redis.Client) error {
-		info, err := c.Info(ctx, "persistence").Result()
-		if err != nil {
-			return err
-		}
+	err := eachMasterInfo(ctx, rdb, "persistence", func(_ context.Context, _ *redis.Client, info string) error {
 		f := persistenceForks(info)
-		mu.Lock()
 		total.done += f.done
 		total.running += f.running
-		mu.Unlock()
 		return nil
-	}
-	err := process.EachMaster(ctx, rdb, count)
+	})
 	return total, err
 }
 

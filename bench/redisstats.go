@@ -57,23 +57,28 @@ func thousands(n int64) string {
 
 // redisHeld is used_memory and DBSIZE summed over every master.
 func redisHeld(ctx context.Context, rdb redis.UniversalClient) (bytes, keys int64, err error) {
-	var mu sync.Mutex
-	err = process.EachMaster(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
-		info, err := node.Info(ctx, "memory").Result()
-		if err != nil {
-			return err
-		}
+	err = eachMasterInfo(ctx, rdb, "memory", func(ctx context.Context, node *redis.Client, info string) error {
 		n, err := node.DBSize(ctx).Result()
+		bytes += infoInt(info, "used_memory")
+		keys += n
+		return err
+	})
+	return bytes, keys, err
+}
+
+// eachMasterInfo runs INFO section on every master (concurrently) and hands each
+// answer, with its node, to add, one call at a time: add may sum into its closure.
+func eachMasterInfo(ctx context.Context, rdb redis.UniversalClient, section string, add func(ctx context.Context, node *redis.Client, info string) error) error {
+	var mu sync.Mutex
+	return process.EachMaster(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
+		info, err := node.Info(ctx, section).Result()
 		if err != nil {
 			return err
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		bytes += infoInt(info, "used_memory")
-		keys += n
-		return nil
+		return add(ctx, node, info)
 	})
-	return bytes, keys, err
 }
 
 // infoInt is field name's integer value in an INFO answer (0 when absent).
@@ -179,15 +184,8 @@ func redisWork(before, after map[string]cmdStat, requests, hsets int64) *RedisWo
 
 // redisCommandStats is INFO commandstats summed over every master.
 func redisCommandStats(ctx context.Context, rdb redis.UniversalClient) (map[string]cmdStat, error) {
-	var mu sync.Mutex
 	total := map[string]cmdStat{}
-	err := process.EachMaster(ctx, rdb, func(ctx context.Context, node *redis.Client) error {
-		info, err := node.Info(ctx, "commandstats").Result()
-		if err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
+	err := eachMasterInfo(ctx, rdb, "commandstats", func(_ context.Context, _ *redis.Client, info string) error {
 		for k, s := range parseCommandStats(info) {
 			t := total[k]
 			total[k] = cmdStat{t.calls + s.calls, t.usec + s.usec}

@@ -170,10 +170,11 @@ drain() {
 # (run V: p99 1–2 s in the step it met, ~130 ms in its twin). What a rewrite costs a
 # step that meets it is measured in run Y (HISTORY.md); the summary says when one ran.
 rewrite_aof() {
-  local name=$1 start=$SECONDS cur base pct min
+  local name=$1 start=$SECONDS info cur base pct min
   local cli=(redis-cli -u "${SVC_REDIS_URL:-redis://127.0.0.1:6379/0}")
-  cur=$("${cli[@]}" info persistence 2>/dev/null | tr -d '\r' | awk -F: '$1 == "aof_current_size" {print $2}') || true
-  base=$("${cli[@]}" info persistence 2>/dev/null | tr -d '\r' | awk -F: '$1 == "aof_base_size" {print $2}') || true
+  info=$("${cli[@]}" info persistence 2>/dev/null | tr -d '\r') || true
+  cur=$(awk -F: '$1 == "aof_current_size" {print $2}' <<<"$info")
+  base=$(awk -F: '$1 == "aof_base_size" {print $2}' <<<"$info")
   [ -n "$cur" ] && [ -n "$base" ] || return 0 # no AOF (or no answer): nothing forks for it
   pct=$("${cli[@]}" config get auto-aof-rewrite-percentage 2>/dev/null | tail -1) || true
   min=$("${cli[@]}" config get auto-aof-rewrite-min-size 2>/dev/null | tail -1) || true
