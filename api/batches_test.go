@@ -2,14 +2,20 @@ package api_test
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"svc/lib/apikey"
+	"svc/lib/ids"
 	"svc/lib/svctest"
 	"svc/schema"
 	"svc/schema/apitest"
+	"svc/schema/trace"
 	"svc/schema/workspace"
 )
 
@@ -112,4 +118,89 @@ func TestBatchLifeThroughThePipeline(t *testing.T) {
 	apitest.Problem(t, p.Do(t, "GET", "/batches/"+reqID, show.Secret, ""), 404, "not_found")
 	_, noScope := p.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Scopes: []string{"events:write"}})
 	apitest.Problem(t, p.Do(t, "GET", "/batches/"+reqID, noScope, ""), 403, "insufficient_scope")
+}
+
+// A retry that Kafka took twice (its first edge died after the acknowledgement, before
+// it stored the answer; the client retried with the same Idempotency-Key and another
+// edge produced it again under a new request id) is stored once, under the first
+// request: GET /batches of the retry's request id shows accepted 0, its events as
+// duplicates (rule duplicate_batch) and no stored copy, the first request's still one
+// copy with every event. Both are looked for within trace.LookBack (8 days): past it,
+// 404.
+func TestBatchRetriedAsACopyAndTheLookBack(t *testing.T) {
+	p := newPipelineOf(t, 100, true)
+	var ahead atomic.Int64 // the read API's clock, ahead of the real one by this
+	p.API.Now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	tn := p.tenant(t, false)
+	r := p.Do(t, "POST", "/events", tn.Secret, batch(tn.PixelID(), ev("lead", ""), ev("lead", ""), ev("purchase", "")),
+		"Idempotency-Key", "copy-"+hex.EncodeToString(randBytes(4)))
+	if r.Status != 202 {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	first := r.JSON(t)["request_id"].(string)
+	life := func(reqID, what string, done func(map[string]any) bool) map[string]any {
+		t.Helper()
+		var got map[string]any
+		svctest.WaitFor(t, 20*time.Second, what, func() bool {
+			got = nil
+			r := p.get(t, tn.Secret, "/batches/"+reqID, &got)
+			if r.Status != 200 && r.Status != 404 {
+				t.Fatalf("GET /batches/%s: %d %s", reqID, r.Status, r.Body)
+			}
+			return got != nil && done(got)
+		})
+		return got
+	}
+	life(first, "the first request stored", func(m map[string]any) bool { return m["stored_copies"] == 1.0 })
+
+	// The second copy: the first's record, as another edge produces it for the retry.
+	var orig *kgo.Record
+	for _, rec := range topicRecords(t, p.seeds, schema.TopicEvents) {
+		var b schema.Batch
+		if err := schema.DecodeBatch(rec.Value, &b); err == nil && b.RequestID == first {
+			orig = rec
+		}
+	}
+	if orig == nil {
+		t.Fatal("the first request's record is not in Kafka")
+	}
+	var b schema.Batch
+	if err := schema.DecodeBatch(orig.Value, &b); err != nil {
+		t.Fatal(err)
+	}
+	retry := ids.RequestID()
+	b.RequestID = retry
+	b.ReceivedAt = time.Now().UnixMilli()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(p.seeds...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	dup := &kgo.Record{Topic: schema.TopicEvents, Partition: orig.Partition, Key: orig.Key, Headers: orig.Headers,
+		Value: schema.AppendBatch(nil, &b)}
+	if err := cl.ProduceSync(context.Background(), dup).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	got := life(retry, "the retry's copy counted as duplicates", func(m map[string]any) bool { return m["duplicates"] == 3.0 })
+	want := map[string]any{"status": 202.0, "events": 3.0, "accepted": 0.0, "rejected": 0.0, "duplicates": 3.0,
+		"stored_copies": 0.0, "kafka_partition": nil, "stored_at": nil}
+	for k, v := range want {
+		if fmt.Sprint(got[k]) != fmt.Sprint(v) {
+			t.Errorf("retry %s: %v, want %v (answer %v)", k, got[k], v, got)
+		}
+	}
+	got = life(first, "the first request", func(map[string]any) bool { return true })
+	if got["accepted"] != 3.0 || got["duplicates"] != 0.0 || got["stored_copies"] != 1.0 {
+		t.Errorf("first request after the copy: %v", got)
+	}
+
+	// The look-back: both are found 2 minutes before it ends, neither 2 minutes after.
+	for _, id := range []string{first, retry} {
+		ahead.Store(int64(trace.LookBack - 2*time.Minute))
+		if r := p.Do(t, "GET", "/batches/"+id, tn.Secret, ""); r.Status != 200 {
+			t.Errorf("GET /batches/%s %s ahead: %d %s", id, trace.LookBack-2*time.Minute, r.Status, r.Body)
+		}
+		ahead.Store(int64(trace.LookBack + 2*time.Minute))
+		apitest.Problem(t, p.Do(t, "GET", "/batches/"+id, tn.Secret, ""), 404, "not_found")
+	}
 }
