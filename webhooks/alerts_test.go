@@ -297,6 +297,49 @@ func TestFiringEmittedAfterAFailedEmission(t *testing.T) {
 	want(t, byState["cleared"], map[string]any{"received": 80, "rejected": 10, "share": 0.125})
 }
 
+// An episode clears when its window holds fewer than min_events events, whatever the
+// share: 10 of 30 rejected fires at a minimum of 10; with the minimum raised to 50 the
+// same window (a share of 0.3333, above the threshold) clears it. A second episode,
+// fired at the minimum of 10 again, clears once its events have left the window.
+func TestRejectionsRisingClearsBelowMinEvents(t *testing.T) {
+	alerts := workspace.Alerts{RejectionsThreshold: 0.2, RejectionsWindow: 5 * time.Minute, RejectionsMinEvents: 10}
+	w := newAlertWorld(t, alerts)
+	px := w.tn.Pixel.ID
+	w.send(t, px, 20, 0)
+	w.send(t, px, 0, 10)
+	w.stored(t, px, 20, 10)
+	w.nextMinute()
+	if got := w.tick(t, 1); len(got) != 1 || got[0]["data"].(map[string]any)["state"] != "firing" {
+		t.Fatalf("deliveries %v, want one firing", got)
+	}
+	setMin := func(n int) {
+		a := alerts
+		a.RejectionsMinEvents = n
+		if err := workspace.NewAlertSettings(w.e.rdb).Set(context.Background(), w.tn.Workspace.ID, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setMin(50)
+	got := w.tick(t, 2)
+	if len(got) != 2 {
+		t.Fatalf("%d deliveries with min_events 50, want the firing one and one cleared: %v", len(got), got)
+	}
+	want(t, got[1]["data"].(map[string]any), map[string]any{"state": "cleared", "received": 30, "rejected": 10,
+		"share": 0.3333, "min_events": 50})
+
+	setMin(10) // a minute on, the window still holds the events: a new episode, which clears once the window is past them
+	w.e.clock.Add(time.Minute)
+	if got := w.tick(t, 1); len(got) != 3 || got[2]["data"].(map[string]any)["state"] != "firing" {
+		t.Fatalf("deliveries %v, want a second firing", got)
+	}
+	w.e.clock.Add(alerts.RejectionsWindow + time.Minute)
+	got = w.tick(t, 1)
+	if len(got) != 4 {
+		t.Fatalf("%d deliveries once the window left the events, want a second cleared: %v", len(got), got)
+	}
+	want(t, got[3]["data"].(map[string]any), map[string]any{"state": "cleared", "received": 0, "rejected": 0, "min_events": 10})
+}
+
 // Below the threshold nothing is sent: 2 rejected of 22 (0.09 < 0.2) on one pixel, and
 // 5 rejected of 5 on another (a share of 1, but fewer events than the minimum of 10).
 func TestRejectionsBelowThresholdFireNothing(t *testing.T) {
