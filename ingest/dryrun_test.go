@@ -6,12 +6,14 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"svc/lib/apikey"
+	"svc/lib/svctest"
 	"svc/schema"
 	"svc/schema/apitest"
 	"svc/schema/workspace"
@@ -120,5 +122,42 @@ func TestDryRunAnswersWhileKafkaFails(t *testing.T) {
 	}
 	if n := len(rg.records(t)); n != 0 {
 		t.Fatalf("%d records, want none", n)
+	}
+}
+
+// A dry run is paced by the key's windows like any request: once they are spent (the
+// daily quota, or the burst), a dry run gets 429 (quota_exceeded, rate_limited) with
+// Retry-After, as a real request does then. A dry run's 429 is not kept for GET /rejections; a real
+// request's is.
+func TestDryRunRefusedOnceTheWindowsAreSpent(t *testing.T) {
+	rg := newRig(t)
+	tn := rg.Tenant(t, false)
+	body := batchJSON(tn.PixelID(), eventJSON("purchase", "", true))
+	_, daily := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 100, Daily: 2})
+	_, burst := rg.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 1, Daily: 1000})
+	for _, c := range []struct {
+		name, secret, code string
+		allowed            int
+	}{{"daily quota of 2", daily, "quota_exceeded", 2}, {"burst of 1", burst, "rate_limited", 1}} {
+		for i := range c.allowed {
+			if r := rg.Do(t, "POST", "/events?validate_only=true", c.secret, body); r.Status != 200 {
+				t.Fatalf("%s: dry run %d: %d %s", c.name, i+1, r.Status, r.Body)
+			}
+		}
+		r := rg.Do(t, "POST", "/events?validate_only=true", c.secret, body)
+		apitest.Problem(t, r, 429, c.code)
+		if r.Header.Get("Retry-After") == "" || r.Header.Get("RateLimit-Remaining") != "0" {
+			t.Fatalf("%s: the dry run's 429 without Retry-After or RateLimit-Remaining 0: %v", c.name, r.Header)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // a record of the refusals would be acknowledged by now
+	if recs := rg.rejectionRecords(t); len(recs) != 0 {
+		t.Fatalf("the dry runs' 429s left %d rejection records (%+v)", len(recs), recs)
+	}
+	real := rg.Do(t, "POST", "/events", daily, body)
+	apitest.Problem(t, real, 429, "quota_exceeded")
+	svctest.WaitFor(t, 5*time.Second, "the real request's refusal recorded", func() bool { return len(rg.rejectionRecords(t)) == 1 })
+	if n := len(rg.records(t)); n != 0 {
+		t.Fatalf("%d records of events after dry runs and a refused request", n)
 	}
 }
