@@ -75,18 +75,18 @@ func setAlerts(ctx context.Context, e *Env, args []string) (any, error) {
 	case len(given) == 0:
 		return nil, errors.New("give at least one setting, or --off")
 	}
-	apply(&a.RejectionsThreshold, *threshold, given["rejections-threshold"])
-	apply(&a.RejectionsWindow, *window, given["rejections-window"])
-	apply(&a.RejectionsMinEvents, *minEvents, given["rejections-min-events"])
-	apply(&a.SilentAfter, *silent, given["silent-after"])
+	setGiven(&a.RejectionsThreshold, *threshold, given["rejections-threshold"])
+	setGiven(&a.RejectionsWindow, *window, given["rejections-window"])
+	setGiven(&a.RejectionsMinEvents, *minEvents, given["rejections-min-events"])
+	setGiven(&a.SilentAfter, *silent, given["silent-after"])
 	if err := store.Set(ctx, w.ID, a); err != nil {
 		return nil, err
 	}
 	return alertsJSON(w, a), nil
 }
 
-// apply sets *dst to v when given.
-func apply[T float64 | int | time.Duration](dst *T, v T, given bool) {
+// setGiven sets *dst to v when given.
+func setGiven[T float64 | int | time.Duration](dst *T, v T, given bool) {
 	if given {
 		*dst = v
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 
 	"svc/lib/ids"
-	"svc/schema"
 	"svc/schema/workspace"
 )
 
@@ -20,14 +19,6 @@ var timeZoneCommands = Commands{
 
 // inheritZone, as a pixel's zone, makes the pixel follow its workspace's zone again.
 const inheritZone = "inherit"
-
-// zoneError says which argument holds an unknown zone; other errors pass unchanged.
-func zoneError(arg string, err error) error {
-	if errors.Is(err, schema.ErrUnknownZone) {
-		return fmt.Errorf("%s: %w", arg, err)
-	}
-	return err
-}
 
 func workspaceSetTimeZone(ctx context.Context, e *Env, args []string) (any, error) {
 	pos, err := ParseArgs(flag.NewFlagSet("workspace set-time-zone", flag.ContinueOnError), args, 2)

@@ -55,17 +55,17 @@ func init() {
 	docs.UseScreens(sub)
 }
 
-// command is one subcommand: it gets its arguments (without its name) and a context that
-// is cancelled on SIGINT or SIGTERM. A role (a long-running process) writes only JSON
-// log lines on stderr (lib/logs), its final error included; the tools (admin, migrate,
-// config, bench) write for people.
-type command struct {
+// subcommand is one command of svc: it gets its arguments (without its name) and a
+// context that is cancelled on SIGINT or SIGTERM. A role (a long-running process) writes
+// only JSON log lines on stderr (lib/logs), its final error included; the tools (admin,
+// migrate, config, bench) write for people.
+type subcommand struct {
 	summary string
 	run     func(ctx context.Context, args []string) error
 	role    bool
 }
 
-var commands = map[string]command{
+var subcommands = map[string]subcommand{
 	"dev":      {"every role and an embedded Kafka broker behind one address", roleCommand("dev"), true},
 	"ingest":   {"the fasthttp edge: POST /events onto Kafka", roleCommand("ingest"), true},
 	"rollup":   {"the Kafka consumer group writing events into ClickHouse", roleCommand("rollup"), true},
@@ -86,17 +86,17 @@ func adminMain(ctx context.Context, args []string) error {
 
 func main() {
 	if len(os.Args) < 2 {
-		usage()
+		printUsage()
 		os.Exit(2)
 	}
 	if a := os.Args[1]; a == "-h" || a == "--help" || a == "help" { // asked for: not an error
-		usage()
+		printUsage()
 		os.Exit(0)
 	}
-	cmd, ok := commands[os.Args[1]]
+	cmd, ok := subcommands[os.Args[1]]
 	if !ok {
 		fmt.Fprintf(os.Stderr, "svc: unknown command %q\n", os.Args[1])
-		usage()
+		printUsage()
 		os.Exit(2)
 	}
 	// The roles allocate mostly short-lived request and batch buffers over a small live
@@ -117,14 +117,15 @@ func main() {
 	}
 }
 
-func usage() {
+// printUsage lists the commands on stderr.
+func printUsage() {
 	fmt.Fprintln(os.Stderr, "usage: svc <command> [arguments]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
+	names := make([]string, 0, len(subcommands))
+	for n := range subcommands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, commands[n].summary)
+		fmt.Fprintf(os.Stderr, "  %-10s %s\n", n, subcommands[n].summary)
 	}
 }
