@@ -166,3 +166,26 @@ func BenchmarkDecodeBatch(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/50, "ns/event")
 }
+
+// BenchmarkScanClientIDs is the consumer's scan of one 50-event record for the ids
+// clients gave (reported per event), into a reused ClientIDs; half the events carry one.
+func BenchmarkScanClientIDs(b *testing.B) {
+	batch := benchRecordBatch()
+	for i := range batch.Events {
+		if i%2 == 0 {
+			batch.Events[i].ID = ClientEventID([]byte{byte(i)})
+		}
+	}
+	rec := AppendBatch(nil, batch)
+	var s ClientIDs
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := ScanClientIDs(rec, &s); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if len(s.IDs) != 25 {
+		b.Fatalf("%d ids from the client, want 25", len(s.IDs))
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/50, "ns/event")
+}
