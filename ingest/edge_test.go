@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/apikey"
@@ -94,30 +93,7 @@ func newRigServer(t *testing.T, set func(*Config), srv func(*httpserver.Config))
 
 // records reads every record of the events topic.
 func (rg *rig) records(t *testing.T) []*kgo.Record {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(rg.seeds...), kgo.ConsumeTopics(schema.TopicEvents),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, schema.TopicEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := int64(0)
-	ends.Each(func(o kadm.ListedOffset) { want += o.Offset })
-	var out []*kgo.Record
-	for int64(len(out)) < want {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("read %d of %d records", len(out), want)
-		}
-		fs.EachRecord(func(r *kgo.Record) { out = append(out, r) })
-	}
-	return out
+	return svctest.TopicRecords(t, rg.seeds, schema.TopicEvents)
 }
 
 func eventJSON(name, email string, consent bool) string {
