@@ -16,6 +16,7 @@ import (
 	"svc/lib/httpserver"
 	"svc/lib/idempotency"
 	"svc/lib/limits"
+	"svc/lib/redisfn"
 	"svc/schema/apitest"
 	"svc/schema/workspace"
 )
@@ -174,4 +175,101 @@ func BenchmarkReserveGateRedis(b *testing.B) {
 	n := float64(b.N)
 	b.ReportMetric((after.fnUs-before.fnUs+after.hsetUs-before.hsetUs)/n, "redis-us/req")
 	b.ReportMetric((after.fnUs-before.fnUs)/n, "fcall-us/req")
+}
+
+// gatePartsLibrary runs the parts of reserve_gate alone, over the same library code and
+// arguments, and three Lua primitives ten times each, so that BenchmarkReserveGateParts
+// can tell where the gate's Redis time goes.
+var gatePartsLibrary = redisfn.New("gate_parts", idempotency.LuaBuckets+idempotency.LuaRecords+limits.LuaTake+`
+local function gp_args(ARGV)
+  local n, ra = tonumber(ARGV[1]), {}
+  for i = 2, n + 1 do ra[#ra + 1] = ARGV[i] end
+  return n, ra
+end
+local function gp_empty(KEYS, ARGV) return 1 end
+local function gp_locate(KEYS, ARGV)
+  local _, ra = gp_args(ARGV)
+  b_locate(r_table(KEYS[1], ra), ra[2])
+  return 1
+end
+local function gp_lookup(KEYS, ARGV)
+  local _, ra = gp_args(ARGV)
+  b_get(r_table(KEYS[1], ra), ra[2])
+  return 1
+end
+local function gp_reserve(KEYS, ARGV)
+  local _, ra = gp_args(ARGV)
+  return reserve(KEYS[1], ra)[1]
+end
+local function gp_take(KEYS, ARGV)
+  local g = tonumber(ARGV[1]) + 2
+  return take(KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[g]), tonumber(ARGV[g + 1]), tonumber(ARGV[g + 2]),
+    tonumber(ARGV[g + 3]), tonumber(ARGV[g + 4]), 1)
+end
+local function gp_format10(KEYS, ARGV)
+  local x = 0
+  for i = 1, 10 do x = x + #(tostring(1234.5678 + i) .. ' ' .. string.format('%d', 1700000000000 + i)) end
+  return x
+end
+local function gp_match10(KEYS, ARGV)
+  local x = 0
+  for i = 1, 10 do
+    local d, b, at = string.match('12.5 3.25 1700000000000', '^(%S+) (%S+) (%S+)$')
+    x = x + tonumber(d) + tonumber(b) + tonumber(at)
+  end
+  return x
+end
+local function gp_table10(KEYS, ARGV)
+  local x = 0
+  for i = 1, 10 do x = x + ({base = KEYS[1], now = i, life = 1, every = 2, skew = 3}).now end
+  return x
+end
+`, "gp_empty", "gp_locate", "gp_lookup", "gp_reserve", "gp_take", "gp_format10", "gp_match10", "gp_table10")
+
+// BenchmarkReserveGateParts: where reserve_gate's Redis time goes. Each sub-benchmark
+// calls one part of it as a function of its own, with the gate's keys and arguments
+// (a new Idempotency-Key each call, eight callers at once, as BenchmarkReserveGateRedis):
+// empty (the call itself), locate (the record's bucket: the directory's GET and the Lua
+// around it), lookup (locate and the bucket's HMGET), reserve (the whole reservation),
+// take (both windows); and three Lua primitives, ten at a call: format (a number
+// formatted twice and joined), match (a window state parsed), table (a table made).
+// fcall-us/call is Redis's usec of FCALL (INFO commandstats) per call. Point it at a
+// Redis nothing else uses (SVC_REDIS_URL).
+func BenchmarkReserveGateParts(b *testing.B) {
+	for _, fn := range []string{"gp_empty", "gp_locate", "gp_lookup", "gp_reserve", "gp_take", "gp_format10", "gp_match10", "gp_table10"} {
+		b.Run(strings.TrimPrefix(fn, "gp_"), func(b *testing.B) {
+			ctx := context.Background()
+			rdb := oneServer(b)
+			store := idempotency.New(rdb)
+			kid := "parts-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+			burst, daily := httpserver.LimitsWindowsForTest(1<<40, 1<<40)
+			fp := idempotency.Fingerprint("POST", "/v1/events", []byte(`{"events":[]}`))
+			var seq atomic.Int64
+			var sent sync.Map
+			b.Cleanup(func() {
+				sent.Range(func(k, _ any) bool { _ = store.Forget(ctx, kid, k.(string)); return true })
+				rdb.Del(ctx, limits.Keys(kid)...)
+			})
+			before := redisWork(b, rdb)
+			b.SetParallelism(4)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					key := fmt.Sprintf("part-%d", seq.Add(1))
+					if fn == "gp_reserve" {
+						sent.Store(key, true)
+					}
+					dir, rargs := store.ReserveArgs(kid, key, fp, 0, "req_"+key)
+					args := append(append([]any{len(rargs)}, rargs...), limits.Args(time.Now(), burst, daily)...)
+					if err := gatePartsLibrary.Call(ctx, rdb, fn, append([]string{dir}, limits.Keys(kid)...), args...).Err(); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.StopTimer()
+			after := redisWork(b, rdb)
+			b.ReportMetric((after.fnUs-before.fnUs)/float64(b.N), "fcall-us/call")
+		})
+	}
 }
