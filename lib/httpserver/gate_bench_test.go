@@ -134,47 +134,67 @@ func redisWork(b testing.TB, rdb redis.UniversalClient) (t redisTotals) {
 // alone. Every request has an Idempotency-Key of its own; one API key's windows serve
 // all, with quotas that never deny. Point it at a Redis nothing else uses (SVC_REDIS_URL).
 func BenchmarkReserveGateRedis(b *testing.B) {
-	ctx := context.Background()
-	rdb := oneServer(b)
-	store := idempotency.New(rdb)
-	kid := "bench-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-	burst, daily := httpserver.LimitsWindowsForTest(1<<40, 1<<40)
-	fp := idempotency.Fingerprint("POST", "/v1/events", []byte(`{"events":[]}`))
 	answer := idempotency.Stored{Status: 202, ContentType: "application/json", Body: []byte(`{"accepted":50,"rejected":0}`)}
-	var seq atomic.Int64
-	var sent sync.Map
-	b.Cleanup(func() {
-		sent.Range(func(k, _ any) bool { _ = store.Forget(ctx, kid, k.(string)); return true })
-		rdb.Del(ctx, limits.Keys(kid)...)
+	g := newGateBench(b, "bench")
+	before, after := g.run(b, func(ctx context.Context, key string) error {
+		g.sent.Store(key, true)
+		res, err := reserveGate(ctx, g.rdb, g.store, g.kid, key, g.fp, "req_"+key, time.Now(), g.burst, g.daily)
+		if err != nil {
+			return err
+		}
+		rsv, err := idempotency.ReservationOf(res[:2])
+		if err != nil || rsv.Outcome != idempotency.Proceed || res[2] != int64(1) {
+			return fmt.Errorf("reserve_gate answered %v (%v)", res, err)
+		}
+		return g.store.CompleteReserved(ctx, rsv, g.kid, key, g.fp, answer)
 	})
-	before := redisWork(b, rdb)
+	n := float64(b.N)
+	b.ReportMetric((after.fnUs-before.fnUs+after.hsetUs-before.hsetUs)/n, "redis-us/req")
+	b.ReportMetric((after.fnUs-before.fnUs)/n, "fcall-us/req")
+}
+
+// gateBench is what the gate's parallel benchmarks share: one API key's windows, with
+// quotas that never deny, and a request fingerprint; the Idempotency-Keys noted in sent
+// are forgotten, and the windows dropped, at the benchmark's end.
+type gateBench struct {
+	rdb          redis.UniversalClient
+	store        *idempotency.Store
+	kid, fp      string
+	burst, daily limits.Window
+	seq          atomic.Int64
+	sent         sync.Map
+}
+
+func newGateBench(b *testing.B, prefix string) *gateBench {
+	rdb := oneServer(b)
+	g := &gateBench{rdb: rdb, store: idempotency.New(rdb), kid: prefix + "-" + strconv.FormatInt(time.Now().UnixNano(), 36),
+		fp: idempotency.Fingerprint("POST", "/v1/events", []byte(`{"events":[]}`))}
+	g.burst, g.daily = httpserver.LimitsWindowsForTest(1<<40, 1<<40)
+	b.Cleanup(func() {
+		ctx := context.Background()
+		g.sent.Range(func(k, _ any) bool { _ = g.store.Forget(ctx, g.kid, k.(string)); return true })
+		g.rdb.Del(ctx, limits.Keys(g.kid)...)
+	})
+	return g
+}
+
+// run calls call b.N times from eight callers at once, each call with an Idempotency-Key
+// of its own, and returns Redis's totals before and after.
+func (g *gateBench) run(b *testing.B, call func(ctx context.Context, key string) error) (before, after redisTotals) {
+	ctx := context.Background()
+	before = redisWork(b, g.rdb)
 	b.SetParallelism(4)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			key := fmt.Sprintf("hot-%d", seq.Add(1))
-			sent.Store(key, true)
-			res, err := reserveGate(ctx, rdb, store, kid, key, fp, "req_"+key, time.Now(), burst, daily)
-			if err != nil {
-				b.Error(err)
-				return
-			}
-			rsv, err := idempotency.ReservationOf(res[:2])
-			if err != nil || rsv.Outcome != idempotency.Proceed || res[2] != int64(1) {
-				b.Errorf("reserve_gate answered %v (%v)", res, err)
-				return
-			}
-			if err := store.CompleteReserved(ctx, rsv, kid, key, fp, answer); err != nil {
+			if err := call(ctx, fmt.Sprintf("hot-%d", g.seq.Add(1))); err != nil {
 				b.Error(err)
 				return
 			}
 		}
 	})
 	b.StopTimer()
-	after := redisWork(b, rdb)
-	n := float64(b.N)
-	b.ReportMetric((after.fnUs-before.fnUs+after.hsetUs-before.hsetUs)/n, "redis-us/req")
-	b.ReportMetric((after.fnUs-before.fnUs)/n, "fcall-us/req")
+	return before, redisWork(b, g.rdb)
 }
 
 // gatePartsLibrary runs the parts of reserve_gate alone, over the same library code and
@@ -238,37 +258,15 @@ end
 func BenchmarkReserveGateParts(b *testing.B) {
 	for _, fn := range []string{"gp_empty", "gp_locate", "gp_lookup", "gp_reserve", "gp_take", "gp_format10", "gp_match10", "gp_table10"} {
 		b.Run(strings.TrimPrefix(fn, "gp_"), func(b *testing.B) {
-			ctx := context.Background()
-			rdb := oneServer(b)
-			store := idempotency.New(rdb)
-			kid := "parts-" + strconv.FormatInt(time.Now().UnixNano(), 36)
-			burst, daily := httpserver.LimitsWindowsForTest(1<<40, 1<<40)
-			fp := idempotency.Fingerprint("POST", "/v1/events", []byte(`{"events":[]}`))
-			var seq atomic.Int64
-			var sent sync.Map
-			b.Cleanup(func() {
-				sent.Range(func(k, _ any) bool { _ = store.Forget(ctx, kid, k.(string)); return true })
-				rdb.Del(ctx, limits.Keys(kid)...)
-			})
-			before := redisWork(b, rdb)
-			b.SetParallelism(4)
-			b.ResetTimer()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					key := fmt.Sprintf("part-%d", seq.Add(1))
-					if fn == "gp_reserve" {
-						sent.Store(key, true)
-					}
-					dir, rargs := store.ReserveArgs(kid, key, fp, 0, "req_"+key)
-					args := append(append([]any{len(rargs)}, rargs...), limits.Args(time.Now(), burst, daily)...)
-					if err := gatePartsLibrary.Call(ctx, rdb, fn, append([]string{dir}, limits.Keys(kid)...), args...).Err(); err != nil {
-						b.Error(err)
-						return
-					}
+			g := newGateBench(b, "parts")
+			before, after := g.run(b, func(ctx context.Context, key string) error {
+				if fn == "gp_reserve" {
+					g.sent.Store(key, true)
 				}
+				dir, rargs := g.store.ReserveArgs(g.kid, key, g.fp, 0, "req_"+key)
+				args := append(append([]any{len(rargs)}, rargs...), limits.Args(time.Now(), g.burst, g.daily)...)
+				return gatePartsLibrary.Call(ctx, g.rdb, fn, append([]string{dir}, limits.Keys(g.kid)...), args...).Err()
 			})
-			b.StopTimer()
-			after := redisWork(b, rdb)
 			b.ReportMetric((after.fnUs-before.fnUs)/float64(b.N), "fcall-us/call")
 		})
 	}
