@@ -384,3 +384,34 @@ func TestNameAndIDBoundsCountCharacters(t *testing.T) {
 		}
 	}
 }
+
+// TestRejectionsNeverEchoAContactDetail: every rule that echoes the value it rejects
+// withholds one holding an '@' (events.md: "Rejections never echo a contact detail"), and
+// cuts a long one to 64 bytes.
+func TestRejectionsNeverEchoAContactDetail(t *testing.T) {
+	const mail = "ada.lovelace@example.com"
+	ok := `"event_name":"purchase","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}`
+	cases := []struct{ name, events, field, rule string }{
+		{"currency", `{` + ok + `,"value":1,"currency":"` + mail + `"}`, "currency", "iso4217"},
+		{"event_id too long", `{` + ok + `,"event_id":"` + strings.Repeat("i", 70) + mail + `"}`, "event_id", "max_length"},
+		{"event_id twice", `{` + ok + `,"event_id":"` + mail + `"},{` + ok + `,"event_id":"` + mail + `"}`, "event_id", "duplicate_event_id"},
+		{"event_name not printable", `{"event_name":"` + mail + `\u0007","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name", "printable"},
+		{"occurred_at", `{"event_name":"purchase","occurred_at":"` + mail + `","consent":{"measurement":true}}`, "occurred_at", "iso8601_utc"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, _ := parse(t, `{"pixel_id":"x","events":[`+c.events+`]}`)
+			if len(b.Rejections) != 1 || b.Rejections[0].Field != c.field || b.Rejections[0].Rule != c.rule {
+				t.Fatalf("rejections %+v, want one of %s/%s", b.Rejections, c.field, c.rule)
+			}
+			if v := b.Rejections[0].Value; v != withheldValue {
+				t.Fatalf("errors[].value %q, want it withheld", v)
+			}
+		})
+	}
+	long := strings.Repeat("7", 100)
+	b, _ := parse(t, `{"pixel_id":"x","events":[{"event_name":"purchase","occurred_at":"`+long+`","consent":{"measurement":true}}]}`)
+	if len(b.Rejections) != 1 || b.Rejections[0].Value != long[:64]+"…" {
+		t.Fatalf("rejections %+v, want occurred_at cut to 64 bytes", b.Rejections)
+	}
+}

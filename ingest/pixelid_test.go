@@ -40,6 +40,12 @@ func TestPixelIDOfAnotherKindIs422(t *testing.T) {
 			t.Fatalf("pixel_id %s: errors[0] = %v", v, e)
 		}
 	}
+	// A pixel_id holding an address is refused alike, its value withheld (an answer never
+	// echoes a contact detail).
+	m := apitest.Problem(t, rg.Do(t, "POST", "/events", secret, batchJSON("ada.lovelace@example.com", ev)), 422, "invalid_request")
+	if errs, _ := m["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["value"] != withheldValue {
+		t.Fatalf("pixel_id with an address: errors %v", m["errors"])
+	}
 	if n := len(rg.records(t)); n != 0 {
 		t.Fatalf("%d records from refused batches", n)
 	}
