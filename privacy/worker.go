@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
@@ -106,10 +107,7 @@ func (w *Worker) runErasures(ctx context.Context) error {
 // noteError records err on each unfinished erasure of the batch (same stage), so that
 // GET /erasures/{id} shows why it is still running; best effort.
 func (w *Worker) noteError(ctx context.Context, batch []*erasure.Erasure, err error) {
-	msg := err.Error()
-	if len(msg) > 500 {
-		msg = msg[:500]
-	}
+	msg := lastError(err)
 	open := pick(batch, erasure.StageCompleted)
 	for _, e := range open {
 		e.LastError = msg
@@ -117,6 +115,22 @@ func (w *Worker) noteError(ctx context.Context, batch []*erasure.Erasure, err er
 	if len(open) > 0 {
 		_ = erasure.Write(context.WithoutCancel(ctx), w.Conn, w.Now(), open...)
 	}
+}
+
+// lastError is what an erasure's record keeps of err (GET /erasures/{id} shows it): the
+// server's text may quote a statement, whose literals are the batch's digests, of every
+// workspace's erasures in it, so it is redacted as a log line is (logs.RedactSQL), and cut
+// to 500 bytes at a character's start.
+func lastError(err error) string {
+	msg := logs.RedactSQL(err.Error())
+	if len(msg) <= 500 {
+		return msg
+	}
+	cut := 500
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut]
 }
 
 // process runs a batch through every stage it has not reached. Each stage is recorded
