@@ -6,9 +6,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"os/user"
-	"regexp"
 	"strings"
 	"time"
 
@@ -102,8 +102,27 @@ func auditList(ctx context.Context, e *Env, args []string) (any, error) {
 	return map[string]any{"data": out}, nil
 }
 
-// userinfoRE finds the credentials of a URL in an argument (never written to the log).
-var userinfoRE = regexp.MustCompile(`://[^/@\s]*@`)
+// auditArgs is what the audit log keeps of a command's arguments: a URL (a webhook
+// receiver's) as its scheme and host only, as the application records it, since its user
+// info, path or query may carry the receiver's credentials or token.
+func auditArgs(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		prefix, raw := "", a
+		if k, v, ok := strings.Cut(a, "="); ok && strings.HasPrefix(k, "-") {
+			prefix, raw = k+"=", v
+		}
+		if strings.Contains(raw, "://") {
+			u, err := url.Parse(raw)
+			raw = "…"
+			if err == nil && u.Host != "" {
+				raw = u.Scheme + "://" + u.Host
+			}
+		}
+		out[i] = prefix + raw
+	}
+	return strings.Join(out, " ")
+}
 
 // auditAdmin writes a change command name made with args, which printed out, to the
 // audit log of the workspace it concerns (the "workspace_id" it printed, else its
@@ -127,9 +146,8 @@ func auditAdmin(ctx context.Context, e *Env, name string, args []string, out any
 			break
 		}
 	}
-	detail := userinfoRE.ReplaceAllString(strings.Join(args, " "), "://…@")
 	return e.Audit.Record(ctx, app.Entry{Workspace: ws, Who: e.Who, Address: "local", Action: name,
-		Target: cmp.Or(str("id"), str("email")), Detail: detail})
+		Target: cmp.Or(str("id"), str("email")), Detail: auditArgs(args)})
 }
 
 // flagValue is the value of --name (or -name) in args, "" without one.

@@ -52,7 +52,7 @@ func TestAdminInviteAndAudit(t *testing.T) {
 	if err := auditAdmin(ctx, e, "key list", []string{"--workspace", org}, map[string]any{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := auditAdmin(ctx, e, "webhook endpoint create", []string{"--workspace", org, "--url", "https://user:pw@hooks.example.com/x"},
+	if err := auditAdmin(ctx, e, "webhook endpoint create", []string{"--workspace", org, "--url=https://user:pw@hooks.example.com/x?token=s3cr3t"},
 		map[string]any{"id": "whk_1", "workspace_id": org}); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestAdminInviteAndAudit(t *testing.T) {
 		}
 	}
 	want := []string{"workspace set-retention  " + org + " --days 30",
-		"webhook endpoint create whk_1 --workspace " + org + " --url https://…@hooks.example.com/x",
+		"webhook endpoint create whk_1 --workspace " + org + " --url=https://hooks.example.com",
 		"user invite ada@example.com " + strings.Join(args, " ")}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("audit log:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
