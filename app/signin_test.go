@@ -224,3 +224,36 @@ func TestFailedPageLogsNoToken(t *testing.T) {
 		t.Fatalf("log: %s", log)
 	}
 }
+
+// Moving a session into another workspace of the person is written to that workspace's
+// audit log (as a sign-in is), not to the one left.
+func TestSwitchWorkspaceIsAudited(t *testing.T) {
+	rg := newRig(t, false)
+	ctx := context.Background()
+	a, other := rg.Workspace(t, false), rg.Workspace(t, false)
+	email := uniqueEmail("ada")
+	b := rg.member(t, a, email, RoleAdmin)
+	if _, err := rg.app.Users.Join(ctx, other.ID, email, RoleViewer, "test"); err != nil {
+		t.Fatal(err)
+	}
+	org := "org_" + other.ID.String()
+	if p := b.post("/app/api-keys", "/app/workspace", url.Values{"workspace": {org}}); p.Status != 303 {
+		t.Fatalf("switch: %d %s", p.Status, p.Body)
+	}
+	count := func(ws uuid.UUID) int {
+		es, err := rg.app.Audit.List(ctx, ws, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range es {
+			if e.Action == "user switch-workspace" && e.Who == email && e.Target == email {
+				n++
+			}
+		}
+		return n
+	}
+	if in, left := count(other.ID), count(a.ID); in != 1 || left != 0 {
+		t.Fatalf("switch-workspace entries: %d in the workspace entered, %d in the one left; want 1 and 0", in, left)
+	}
+}
