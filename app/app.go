@@ -46,6 +46,10 @@ type App struct {
 // cfg must be valid and have its PublicURL.
 func New(ctx context.Context, cfg Config, ks *workspace.Store, rdb redis.UniversalClient, log *slog.Logger) (*App, error) {
 	a := Assemble(cfg, ks, rdb, nil, log)
+	if cfg.plainOverNetwork() {
+		log.Warn("the application's cookies are not Secure: SVC_PUBLIC_URL is plain http on an address other machines reach; " +
+			"serve it over TLS and set SVC_PUBLIC_URL to its https URL")
+	}
 	if _, err := a.rollups(ctx); err != nil {
 		log.Warn("ClickHouse not reachable yet; the pixel pages' rollups wait for it", "err", err.Error())
 	}

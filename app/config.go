@@ -107,6 +107,22 @@ func (c Config) secure() bool {
 	return err == nil && u.Scheme == "https"
 }
 
+// plainOverNetwork reports whether the application is served over plain http on a
+// host other than a loopback one (localhost, 127.0.0.0/8, ::1): its cookies then travel
+// without Secure over a network, which New warns of at start.
+func (c Config) plainOverNetwork() bool {
+	u, err := url.Parse(c.PublicURL)
+	if err != nil || u.Scheme != "http" {
+		return false
+	}
+	host := u.Hostname()
+	if host == "localhost" {
+		return false
+	}
+	ip, err := netip.ParseAddr(host)
+	return err != nil || !ip.IsLoopback()
+}
+
 // CheckAuditRetention refuses an audit-log retention under a day: every change written
 // trims the workspace's log to it (XADD MINID), so a short one deletes the log. The
 // application and `svc admin` (which writes to the same logs) both check it.

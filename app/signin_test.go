@@ -109,6 +109,20 @@ func TestCookiesUnderHTTPS(t *testing.T) {
 	}
 }
 
+// Cookies travel without Secure only where SVC_PUBLIC_URL is plain http; the application
+// warns at start when that URL is on an address other machines reach.
+func TestPlainHTTPOverANetworkIsWarnedOf(t *testing.T) {
+	for url, want := range map[string]bool{
+		"https://svc.example.com": false, "http://localhost:8080": false, "http://127.0.0.1:8080": false,
+		"http://[::1]:8080": false, "http://127.9.9.9": false,
+		"http://svc.example.com": true, "http://10.0.0.5:8080": true, "http://0.0.0.0:8080": true, "http://:8080": true,
+	} {
+		if got := (Config{PublicURL: url}).plainOverNetwork(); got != want {
+			t.Errorf("%s: warned %v, want %v", url, got, want)
+		}
+	}
+}
+
 // A sign-in link is single use even when two requests race with it.
 func TestInviteIsSingleUse(t *testing.T) {
 	rg := newRig(t, false)
