@@ -21,6 +21,7 @@ import (
 	"svc/ingest"
 	"svc/lib/apikey"
 	"svc/lib/kafkabroker"
+	"svc/lib/process"
 	"svc/lib/svctest"
 	"svc/rollup"
 	"svc/schema"
@@ -240,43 +241,46 @@ func assertNowhereInClickHouse(t *testing.T, conn driver.Conn, email string, dig
 
 func assertNowhereInRedis(t *testing.T, rdb redis.UniversalClient, email string, digest [32]byte) {
 	t.Helper()
-	ctx := context.Background()
 	needles := [][]byte{[]byte(strings.ToLower(email)), digest[:], []byte(hex.EncodeToString(digest[:]))}
-	check := func(key string, vals ...string) {
+	check := func(key string, vals ...string) error {
 		for _, v := range append(vals, key) {
 			for _, n := range needles {
 				if bytes.Contains([]byte(strings.ToLower(v)), bytes.ToLower(n)) {
-					t.Fatalf("Redis key %q holds the email or its digest", key)
+					return fmt.Errorf("Redis key %q holds the email or its digest", key)
 				}
 			}
 		}
+		return nil
 	}
-	iter := rdb.Scan(ctx, 0, "*", 1000).Iterator()
-	for iter.Next(ctx) {
-		key := iter.Val()
-		switch typ, _ := rdb.Type(ctx, key).Result(); typ {
-		case "string":
-			v, _ := rdb.Get(ctx, key).Result()
-			check(key, v)
-		case "hash":
-			m, _ := rdb.HGetAll(ctx, key).Result()
-			for f, v := range m {
-				check(key, f, v)
+	// Every master of a cluster: a keyless SCAN reaches one node only.
+	err := process.EachMaster(context.Background(), rdb, func(ctx context.Context, node *redis.Client) error {
+		iter := node.Scan(ctx, 0, "*", 1000).Iterator()
+		for iter.Next(ctx) {
+			key := iter.Val()
+			var vals []string
+			switch typ, _ := node.Type(ctx, key).Result(); typ {
+			case "string":
+				v, _ := node.Get(ctx, key).Result()
+				vals = []string{v}
+			case "hash":
+				m, _ := node.HGetAll(ctx, key).Result()
+				for f, v := range m {
+					vals = append(vals, f, v)
+				}
+			case "set":
+				vals, _ = node.SMembers(ctx, key).Result()
+			case "zset":
+				vals, _ = node.ZRange(ctx, key, 0, -1).Result()
+			case "list":
+				vals, _ = node.LRange(ctx, key, 0, -1).Result()
 			}
-		case "set":
-			m, _ := rdb.SMembers(ctx, key).Result()
-			check(key, m...)
-		case "zset":
-			m, _ := rdb.ZRange(ctx, key, 0, -1).Result()
-			check(key, m...)
-		case "list":
-			m, _ := rdb.LRange(ctx, key, 0, -1).Result()
-			check(key, m...)
-		default:
-			check(key)
+			if err := check(key, vals...); err != nil {
+				return err
+			}
 		}
-	}
-	if err := iter.Err(); err != nil {
+		return iter.Err()
+	})
+	if err != nil {
 		t.Fatal(err)
 	}
 }

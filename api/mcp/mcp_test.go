@@ -10,7 +10,9 @@ import (
 	"time"
 
 	json "github.com/goccy/go-json"
+	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/shopspring/decimal"
 
 	"svc/api"
 	"svc/api/docs"
@@ -41,6 +43,23 @@ func newRig(t *testing.T) *rig {
 	}
 	w, err := s.Keys.Workspace(ctx, catalog.ShowroomWorkspace)
 	if err != nil {
+		t.Fatal(err)
+	}
+	// Two sandbox events of the showroom's pixel at 20:00 UTC yesterday: 01:45 today in
+	// Asia/Kathmandu, so its local day differs from the UTC one.
+	at := time.Now().UTC().Truncate(24 * time.Hour).Add(-4 * time.Hour)
+	b, err := conn.PrepareBatch(ctx, `INSERT INTO events (workspace_id, pixel_id, sandbox, event_id, event_name,
+		occurred_at, event_date, value, has_value, currency, consent, has_email, email_sha256, inserted_at)`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if err := b.Append(catalog.ShowroomWorkspace, catalog.ShowroomPixel, uint8(1), uuid.New(), "purchase", at,
+			at.Truncate(24*time.Hour), decimal.Zero, uint8(0), "", uint8(1), uint8(0), string(make([]byte, 32)), time.Now().UTC()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Send(); err != nil {
 		t.Fatal(err)
 	}
 	return &rig{Server: s, showroom: w}
@@ -169,12 +188,23 @@ func TestToolsAtTheCurrentAndPreviousRevision(t *testing.T) {
 					check("finding", map[string]any{"id": fs[0].(map[string]any)["id"].(string)})
 				}
 			}
-			check("pixel_rollups", map[string]any{"pixel_id": "pxl_" + catalog.ShowroomPixel.String()})
-			local := check("pixel_rollups", map[string]any{"pixel_id": "pxl_" + catalog.ShowroomPixel.String(), "time_zone": "Asia/Kathmandu"})
-			for _, r := range local["data"].([]any) {
-				if r.(map[string]any)["time_zone"] != "Asia/Kathmandu" {
-					t.Fatalf("pixel_rollups in Asia/Kathmandu: %v", r)
+			dates := func(page map[string]any, zone string) []string {
+				var out []string
+				for _, r := range page["data"].([]any) {
+					row := r.(map[string]any)
+					if row["time_zone"] != zone || row["events"] != 2.0 {
+						t.Fatalf("pixel_rollups in %s: %v", zone, row)
+					}
+					out = append(out, row["date"].(string))
 				}
+				return out
+			}
+			utc := dates(check("pixel_rollups", map[string]any{"pixel_id": "pxl_" + catalog.ShowroomPixel.String()}), "UTC")
+			local := dates(check("pixel_rollups", map[string]any{"pixel_id": "pxl_" + catalog.ShowroomPixel.String(), "time_zone": "Asia/Kathmandu"}), "Asia/Kathmandu")
+			today := time.Now().UTC().Format(time.DateOnly)
+			yesterday := time.Now().UTC().AddDate(0, 0, -1).Format(time.DateOnly)
+			if len(utc) != 1 || utc[0] != yesterday || len(local) != 1 || local[0] != today {
+				t.Fatalf("pixel_rollups dates: UTC %v (want %s), Asia/Kathmandu %v (want %s)", utc, yesterday, local, today)
 			}
 			bad := call(t, cs, "pixel_rollups", map[string]any{"pixel_id": "pxl_" + catalog.ShowroomPixel.String(), "time_zone": "Mars/Olympus"})
 			if p := structured(t, bad); !bad.IsError || p["code"] != "invalid_request" {
