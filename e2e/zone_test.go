@@ -65,8 +65,11 @@ func TestLocalDaysThroughTheBinary(t *testing.T) {
 			for _, r := range page.Data {
 				n += r.Events
 			}
-			if n >= 3 || time.Now().After(deadline) {
+			if n >= 3 {
 				return page.Data
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("GET /pixel-rollups%s: %d of 3 events after 30 s: %+v", query, n, page.Data)
 			}
 		}
 	}
@@ -91,9 +94,14 @@ func TestLocalDaysThroughTheBinary(t *testing.T) {
 		t.Fatalf("workspace set-time-zone: %s", out)
 	}
 	time.Sleep(1500 * time.Millisecond) // the API process sees zone changes within a second
-	for _, r := range read("") {
+	rows, n := read(""), 0
+	for _, r := range rows {
 		if r.TimeZone != "Asia/Kolkata" {
 			t.Fatalf("after the changes: %+v", r)
 		}
+		n += r.Events
+	}
+	if n != 3 {
+		t.Fatalf("after the changes: %d events in %+v, want 3", n, rows)
 	}
 }

@@ -170,8 +170,11 @@ func TestExamplesMatchTheirSchemas(t *testing.T) {
 }
 
 func TestDocumentIsJSONAndStable(t *testing.T) {
-	a, _ := json.Marshal(docs.OpenAPI(devRoutes(), "https://x"))
-	b, _ := json.Marshal(docs.OpenAPI(devRoutes(), "https://x"))
+	a, errA := json.Marshal(docs.OpenAPI(devRoutes(), "https://x"))
+	b, errB := json.Marshal(docs.OpenAPI(devRoutes(), "https://x"))
+	if errA != nil || errB != nil || len(a) == 0 || !json.Valid(a) {
+		t.Fatalf("the document is not JSON: %v %v (%d bytes)", errA, errB, len(a))
+	}
 	if string(a) != string(b) {
 		t.Fatal("two builds of the document differ")
 	}

@@ -265,9 +265,12 @@ func TestVersions(t *testing.T) {
 	apitest.Problem(t, s.Do(t, "GET", "/things", tn.Secret, "", "SVC-Version", "latest"), 400, "unsupported_version")
 	// A problem answered at a version names it too: a handler's 404, a scope refusal.
 	_, noScope := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Scopes: []string{"pixels:read"}})
-	for _, c := range []struct{ path, secret, code string }{{"/things/missing", tn.Secret, "not_found"}, {"/things", noScope, "insufficient_scope"}} {
+	for _, c := range []struct {
+		path, secret, code string
+		status             int
+	}{{"/things/missing", tn.Secret, "not_found", 404}, {"/things", noScope, "insufficient_scope", 403}} {
 		r := s.Do(t, "GET", c.path, c.secret, "", "SVC-Version", "2026-03-01")
-		if apitest.Problem(t, r, r.Status, c.code); r.Header.Get("SVC-Version") != "2026-03-01" {
+		if apitest.Problem(t, r, c.status, c.code); r.Header.Get("SVC-Version") != "2026-03-01" {
 			t.Fatalf("%s: %d %s without SVC-Version (%q)", c.path, r.Status, c.code, r.Header.Get("SVC-Version"))
 		}
 	}
