@@ -196,11 +196,21 @@ func TestBrakePacesInvalidDryRuns(t *testing.T) {
 	// others are braked in the handler.
 	time.Sleep(time.Second / rate)
 	var wg sync.WaitGroup
-	for range 20 {
+	statuses := make([]int, 20)
+	for i := range statuses {
 		wg.Add(1)
-		go func() { defer wg.Done(); rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, bad) }()
+		go func() { defer wg.Done(); statuses[i] = rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, bad).Status }()
 	}
 	wg.Wait()
+	count := map[int]int{}
+	for _, st := range statuses {
+		count[st]++
+	}
+	// One token came back (two or three if more came back while they ran): that many 422s,
+	// the rest braked.
+	if count[422] < 1 || count[422] > 3 || count[422]+count[429] != len(statuses) {
+		t.Fatalf("concurrent invalid dry runs answered %v, want one to three 422 and the rest 429", count)
+	}
 	time.Sleep(200 * time.Millisecond) // a record would be handed to the producer by now
 	if recs := rg.rejectionRecords(t); len(recs) != 0 {
 		t.Fatalf("%d rejection records of dry runs, want none", len(recs))

@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"svc/lib/svctest"
 	"svc/schema/erasure"
 	"svc/schema/workspace"
 )
@@ -214,9 +215,7 @@ func TestResumeRebuildsRecordedDays(t *testing.T) {
 		ws.String(), hexOf(email("gone@example.com"))); err != nil {
 		t.Fatal(err)
 	}
-	for w.withHash(ws, "gone@example.com") > 0 {
-		time.Sleep(20 * time.Millisecond)
-	}
+	svctest.WaitFor(t, 20*time.Second, "the mutation applied", func() bool { return w.withHash(ws, "gone@example.com") == 0 })
 	if p := w.rollups(ws, px, false)[today.Format("2006-01-02")+"|purchase"].people; p != 2 {
 		t.Fatalf("before the resumed run unique_people is %d, want 2 (the view never saw the mutation)", p)
 	}
