@@ -199,7 +199,10 @@ func TestBrakePacesInvalidDryRuns(t *testing.T) {
 	statuses := make([]int, 20)
 	for i := range statuses {
 		wg.Add(1)
-		go func() { defer wg.Done(); statuses[i] = rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, bad).Status }()
+		go func() {
+			defer wg.Done()
+			statuses[i] = rg.Do(t, "POST", "/events?validate_only=true", tn.Secret, bad).Status
+		}()
 	}
 	wg.Wait()
 	count := map[int]int{}
