@@ -45,6 +45,9 @@ func (a *API) rejectionRoutes() []httpserver.Route {
 // paging, newest first. meta carries the exact counts of the filter: rejections (all of
 // them) and not_stored (those counted past the per-pixel-per-minute cap of samples,
 // which the list cannot show).
+// minSince and maxSince bound GET /rejections' since: the instants a DateTime holds.
+var minSince, maxSince = time.Unix(0, 0), time.Unix(1<<32-1, 0)
+
 func (a *API) listRejections(r *httpserver.Request) error {
 	var errs []problem.FieldError
 	raw := r.Query("pixel_id")
@@ -54,8 +57,12 @@ func (a *API) listRejections(r *httpserver.Request) error {
 	q := rejection.Query{Workspace: r.Key.WorkspaceID, Sandbox: r.Key.Env == apikey.Sandbox}
 	if v := r.Query("since"); v != "" {
 		t, err := time.Parse(time.RFC3339, v)
-		if err != nil || t.Year() < 1970 || t.Year() > 9999 {
+		switch {
+		case err != nil:
 			errs = append(errs, queryError("since", "iso8601", cut(v, 64)))
+		case t.Before(minSince) || t.After(maxSince):
+			// ClickHouse's DateTime: an instant outside it would wrap to another one.
+			errs = append(errs, queryError("since", "range_1970_2106", cut(v, 64)))
 		}
 		q.Since = t
 	}

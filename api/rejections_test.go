@@ -459,7 +459,9 @@ func TestRejectionsBadInput(t *testing.T) {
 	q := "/rejections?pixel_id=" + tn.PixelID()
 	for path, field := range map[string]string{"/rejections": "pixel_id", "/rejections?pixel_id=pln_x": "pixel_id",
 		q + "&since=yesterday": "since", q + "&rule=" + strings.Repeat("r", 65): "rule", q + "&cursor=abc": "cursor",
-		q + "&limit=0": "limit"} {
+		q + "&limit=0": "limit",
+		// Outside ClickHouse's DateTime, where the instant would wrap to another one.
+		q + "&since=" + url.QueryEscape("1970-01-01T00:00:00+01:00"): "since", q + "&since=2110-01-01T00:00:00Z": "since"} {
 		pr := apitest.Problem(t, e.Do(t, "GET", path, tn.Secret, ""), 422, "invalid_request")
 		if errs, _ := pr["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["field"] != field {
 			t.Fatalf("%s: %v, want an error on %s", path, pr, field)

@@ -53,6 +53,10 @@ func (c LiveCursor) String() string {
 	return strconv.FormatInt(c.Floor.Unix(), 10) + "~" + part("e", c.E) + "~" + part("r", c.R)
 }
 
+// maxLiveFloor bounds a cursor's floor (Unix seconds): String writes one no later than
+// now, and a forged one past 2100 would make a date ClickHouse cannot parse.
+const maxLiveFloor = 4102444800 // 2100-01-01
+
 // ErrCursor is a cursor token that is not one String made.
 var ErrCursor = errors.New("trace: malformed live cursor")
 
@@ -63,7 +67,7 @@ func ParseLiveCursor(s string) (LiveCursor, error) {
 		return LiveCursor{}, ErrCursor
 	}
 	floor, err := strconv.ParseInt(f[0], 10, 64)
-	if err != nil || floor < 0 {
+	if err != nil || floor < 0 || floor > maxLiveFloor {
 		return LiveCursor{}, ErrCursor
 	}
 	c := LiveCursor{Floor: time.Unix(floor, 0).UTC()}

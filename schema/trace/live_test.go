@@ -16,7 +16,7 @@ func TestLiveCursorToken(t *testing.T) {
 	if err != nil || back.String() != s || !back.Floor.Equal(c.Floor) {
 		t.Fatalf("%q read back as %+v, %v", s, back, err)
 	}
-	for _, bad := range []string{"", "x", "1~e~", "1~r~e", "-1~e~r", "1~e0~r", "1~e0.x~r", "1~e-1.0~r", "1~e0.-2~r", "1~e0.1;DROP~r"} {
+	for _, bad := range []string{"", "x", "1~e~", "1~r~e", "-1~e~r", "1~e0~r", "1~e0.x~r", "1~e-1.0~r", "1~e0.-2~r", "1~e0.1;DROP~r", "999999999999~e~r", "4102444801~e~r"} {
 		if _, err := ParseLiveCursor(bad); err == nil {
 			t.Errorf("%q was accepted", bad)
 		}
