@@ -29,7 +29,7 @@ import (
 // a key make unbounded work of the edge, and would let a client find out whether its
 // windows are spent without spending (a 429 is still answered to a dry run once they
 // are). Kafka's state does not matter: a dry run answers 200 while Kafka is down.
-const DryRunParam = "validate_only"
+const DryRunParam = httpserver.DryRunQuery
 
 // dryRun answers a dry run of b (parsed, its pixel checked): 200 with the 202's body,
 // or the 422 a real request would get.

@@ -301,10 +301,20 @@ func (s *Server) refused(r *Request, p *problem.Problem) {
 	}
 }
 
+// DryRunQuery is the query parameter of a dry run (Route.DryRunParam): a write operation
+// without one refuses it (422, rule dry_run_unsupported), so that a request meant as a
+// dry run never changes anything for real.
+const DryRunQuery = "validate_only"
+
 // dryRunParam reads the route's dry-run parameter (Route.DryRunParam) into r.dryRun:
-// "true" or "false" (or absent); anything else is 422.
+// "true" or "false" (or absent); anything else is 422. A write route without a dry run
+// refuses DryRunQuery.
 func (s *Server) dryRunParam(r *Request) *problem.Problem {
 	name := r.route.DryRunParam
+	if name == "" && r.route.Method != "GET" && r.Ctx.QueryArgs().Has(DryRunQuery) {
+		return problem.Invalid(fmt.Sprintf("%s %s has no dry run: it would run for real, so %s is refused.", r.route.Method, r.route.Path, DryRunQuery),
+			problem.QueryParam(DryRunQuery, "dry_run_unsupported", nil))
+	}
 	if name == "" || !r.Ctx.QueryArgs().Has(name) {
 		return nil
 	}

@@ -794,3 +794,23 @@ func rawExchange(t *testing.T, url, raw string) string {
 	b, _ := io.ReadAll(resp.Body)
 	return string(b)
 }
+
+// A write operation without a dry run refuses validate_only (any value) before its
+// handler runs: a request meant as a dry run never runs for real. A read ignores it.
+func TestDryRunRefusedWhereThereIsNone(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	for _, v := range []string{"true", "false", "yes"} {
+		p := apitest.Problem(t, s.Do(t, "POST", "/things?"+httpserver.DryRunQuery+"="+v, tn.Secret, `{"name":"x"}`), 422, "invalid_request")
+		errs, _ := p["errors"].([]any)
+		if len(errs) != 1 || errs[0].(map[string]any)["field"] != httpserver.DryRunQuery || errs[0].(map[string]any)["rule"] != "dry_run_unsupported" {
+			t.Fatalf("validate_only=%s: %v", v, p)
+		}
+	}
+	if r := s.Do(t, "POST", "/things", tn.Secret, `{"name":"x"}`); r.Status != 201 {
+		t.Fatalf("without validate_only: %d %s", r.Status, r.Body)
+	}
+	if r := s.Do(t, "GET", "/things?"+httpserver.DryRunQuery+"=true", tn.Secret, ""); r.Status != 200 {
+		t.Fatalf("a read with validate_only: %d %s", r.Status, r.Body)
+	}
+}
