@@ -240,3 +240,28 @@ func TestToolCallsAtTheRequestsVersion(t *testing.T) {
 		}
 	}
 }
+
+// A request the MCP transport refuses (the SDK writes those as plain text) is answered
+// with a problem document like every other refusal: 422 invalid_request naming the
+// header or the body at fault.
+func TestTransportRefusalsAreProblems(t *testing.T) {
+	rg := newRig(t)
+	secret := rg.key(t, "plans:read")
+	call := toolCall(1, "limits", "{}")
+	for _, c := range []struct {
+		name, body, field string
+		headers           []string
+	}{
+		{"no Accept of event streams", call, "Accept", []string{"Accept", "application/json"}},
+		{"another Content-Type", call, "Content-Type", []string{"Accept", "application/json, text/event-stream", "Content-Type", "text/plain"}},
+		{"an unknown protocol version", call, "MCP-Protocol-Version", []string{"Accept", "application/json, text/event-stream", "MCP-Protocol-Version", "1999-01-01"}},
+		{"a body that is not JSON", `{"jsonrpc":`, "body", []string{"Accept", "application/json, text/event-stream"}},
+	} {
+		r := rg.Do(t, "POST", "/mcp", secret, c.body, c.headers...)
+		p := apitest.Problem(t, r, 422, "invalid_request")
+		if errs, _ := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["field"] != c.field ||
+			errs[0].(map[string]any)["rule"] != "mcp_transport" {
+			t.Errorf("%s: %v", c.name, p)
+		}
+	}
+}

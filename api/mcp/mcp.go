@@ -184,7 +184,36 @@ func (e *Endpoint) handle(r *httpserver.Request) error {
 	if c.last != nil {
 		r.Limits = c.last // the response's rate-limit headers count the tool call too
 	}
+	if p := transportRefusal(&r.Ctx.Response); p != nil {
+		return p
+	}
 	return nil
+}
+
+// transportRefusal is the problem document of a refusal the SDK's transport wrote as
+// plain text (a 4xx: no Accept of JSON and event streams, another Content-Type, an
+// unknown MCP-Protocol-Version, a body that is not JSON): 422 invalid_request, its text
+// in the detail and the header or body it is about in errors[]; nil for any other answer.
+func transportRefusal(resp *fasthttp.Response) *problem.Problem {
+	st := resp.StatusCode()
+	if st < 400 || st >= 500 || bytes.HasPrefix(resp.Header.ContentType(), []byte("application/json")) {
+		return nil
+	}
+	text := strings.TrimSpace(string(resp.Body()))
+	if len(text) > 200 {
+		text = text[:200]
+	}
+	field := "body"
+	switch low := strings.ToLower(text); {
+	case st == fasthttp.StatusUnsupportedMediaType || strings.Contains(low, "content-type"):
+		field = "Content-Type"
+	case strings.Contains(low, "accept"):
+		field = "Accept"
+	case strings.Contains(low, "protocol version"):
+		field = "MCP-Protocol-Version"
+	}
+	return problem.Invalid("The MCP transport refused the request: "+text,
+		problem.FieldError{Field: field, Rule: "mcp_transport", Value: nil})
 }
 
 // oneMessage refuses a body that is not one JSON-RPC message (a JSON object): a JSON-RPC
