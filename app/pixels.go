@@ -110,12 +110,25 @@ func (a *App) renderPixel(c *call, status int, errText string) error {
 	d := pixelData{Pixel: pixelView{Pixel: *p, ID: ids.Format(ids.Pixel, p.ID), Zone: zone}, Days: 30, Event: c.Query("event"), Error: errText}
 	d.Rows, err = a.daily(c.Context(), c.ws, p.ID, zone.Name, d.Days)
 	if err != nil {
-		a.Log.Warn("pixel page: rollups unavailable", "request_id", c.ID, "err", err.Error())
-		d.Error, status = "The rollups cannot be read right now; the table and chart are empty until ClickHouse answers again.", 503
+		d.Error, status = rollupsUnread(err, zone.Name)
+		if status == 503 {
+			a.Log.Warn("pixel page: rollups unavailable", "request_id", c.ID, "err", err.Error())
+		}
 	}
 	d.Events, d.Chart = chartOf(d.Rows, d.Event, d.Days, zone.Name, a.Now())
 	d.Health = a.health(c.Context(), c.ws, p.ID, zone.Name)
 	return c.render(status, "pixel", p.Name, "pixels", d)
+}
+
+// rollupsUnread is what the pixel page says, and answers, when its rollups could not be
+// read in zone: 422 for a zone Go knows and the database does not (no wait mends it,
+// another zone does; the read API answers it 422 too), else 503 until ClickHouse answers.
+func rollupsUnread(err error, zone string) (string, int) {
+	if schema.ZoneUnknownToServer(err) {
+		return "The database does not know the time zone " + zone + ", so the rollups cannot be read in it: " +
+			"choose another zone for this pixel (or its workspace).", 422
+	}
+	return "The rollups cannot be read right now; the table and chart are empty until ClickHouse answers again.", 503
 }
 
 // daily reads the pixel's rollup rows of the last days days of zone.

@@ -2,11 +2,14 @@ package app
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
 	"github.com/shopspring/decimal"
 
@@ -125,5 +128,17 @@ func TestPixelHealthOnItsPage(t *testing.T) {
 	}
 	if strings.Contains(p.Body, "none in these days") {
 		t.Fatal("no last accepted event")
+	}
+}
+
+// A zone ClickHouse does not know (Go's zone data is newer) makes the pixel page a 422
+// that says to choose another zone, not a 503 to wait out; any other failure is 503.
+func TestPixelPageZoneUnknownToTheDatabase(t *testing.T) {
+	unknown := &clickhouse.Exception{Code: 1000, Message: "Cannot load time zone America/Ciudad_Juarez"}
+	if text, st := rollupsUnread(fmt.Errorf("rollups: %w", unknown), "America/Ciudad_Juarez"); st != 422 || !strings.Contains(text, "America/Ciudad_Juarez") {
+		t.Fatalf("an unknown zone: %d %q", st, text)
+	}
+	if _, st := rollupsUnread(errors.New("dial tcp 127.0.0.1:9000: connection refused"), "UTC"); st != 503 {
+		t.Fatalf("ClickHouse down: %d", st)
 	}
 }
