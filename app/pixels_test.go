@@ -4,13 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/url"
+	"os"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
 	"github.com/shopspring/decimal"
 
 	"svc/lib/ids"
@@ -140,5 +146,33 @@ func TestPixelPageZoneUnknownToTheDatabase(t *testing.T) {
 	}
 	if _, st := rollupsUnread(errors.New("dial tcp 127.0.0.1:9000: connection refused"), "UTC"); st != 503 {
 		t.Fatalf("ClickHouse down: %d", st)
+	}
+}
+
+// A store not answering is a 503 page to retry, not the 500 of a faulty page.
+func TestStoreDownIsNotAFault(t *testing.T) {
+	refused := &net.OpError{Op: "dial", Net: "tcp", Err: &os.SyscallError{Syscall: "connect", Err: syscall.ECONNREFUSED}}
+	for _, err := range []error{refused, fmt.Errorf("erasure: %w", refused), io.EOF, fmt.Errorf("read: %w", context.DeadlineExceeded)} {
+		if !storeDown(err) {
+			t.Errorf("%v: not taken for a store down", err)
+		}
+	}
+	for _, err := range []error{errors.New("template: no such field"), fmt.Errorf("decode: %w", strconv.ErrSyntax)} {
+		if storeDown(err) {
+			t.Errorf("%v: taken for a store down", err)
+		}
+	}
+}
+
+// With the session store down, a signed-in page is a 503 with Retry-After.
+func TestPagesWithRedisDown(t *testing.T) {
+	rg := newRig(t, false)
+	b := rg.member(t, rg.Workspace(t, false), uniqueEmail("ada"), RoleAdmin)
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 200 * time.Millisecond})
+	t.Cleanup(func() { dead.Close() })
+	rg.app.Sessions = NewSessions(dead, rg.app.Config.SessionTTL)
+	p := b.get("/app/api-keys")
+	if p.Status != 503 || p.Header.Get("Retry-After") == "" || !strings.Contains(p.Body, "not answering") {
+		t.Fatalf("a page with Redis down: %d %v\n%s", p.Status, p.Header, p.Body)
 	}
 }

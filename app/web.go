@@ -2,10 +2,14 @@ package app
 
 import (
 	"bytes"
+	"context"
 	"crypto/subtle"
 	"errors"
+	"io"
+	"net"
 	"net/url"
 	"strings"
+	"syscall"
 
 	"github.com/valyala/fasthttp"
 
@@ -48,12 +52,29 @@ func (a *App) serve(h handler) httpserver.Handler {
 		hd.Set("Cache-Control", "no-store")
 		c := &call{Request: r, app: a}
 		if err := h(c); err != nil {
-			a.Log.Error("page failed", "request_id", r.ID, "route", r.RoutePath(), "err", err.Error())
 			r.Ctx.Response.ResetBody()
+			if storeDown(err) {
+				a.Log.Warn("page: a store is not answering", "request_id", r.ID, "route", r.RoutePath(), "err", err.Error())
+				hd.Set("Retry-After", "2")
+				c.message(503, "Try again in a moment", "A store the application needs is not answering. Reload in a few seconds "+
+					"to see whether the change was made. Request "+r.ID+" identifies this for the operator.")
+				return nil
+			}
+			a.Log.Error("page failed", "request_id", r.ID, "route", r.RoutePath(), "err", err.Error())
 			c.message(500, "Something went wrong", "The page failed; nothing more was changed. Request "+r.ID+" identifies it for the operator.")
 		}
 		return nil
 	}
+}
+
+// storeDown reports whether err is a store (Redis, ClickHouse) not answering rather than
+// a fault of the page: a network error (refused, reset, timed out), a connection closed
+// under the call, or a deadline passed. The page then answers 503 with Retry-After, as
+// the API does.
+func storeDown(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // anyone lets every request through (the static files, the first screen).
