@@ -13,6 +13,9 @@ import (
 // must carry a day.
 func parsePage(r *httpserver.Request, list string, errs *[]problem.FieldError) paging.Page {
 	return httpserver.ParsePage(r, list, func(c paging.Cursor) bool {
+		if list == "erasures" && (c.T < 0 || c.T > 1<<32-1) { // bound as a DateTime
+			return false
+		}
 		if !datedLists[list] {
 			return true
 		}

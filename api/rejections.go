@@ -2,6 +2,7 @@ package api
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	json "github.com/goccy/go-json"
@@ -72,7 +73,10 @@ func (a *API) listRejections(r *httpserver.Request) error {
 		}
 		q.Rule = v
 	}
-	p := httpserver.ParsePage(r, "rejections", func(c paging.Cursor) bool { return c.Pos != nil && c.T > 0 }, &errs)
+	// A cursor's values are bound as a DateTime and an Int16: outside them they would wrap.
+	p := httpserver.ParsePage(r, "rejections", func(c paging.Cursor) bool {
+		return c.Pos != nil && c.T > 0 && c.T <= maxSince.Unix() && *c.Pos >= math.MinInt16 && *c.Pos <= math.MaxInt16
+	}, &errs)
 	if err := invalidQuery(errs); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,6 +22,7 @@ import (
 	"svc/ingest"
 	"svc/lib/apikey"
 	"svc/lib/kafkabroker"
+	"svc/lib/paging"
 	"svc/lib/process"
 	"svc/lib/svctest"
 	"svc/rollup"
@@ -461,7 +463,11 @@ func TestRejectionsBadInput(t *testing.T) {
 		q + "&since=yesterday": "since", q + "&rule=" + strings.Repeat("r", 65): "rule", q + "&cursor=abc": "cursor",
 		q + "&limit=0": "limit",
 		// Outside ClickHouse's DateTime, where the instant would wrap to another one.
-		q + "&since=" + url.QueryEscape("1970-01-01T00:00:00+01:00"): "since", q + "&since=2110-01-01T00:00:00Z": "since"} {
+		q + "&since=" + url.QueryEscape("1970-01-01T00:00:00+01:00"): "since", q + "&since=2110-01-01T00:00:00Z": "since",
+		// Hand-made cursors whose values a DateTime or an Int16 would wrap.
+		q + "&cursor=" + forged(paging.Cursor{List: "rejections", T: 1 << 33, Pos: ptr(0)}):     "cursor",
+		q + "&cursor=" + forged(paging.Cursor{List: "rejections", T: 1, Pos: ptr(1 << 20)}):     "cursor",
+		"/erasures?cursor=" + forged(paging.Cursor{List: "erasures", T: -3600, ID: uuid.New()}): "cursor"} {
 		pr := apitest.Problem(t, e.Do(t, "GET", path, tn.Secret, ""), 422, "invalid_request")
 		if errs, _ := pr["errors"].([]any); len(errs) == 0 || errs[0].(map[string]any)["field"] != field {
 			t.Fatalf("%s: %v, want an error on %s", path, pr, field)
@@ -549,3 +555,8 @@ func TestRepeatedEnvelopeMemberPagesWhole(t *testing.T) {
 		}
 	}
 }
+
+// forged is a cursor token made by hand (cursors are not signed), query-escaped.
+func forged(c paging.Cursor) string { return url.QueryEscape(*c.Encode()) }
+
+func ptr[T any](v T) *T { return &v }
