@@ -39,7 +39,7 @@ var ErrBadPassword = fmt.Errorf("a password has %d to %d characters", MinPasswor
 
 // checkPassword applies the length rule (NIST SP 800-63B: length, no composition rules).
 func checkPassword(pw string) error {
-	if utf8.RuneCountInString(pw) < MinPassword || len(pw) > MaxPassword {
+	if n := utf8.RuneCountInString(pw); n < MinPassword || n > MaxPassword {
 		return ErrBadPassword
 	}
 	return nil
