@@ -51,6 +51,8 @@ type browser struct {
 	rg   *rig
 	http *http.Client
 	from string // X-Forwarded-For: the client address the server sees ("" for loopback)
+	// fetchSite is the Sec-Fetch-Site a browser would send ("": none).
+	fetchSite string
 }
 
 func (rg *rig) browser(t *testing.T) *browser {
@@ -80,6 +82,9 @@ func (b *browser) do(method, path string, form url.Values) answer {
 	}
 	if b.from != "" {
 		req.Header.Set("X-Forwarded-For", b.from)
+	}
+	if b.fetchSite != "" {
+		req.Header.Set("Sec-Fetch-Site", b.fetchSite)
 	}
 	resp, err := b.http.Do(req)
 	if err != nil {

@@ -271,3 +271,30 @@ func TestSwitchWorkspaceIsAudited(t *testing.T) {
 		t.Fatalf("switch-workspace entries: %d in the workspace entered, %d in the one left; want 1 and 0", in, left)
 	}
 }
+
+// Every answer carries the security headers (a page, a 404), and a POST the browser marks
+// as coming from another origin (same-site or cross-site) is refused even with its form's
+// token; same-origin and none pass.
+func TestSecurityHeadersAndFetchMetadata(t *testing.T) {
+	rg := newRig(t, false)
+	b := rg.member(t, rg.Workspace(t, false), uniqueEmail("ada"), RoleAdmin)
+	for _, path := range []string{"/app/api-keys", "/app/pixels/pxl_" + uuid.NewString()} {
+		p := b.get(path)
+		for h, want := range map[string]string{"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
+			"Referrer-Policy": "no-referrer", "Content-Security-Policy": ContentSecurityPolicy, "Cache-Control": "no-store"} {
+			if got := p.Header.Get(h); got != want {
+				t.Errorf("%s (%d): %s %q, want %q", path, p.Status, h, got, want)
+			}
+		}
+	}
+	// The switch to an unknown workspace is a 404 once the form is let through.
+	for site, refused := range map[string]bool{"same-site": true, "cross-site": true, "none": false, "same-origin": false} {
+		b.fetchSite = ""
+		csrf := csrfOf(t, b.get("/app/api-keys").Body)
+		b.fetchSite = site
+		p := b.do("POST", "/app/workspace", url.Values{"csrf": {csrf}, "workspace": {"org_" + uuid.NewString()}})
+		if refused && p.Status != 403 || !refused && p.Status != 404 {
+			t.Errorf("Sec-Fetch-Site %s: %d, want refused %v", site, p.Status, refused)
+		}
+	}
+}

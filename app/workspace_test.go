@@ -50,6 +50,20 @@ func TestWorkspaceScreen(t *testing.T) {
 	if p := adm.post(page, page+"/retention", url.Values{"days": {"3"}}); p.Status != 422 {
 		t.Fatalf("3 days: %d", p.Status)
 	}
+	// The bounds: 8 to 36,500 days, or unlimited (0).
+	if p := adm.post(page, page+"/retention", url.Values{"days": {"36501"}}); p.Status != 422 {
+		t.Fatalf("36,501 days: %d", p.Status)
+	}
+	for _, c := range []struct {
+		form url.Values
+		want int
+	}{{url.Values{"unlimited": {"yes"}}, 0}, {url.Values{"days": {"36500"}}, 36500}, {url.Values{"days": {"8"}}, 8}} {
+		done(adm.post(page, page+"/retention", c.form), "retention")
+		if n, _ := workspace.NewRetention(rg.Redis).Get(ctx, ws.ID); n != c.want {
+			t.Fatalf("retention after %v: %d, want %d", c.form, n, c.want)
+		}
+	}
+	done(adm.post(page, page+"/retention", url.Values{"days": {"30"}}), "retention")
 	if p := adm.get(page); !strings.Contains(p.Body, "<strong>30 days</strong>") {
 		t.Fatalf("the page after:\n%s", p.Body)
 	}

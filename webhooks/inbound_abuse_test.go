@@ -54,6 +54,10 @@ func TestInboundContentReplayUnderNewID(t *testing.T) {
 	if err != nil || ttl < 2*ie.cfg.Tolerance {
 		t.Fatalf("content guard TTL %s (%v), want at least %s", ttl, err, 2*ie.cfg.Tolerance)
 	}
+	// A message id is remembered for the replay window (30 days by default: TestConfigFromEnv).
+	if ttl, err := ie.rdb.TTL(ctx, ie.in.Store.msgKey(ie.ws, "rep-2")).Result(); err != nil || ttl < ie.cfg.ReplayWindow-time.Hour || ttl > ie.cfg.ReplayWindow {
+		t.Fatalf("message id guard TTL %s (%v), want %s", ttl, err, ie.cfg.ReplayWindow)
+	}
 	// An attacker resends the first message, byte for byte with its header, as new ids,
 	// up to the end of the tolerance.
 	for i, id := range []string{"rep-3", "rep-4"} {

@@ -84,6 +84,9 @@ func TestConfigFromEnv(t *testing.T) {
 	if err := d.Validate(); err != nil || len(d.Schedule) != 10 {
 		t.Fatalf("defaults: %v, %d attempts", err, len(d.Schedule))
 	}
+	if d.ReplayWindow != 30*24*time.Hour { // webhooks.md: a message id is remembered 30 days
+		t.Fatalf("default replay window %s, want 720h", d.ReplayWindow)
+	}
 	if len(d.AllowNets) != 0 {
 		t.Fatalf("default SVC_WEBHOOKS_ALLOW_NETS %v, want none", d.AllowNets)
 	}
