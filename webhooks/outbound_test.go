@@ -356,3 +356,59 @@ func TestOutboundDisable(t *testing.T) {
 		t.Fatalf("disabled endpoint got %d requests", len(gone.Hits()))
 	}
 }
+
+// A receiver's Retry-After is honoured up to SVC_WEBHOOKS_MAX_RETRY_AFTER (24 h), and a
+// delivery that failed every attempt of the schedule (ten by default) is failed, its last
+// row gave_up, and nothing more is scheduled (webhooks.md; an endpoint failing for less
+// than DisableAfter stays enabled).
+func TestOutboundGivesUpAfterTheSchedule(t *testing.T) {
+	e := newEnv(t)
+	e.cfg.DisableAfter = 10000 * time.Hour
+	ctx := context.Background()
+	rcv := newReceiver(t, e.clock, func(w http.ResponseWriter, n int) {
+		w.Header().Set("Retry-After", "200000") // 55 h
+		w.WriteHeader(503)
+	})
+	st := e.store()
+	ws := uuid.New()
+	ep, err := st.CreateEndpoint(ctx, ws, rcv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := keyEvent(ws)
+	if n, err := e.emitter().Emit(ctx, ev); err != nil || n != 1 {
+		t.Fatalf("Emit = %d, %v", n, err)
+	}
+	w := e.worker("w")
+	attempts := len(e.cfg.Schedule)
+	for a := 1; a <= attempts; a++ {
+		if n, err := w.RunOnce(ctx); err != nil || n != 1 {
+			t.Fatalf("attempt %d: RunOnce = %d, %v", a, n, err)
+		}
+		d, err := st.Delivery(ctx, ep.ID, ev.ID)
+		if err != nil || d.Attempts != a {
+			t.Fatalf("attempt %d: %+v, %v", a, d, err)
+		}
+		if a < attempts {
+			if d.State != "pending" || d.NextAt == nil || d.NextAt.Sub(e.clock.Now()) != e.cfg.MaxRetryAfter {
+				t.Fatalf("attempt %d: %+v, want the next %s on (Retry-After capped)", a, d, e.cfg.MaxRetryAfter)
+			}
+			e.clock.Add(e.cfg.MaxRetryAfter)
+			continue
+		}
+		if d.State != "failed" || d.NextAt != nil {
+			t.Fatalf("after the last attempt: %+v, want failed with nothing scheduled", d)
+		}
+	}
+	e.clock.Add(48 * time.Hour)
+	if n, err := w.RunOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("after giving up: RunOnce = %d, %v", n, err)
+	}
+	rows, err := e.logs.Deliveries(ctx, DeliveryFilter{Endpoint: ep.ID, Limit: 100})
+	if err != nil || len(rows) != attempts || rows[0].Outcome != GaveUp {
+		t.Fatalf("rows %+v (%v); want %d, the newest gave_up", rows, err, attempts)
+	}
+	if got, _ := st.Endpoint(ctx, ep.ID); !got.Enabled() {
+		t.Fatal("the endpoint was disabled before DisableAfter")
+	}
+}
