@@ -13,7 +13,7 @@ import (
 // must carry a day.
 func parsePage(r *httpserver.Request, list string, errs *[]problem.FieldError) paging.Page {
 	return httpserver.ParsePage(r, list, func(c paging.Cursor) bool {
-		if list == "erasures" && (c.T < 0 || c.T > 1<<32-1) { // bound as a DateTime
+		if list == "erasures" && (c.T < 0 || c.T > maxDateTime) {
 			return false
 		}
 		if !datedLists[list] {
@@ -23,6 +23,11 @@ func parsePage(r *httpserver.Request, list string, errs *[]problem.FieldError) p
 		return err == nil
 	}, errs)
 }
+
+// maxDateTime is the last second (Unix) a ClickHouse DateTime holds: a time bound as one
+// past it, or before 1970, wraps to another instant, so query values and cursors outside
+// are refused.
+const maxDateTime = 1<<32 - 1
 
 // datedLists are the lists whose cursor carries a day.
 var datedLists = map[string]bool{"plan_actuals": true, "campaign_actuals": true, "pixel_rollups": true}

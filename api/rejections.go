@@ -46,9 +46,6 @@ func (a *API) rejectionRoutes() []httpserver.Route {
 // paging, newest first. meta carries the exact counts of the filter: rejections (all of
 // them) and not_stored (those counted past the per-pixel-per-minute cap of samples,
 // which the list cannot show).
-// minSince and maxSince bound GET /rejections' since: the instants a DateTime holds.
-var minSince, maxSince = time.Unix(0, 0), time.Unix(1<<32-1, 0)
-
 func (a *API) listRejections(r *httpserver.Request) error {
 	var errs []problem.FieldError
 	raw := r.Query("pixel_id")
@@ -61,7 +58,7 @@ func (a *API) listRejections(r *httpserver.Request) error {
 		switch {
 		case err != nil:
 			errs = append(errs, queryError("since", "iso8601", cut(v, 64)))
-		case t.Before(minSince) || t.After(maxSince):
+		case t.Unix() < 0 || t.Unix() > maxDateTime:
 			// ClickHouse's DateTime: an instant outside it would wrap to another one.
 			errs = append(errs, queryError("since", "range_1970_2106", cut(v, 64)))
 		}
@@ -75,7 +72,7 @@ func (a *API) listRejections(r *httpserver.Request) error {
 	}
 	// A cursor's values are bound as a DateTime and an Int16: outside them they would wrap.
 	p := httpserver.ParsePage(r, "rejections", func(c paging.Cursor) bool {
-		return c.Pos != nil && c.T > 0 && c.T <= maxSince.Unix() && *c.Pos >= math.MinInt16 && *c.Pos <= math.MaxInt16
+		return c.Pos != nil && c.T > 0 && c.T <= maxDateTime && *c.Pos >= math.MinInt16 && *c.Pos <= math.MaxInt16
 	}, &errs)
 	if err := invalidQuery(errs); err != nil {
 		return err

@@ -127,8 +127,8 @@ func TestDryRunAnswersWhileKafkaFails(t *testing.T) {
 
 // A dry run is paced by the key's windows like any request: once they are spent (the
 // daily quota, or the burst), a dry run gets 429 (quota_exceeded, rate_limited) with
-// Retry-After, as a real request does then. A dry run's 429 is not kept for GET /rejections; a real
-// request's is.
+// Retry-After, as a real request does then. A dry run's 429 is not kept for GET
+// /rejections; a real request's is.
 func TestDryRunRefusedOnceTheWindowsAreSpent(t *testing.T) {
 	rg := newRig(t)
 	tn := rg.Tenant(t, false)
