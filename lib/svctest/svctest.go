@@ -6,10 +6,12 @@ package svctest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -67,15 +69,47 @@ func WebhooksEnv(t testing.TB) string {
 	return "SVC_WEBHOOKS_REDIS_PREFIX=" + prefix
 }
 
-// FreeAddr returns a loopback address whose port was free a moment ago.
+// FreeAddr returns a loopback address whose port was free a moment ago, for a process
+// a test starts to listen on. The port is drawn from below the kernel's ephemeral range
+// (ip_local_port_range), where the system never hands out the local port of an outgoing
+// connection: a port of that range, free when drawn, can be taken by any client's
+// connection (a browser's, a Redis or ClickHouse pool's) before the process binds it, and
+// did fail a run with "address already in use". Ports under firstPort are left to the
+// services the tests talk to (Redis 6379 and its cluster's 7000s, ClickHouse 8123 and
+// 9000s, Kafka's 9092).
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	below := ephemeralLow()
+	for range 200 {
+		addr := fmt.Sprintf("127.0.0.1:%d", firstPort+rand.IntN(below-firstPort))
+		if ln, err := net.Listen("tcp", addr); err == nil {
+			ln.Close()
+			return addr
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // every draw taken: let the kernel choose
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// firstPort is the lowest port FreeAddr draws.
+const firstPort = 20000
+
+// ephemeralLow is the first port of the kernel's ephemeral range (32768 when it cannot
+// be read, Linux's default), at least firstPort + 1000.
+func ephemeralLow() int {
+	low := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if n, err := strconv.Atoi(f[0]); err == nil {
+				low = n
+			}
+		}
+	}
+	return max(low, firstPort+1000)
 }
 
 var build struct {
