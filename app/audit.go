@@ -50,7 +50,7 @@ const opsCap = 100000
 // Record appends e (its Time is the stream's) and drops entries past Retention (in the
 // operator's log, past opsCap entries).
 func (a *Audit) Record(ctx context.Context, e Entry) error {
-	args := &redis.XAddArgs{Stream: auditKey(e.Workspace), Approx: true,
+	args := &redis.XAddArgs{Stream: auditKey(e.Workspace),
 		Values: []string{"who", e.Who, "address", e.Address, "action", e.Action, "target", e.Target, "detail", e.Detail}}
 	if e.Workspace == uuid.Nil {
 		args.MaxLen = opsCap
