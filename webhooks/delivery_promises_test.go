@@ -285,3 +285,59 @@ func TestOutboundRedeliveryAfterRedisSendsTheOriginalBodyFromClickHouse(t *testi
 		t.Fatalf("delivery log %v; want three attempts delivered", got)
 	}
 }
+
+// An emitted event's ClickHouse row is what a redelivery after EventTTL sends ("the body
+// comes from Redis or, after 30 days, ClickHouse"): when ClickHouse refuses it at
+// emission, the row waits in Redis and the worker's next RunOnce writes it, byte for
+// byte; the delivery itself is not held up.
+func TestOutboundEventRowQueuedWhileClickHouseRefusesIt(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	rcv := newReceiver(t, e.clock, func(w http.ResponseWriter, n int) { w.WriteHeader(200) })
+	st := e.store()
+	ws := uuid.New()
+	ep, err := st.CreateEndpoint(ctx, ws, rcv.URL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rcv.secret = ep.Secrets[0].Secret
+	// The table away: every INSERT into webhook_events fails, as with ClickHouse down.
+	if err := e.conn.Exec(ctx, "RENAME TABLE webhook_events TO webhook_events_away"); err != nil {
+		t.Fatal(err)
+	}
+	ev := keyEvent(ws)
+	if n, err := e.emitter().Emit(ctx, ev); err != nil || n != 1 {
+		t.Fatalf("Emit with webhook_events refusing its row = %d, %v; want the delivery scheduled", n, err)
+	}
+	if n, _ := e.rdb.LLen(ctx, e.cfg.Prefix+"eventq").Result(); n != 1 {
+		t.Fatalf("%d event rows queued in Redis, want 1", n)
+	}
+	w := e.worker("w")
+	if n, err := w.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("delivery with webhook_events away: RunOnce = %d, %v", n, err)
+	}
+	if n, _ := e.rdb.LLen(ctx, e.cfg.Prefix+"eventq").Result(); n != 1 {
+		t.Fatalf("after a flush ClickHouse refused: %d rows queued, want the 1 kept", n)
+	}
+	if err := e.conn.Exec(ctx, "RENAME TABLE webhook_events_away TO webhook_events"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.logs.Event(ctx, ev.ID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the event is in ClickHouse before any flush: %v", err)
+	}
+	if _, err := w.RunOnce(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := e.rdb.LLen(ctx, e.cfg.Prefix+"eventq").Result(); n != 0 {
+		t.Fatalf("%d event rows still queued after ClickHouse took them", n)
+	}
+	hits := rcv.Hits()
+	if len(hits) != 1 {
+		t.Fatalf("the receiver got %d requests, want 1", len(hits))
+	}
+	se, err := e.logs.Event(ctx, ev.ID)
+	if err != nil || string(se.Body) != string(hits[0].Body) || se.Kind != ev.Kind || se.WorkspaceID != ws ||
+		!se.CreatedAt.Equal(e.clock.Now().Truncate(time.Second)) {
+		t.Fatalf("webhook_events holds %+v (%v); want the body delivered %q, kind %s, workspace %s", se, err, hits[0].Body, ev.Kind, ws)
+	}
+}

@@ -117,8 +117,10 @@ func (em *Emitter) Emit(ctx context.Context, ev Event) (int, error) {
 	}
 	if fresh && em.Logs != nil {
 		if err := em.Logs.InsertEvent(ctx, ev.ID, ev.WorkspaceID, ev.Kind, ev.CreatedAt, body); err != nil {
-			// Redis holds the body for EventTTL; the ClickHouse copy is for later redelivery.
-			em.Log.Warn("webhook event not recorded in ClickHouse", "event_id", ev.ID.String(), "err", err.Error())
+			// Redis holds the body for EventTTL; the ClickHouse copy is for a redelivery
+			// after that, so the row waits in Redis (eventq) for the worker's next RunOnce.
+			em.Log.Warn("webhook event not recorded in ClickHouse; queued in Redis", "event_id", ev.ID.String(), "err", err.Error())
+			em.queue(ctx, queuedEvent{ev.ID.String(), ev.WorkspaceID.String(), ev.Kind, ev.CreatedAt, body})
 		}
 	}
 	n := 0
@@ -133,4 +135,49 @@ func (em *Emitter) Emit(ctx context.Context, ev Event) (int, error) {
 		}
 	}
 	return n, nil
+}
+
+// queuedEvent is an emitted event's ClickHouse row waiting in Redis (Store's eventq).
+type queuedEvent struct {
+	ID   string    `json:"id"`
+	WS   string    `json:"ws"`
+	Kind string    `json:"kind"`
+	At   time.Time `json:"at"`
+	Body []byte    `json:"body"`
+}
+
+// queue keeps q for a later flushQueuedEvents.
+func (em *Emitter) queue(ctx context.Context, q queuedEvent) {
+	b, _ := json.Marshal(q)
+	if err := em.Store.pushEvent(ctx, b); err != nil {
+		em.Log.Error("webhook event's row lost: a redelivery after the event's time in Redis will find no body",
+			"event_id", q.ID, "err", err.Error())
+	}
+}
+
+// flushQueuedEvents writes the event rows Emit queued while ClickHouse did not take
+// them, up to 100 a call; a row ClickHouse still refuses goes back to the queue with
+// those after it.
+func (w *Worker) flushQueuedEvents(ctx context.Context) {
+	if w.Logs == nil {
+		return
+	}
+	raw, err := w.Store.popEvents(ctx, 100)
+	if err != nil {
+		return
+	}
+	for i, s := range raw {
+		var q queuedEvent
+		if json.Unmarshal([]byte(s), &q) != nil {
+			continue
+		}
+		id, _ := uuid.Parse(q.ID)
+		ws, _ := uuid.Parse(q.WS)
+		if err := w.Logs.InsertEvent(ctx, id, ws, q.Kind, q.At, q.Body); err != nil {
+			for _, back := range raw[i:] {
+				_ = w.Store.pushEvent(ctx, []byte(back))
+			}
+			return
+		}
+	}
 }

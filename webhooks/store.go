@@ -20,6 +20,7 @@ import (
 //	in:sig:<ws>:<digest>     STRING the same, by signed content (hex SHA-256 of "<t>.<body>")
 //	in:fail:<address>        STRING refused attempts of a client address (throttle.go)
 //	logq                     LIST  delivery-log rows waiting for ClickHouse
+//	eventq                   LIST  emitted events' rows waiting for ClickHouse (their bodies)
 //	scan:*                   trigger state (last closed day scanned)
 type Store struct {
 	*webhook.Store
@@ -110,6 +111,20 @@ func (s *Store) pushLog(ctx context.Context, b []byte) error {
 // popLogs takes up to n queued rows (the caller pushes them back if it cannot write them).
 func (s *Store) popLogs(ctx context.Context, n int) ([]string, error) {
 	v, err := s.rdb.LPopCount(ctx, s.p+"logq", n).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil, nil
+	}
+	return v, err
+}
+
+func (s *Store) pushEvent(ctx context.Context, b []byte) error {
+	return s.rdb.RPush(ctx, s.p+"eventq", b).Err()
+}
+
+// popEvents takes up to n queued event rows (the caller pushes them back if it cannot
+// write them).
+func (s *Store) popEvents(ctx context.Context, n int) ([]string, error) {
+	v, err := s.rdb.LPopCount(ctx, s.p+"eventq", n).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}

@@ -86,10 +86,11 @@ func (w *Worker) drain(ctx context.Context) error {
 }
 
 // RunOnce claims up to Config.Concurrency due attempts, makes them in parallel, and
-// returns how many it made. It also flushes delivery-log rows queued while ClickHouse
-// was unavailable.
+// returns how many it made. It also flushes the delivery-log and event rows queued while
+// ClickHouse was unavailable.
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
 	w.flushQueuedLogs(ctx)
+	w.flushQueuedEvents(ctx)
 	claims, err := w.Store.ClaimDue(ctx, w.Now(), w.Config.Lease, w.Config.Concurrency)
 	if err != nil {
 		return 0, err
