@@ -155,7 +155,7 @@ var Operations = map[string]Op{
 	"POST /webhooks/inbound/{workspace}": {Tag: "Webhooks", Description: "Receive a signed partner message that writes delivered performance into campaign actuals. " +
 		"Authenticated by its signature, not a key: SVC-Signature: t=<unix>,v1=<hex HMAC-SHA256(secret, \"<t>.<body>\")>, " +
 		"at most 300 s from the server's clock. SVC-Webhook-Id names the message and is not signed: a message whose id, or whose signed content " +
-		"(t and body) under any id, was already handled is answered 200 ignored and changes nothing. Body at most 256 KB. " +
+		"(t and body) under any id, was already handled is answered 200 ignored and changes nothing. Body at most 256 KiB. " +
 		"Failed and repeated messages count against the sending address: past 20 at once (then 6 a minute) it gets 429 rate_limited.",
 		Params: []Param{
 			{Name: "workspace", In: "path", Required: true, Desc: "The receiving workspace: org_<uuid> or the raw UUID.", Schema: Schema{"type": "string"}, Example: exWorkspace},
