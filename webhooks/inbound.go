@@ -104,12 +104,14 @@ func (in *Inbound) handle(r *httpserver.Request) error {
 	body := r.Body()
 	c.rec = InboundRow{ReceivedAt: in.Now().UTC(), BodyBytes: len(body), RequestID: r.ID,
 		MessageID: cleanID(string(r.Ctx.Request.Header.Peek(signature.MessageIDHeader)))}
-	// Refused before parsing anything, the body included. (The server applies MaxBody
-	// too; this keeps the guarantee if the route is served elsewhere.)
+	// Refused before parsing anything, the body included, as the server's MaxBody
+	// refuses it (this keeps the guarantee if the route is served elsewhere): not
+	// charged to the address, not kept in the inbound log, the connection closed; only
+	// the metric counts it.
 	if len(body) > in.Config.InboundMaxBody {
-		c.rec.WorkspaceID, c.known = in.knownWorkspace(r)
-		p := problem.New(problem.PayloadTooLarge, "The body is %d bytes; the inbound limit is %d bytes.", len(body), in.Config.InboundMaxBody)
-		return c.fail(reasonTooLarge, "payload too large", p)
+		in.count(Failed, reasonTooLarge)
+		r.Ctx.SetConnectionClose()
+		return problem.New(problem.PayloadTooLarge, "The body is %d bytes; the inbound limit is %d bytes.", len(body), in.Config.InboundMaxBody)
 	}
 	if err := c.workspace(); err != nil {
 		return err

@@ -173,11 +173,30 @@ func TestInboundOversizeRefusedBeforeParsing(t *testing.T) {
 	if b := byID["big-2"]; b.Outcome != Failed || b.Status != 422 {
 		t.Fatalf("256 KiB row %+v", b)
 	}
-	// The handler records the oversize refusal. (Should the server ever apply the
-	// route's MaxBody to public routes itself, the 413 comes before the handler and
-	// is not recorded; the 413 above is what matters.)
-	if b, ok := byID["big-1"]; ok && (b.Outcome != Failed || b.Status != 413 || b.BodyBytes != 256*1024+1) {
-		t.Fatalf("oversize row %+v", b)
+	// An oversize body is neither counted against the address nor kept in the log.
+	if b, ok := byID["big-1"]; ok {
+		t.Fatalf("oversize body kept in the inbound log: %+v", b)
+	}
+	// The receiver's own check, for a route served with a larger ceiling than its
+	// Config (the server did not refuse first): the same 413, the connection closed,
+	// nothing charged or kept.
+	ie.in.Config.InboundMaxBody = 1024
+	bucket := func() string {
+		v, _ := ie.rdb.Get(context.Background(), ie.in.Store.failKey("127.0.0.1")).Result()
+		return v
+	}
+	before := bucket()
+	r, closed := inboundRawPost(t, ie.srv, ie.path, []string{"Content-Length", "1025", signature.MessageIDHeader, "big-3"}, strings.Repeat("y", 1025))
+	apitest.Problem(t, r, 413, "payload_too_large")
+	if !closed {
+		t.Fatal("the receiver's 413 left the connection open")
+	}
+	if after := bucket(); after != before {
+		t.Fatalf("the receiver's 413 charged the address: its bucket %q, was %q", after, before)
+	}
+	ie.flush(t)
+	if rows, err := ie.logs.Inbound(context.Background(), ie.ws, "", 10); err != nil || len(rows) != 1 {
+		t.Fatalf("inbound log after the receiver's 413: %d rows (%v), want only big-2's", len(rows), err)
 	}
 }
 
