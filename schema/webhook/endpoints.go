@@ -119,8 +119,10 @@ func (s *Store) CreateEndpoint(ctx context.Context, ws uuid.UUID, rawURL string,
 	return e, nil
 }
 
-// RotateEndpointSecret adds a new secret to an endpoint; the others stay valid for
-// overlap more. Deliveries are signed with every valid secret meanwhile.
+// RotateEndpointSecret adds a new secret to an endpoint; each other secret stays valid
+// until the earlier of its expiry, if it has one, and now + overlap (a second rotation
+// within an overlap does not lengthen the first). Deliveries are signed with every
+// valid secret meanwhile.
 func (s *Store) RotateEndpointSecret(ctx context.Context, id uuid.UUID, overlap time.Duration) (Endpoint, error) {
 	e, err := s.Endpoint(ctx, id)
 	if err != nil {
