@@ -5,7 +5,8 @@
 //     generated unless given, and send that same key on every retry: a retry never
 //     counts a batch twice.
 //   - Network errors and problems with "retryable": true are retried with exponential
-//     backoff and jitter, waiting at least Retry-After when the server sends it; a
+//     backoff and jitter, at most MaxAttempts attempts, waiting Retry-After when the
+//     server sends it (up to MaxRetryAfter: a longer one returns the problem at once); a
 //     problem that is not retryable is returned at once.
 //   - Pacing: the RateLimit-Policy, RateLimit-Remaining and RateLimit-Reset headers of
 //     each response are remembered; when few requests remain, the next request waits

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -29,6 +30,7 @@ import (
 type rig struct {
 	*apitest.Server
 	showroom workspace.Workspace
+	conn     driver.Conn
 }
 
 func newRig(t *testing.T) *rig {
@@ -62,7 +64,7 @@ func newRig(t *testing.T) *rig {
 	if err := b.Send(); err != nil {
 		t.Fatal(err)
 	}
-	return &rig{Server: s, showroom: w}
+	return &rig{Server: s, showroom: w, conn: conn}
 }
 
 func (rg *rig) key(t *testing.T, scopes ...string) string {
