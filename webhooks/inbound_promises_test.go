@@ -1,10 +1,12 @@
 package webhooks
 
 // Documented promises of the inbound receiver, one test each: the bounds of an actuals
-// message, replays charged to the sender's failure bucket, and an oversize body
-// neither counted nor logged. The promises are quoted from webhooks/README.md and the
-// developer page api/docs/pages/webhooks.md ("Inbound actuals", "Failed messages are
-// limited per address").
+// message, replays charged to the sender's failure bucket, an oversize body neither
+// counted nor logged, a copy of a message in flight (409, Retry-After 1, not charged),
+// and the bounds of SVC-Webhook-Id with the processed answer's body. The promises are
+// quoted from webhooks/README.md and the developer page api/docs/pages/webhooks.md
+// ("Inbound actuals", "Replays and retries", "Failed messages are limited per
+// address").
 
 import (
 	"bufio"
@@ -26,6 +28,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/redis/go-redis/v9"
 
 	"svc/lib/httpserver"
 	"svc/lib/ids"
@@ -505,4 +508,289 @@ func inboundRawPost(t *testing.T, srv *apitest.Server, path string, headers []st
 	conn.Close()
 	<-wrote
 	return apitest.Response{Status: resp.StatusCode, Header: resp.Header, Body: out}, closed
+}
+
+// TestInboundInFlightCopyGets409RetryAfter1NotCharged: "While a message with the same
+// id or the same content is being processed, another copy gets 409
+// idempotency_key_in_use with Retry-After: 1" (api/docs/pages/webhooks.md, "Replays
+// and retries"); README.md: "same message id, or same signed content, in flight | 409
+// idempotency_key_in_use (Retry-After 1) | problem | failed" and "Every failure (4xx
+// but 409) and every replay is charged to the client address". Message A is held in
+// its actuals upsert; meanwhile A's id (the partner's retry, signed again) and A's
+// signed content under a new id each get that 409, are recorded failed, and leave the
+// address's failure bucket as it was. Released, A is processed; copies sent afterwards
+// are replays (200 ignored), and the id the 409 content copy came with is not burnt ("A
+// message that failed (4xx, or 503) is not remembered").
+func TestInboundInFlightCopyGets409RetryAfter1NotCharged(t *testing.T) {
+	ie := newInbound(t)
+	ctx := context.Background()
+	reg := prometheus.NewRegistry()
+	ie.in.Metrics = NewMetrics(reg)
+	held := &inboundHeldWriter{next: ie.in.Actuals, held: make(chan struct{}), release: make(chan struct{})}
+	ie.in.Actuals = held
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(held.release) }) }
+	t.Cleanup(release) // runs before the server's cleanup: never leave A's handler blocked
+	sec := ie.secret(t)
+	cmp := uuid.New()
+	putCampaigns(t, ie.conn, ie.ws, cmp)
+	day := func(back int) string { return ie.clock.Now().AddDate(0, 0, -back).Format("2006-01-02") }
+	bucket := func() string {
+		t.Helper()
+		v, err := ie.rdb.Get(ctx, ie.in.Store.failKey("127.0.0.1")).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		return v
+	}
+
+	// A, sent in the background, is held inside its upsert (reserved, not yet done).
+	t0 := ie.clock.Now()
+	body := reported(cmp, day(1), 100, "10")
+	sig := signature.Value(t0.Unix(), []byte(body), []byte(sec))
+	answerA := make(chan inboundAnswer, 1)
+	go func() {
+		answerA <- inboundPost(ie.srv, ie.path, body, signature.Header, sig, signature.MessageIDHeader, "held-a")
+	}()
+	select {
+	case <-held.held:
+	case a := <-answerA:
+		t.Fatalf("A was answered without reaching its upsert: %d %s (%v)", a.r.Status, a.r.Body, a.err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("A did not reach its upsert within 30 s")
+	}
+	before := bucket()
+
+	// While A is processed: its id (the same body signed again, a second later: a new
+	// content, so only the id matches), and its signed content under a new id.
+	copies := []struct{ what, id, sig string }{
+		{"A's id, signed again", "held-a", signature.Value(t0.Unix()+1, []byte(body), []byte(sec))},
+		{"A's t and body under a new id", "held-copy", sig},
+	}
+	for _, c := range copies {
+		r := ie.srv.Do(t, "POST", ie.path, "", body, signature.Header, c.sig, signature.MessageIDHeader, c.id)
+		if r.Status != 409 {
+			t.Fatalf("%s while A is processed: %d %s, want 409 idempotency_key_in_use", c.what, r.Status, r.Body)
+		}
+		apitest.Problem(t, r, 409, "idempotency_key_in_use")
+		if ra := r.Header.Get("Retry-After"); ra != "1" {
+			t.Fatalf("%s: 409 with Retry-After %q, want \"1\"", c.what, ra)
+		}
+	}
+	// Not charged: the address's bucket is as it was (a charge would move it).
+	if after := bucket(); after != before {
+		t.Fatalf("the 409s were charged to the address: its bucket %q, was %q", after, before)
+	}
+	// Counted as failed, reason in_flight (and nothing else failed or was throttled).
+	if got := counterValues(t, reg, "svc_webhooks_inbound_failures_total", "reason"); got[reasonInFlight] != 2 || got[reasonThrottled] != 0 {
+		t.Fatalf("svc_webhooks_inbound_failures_total %v, want 2 in_flight", got)
+	}
+	// Recorded failed, status 409, under the id each came with.
+	ie.flush(t)
+	rows, err := ie.logs.Inbound(ctx, ie.ws, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids409 := map[string]bool{}
+	for _, row := range rows {
+		if row.Outcome != Failed || row.Status != 409 {
+			t.Fatalf("row %+v while A is held, want failed 409 rows only", row)
+		}
+		ids409[row.MessageID] = true
+	}
+	if len(rows) != 2 || !ids409["held-a"] || !ids409["held-copy"] {
+		t.Fatalf("webhook_inbound while A is held: %+v, want failed rows of held-a and held-copy", rows)
+	}
+
+	// Released, A is processed: its one day stored as sent.
+	release()
+	select {
+	case a := <-answerA:
+		if a.err != nil {
+			t.Fatalf("A: %v", a.err)
+		}
+		inboundProcessed(t, a.r, 1)
+	case <-time.After(30 * time.Second):
+		t.Fatal("A was not answered within 30 s of its release")
+	}
+	if n := inboundStoredActuals(t, ie.conn, ie.ws, cmp); n != 1 {
+		t.Fatalf("%d days stored after A, want 1", n)
+	}
+	// Afterwards the same copies are replays: 200 ignored.
+	for i, c := range copies {
+		reason := "replay: message id already processed"
+		if i == 1 {
+			reason = "replay: signed content already processed"
+		}
+		r := ie.srv.Do(t, "POST", ie.path, "", body, signature.Header, c.sig, signature.MessageIDHeader, c.id)
+		if r.Status != 200 || r.JSON(t)["outcome"] != Ignored || r.JSON(t)["reason"] != reason {
+			t.Fatalf("%s after A was processed: %d %s, want 200 ignored, %q", c.what, r.Status, r.Body, reason)
+		}
+	}
+	// The id the 409 content copy came with was not burnt.
+	inboundProcessed(t, ie.send(t, reported(cmp, day(2), 200, "20"), "held-copy", ie.clock.Now(), sec), 1)
+}
+
+// TestInboundMessageIDBoundsAndProcessedAnswer: "no or bad SVC-Webhook-Id (1–200
+// printable ASCII) | 422 invalid_request | problem, errors[] | failed" and "processed |
+// 200 | {"outcome":"processed","message_id","type","rows_written"} | processed"
+// (webhooks/README.md, "Answers and outcomes"). A 200-character id of printable ASCII
+// (every character from ' ' to '~') is processed and answered with exactly those four
+// members. A 201-character id, an empty one, one holding a tab (non-printable, yet a
+// legal header byte) and one holding a non-ASCII character are each 422
+// invalid_request with one errors[] entry naming the header (rule format, or required
+// when empty), recorded failed, nothing stored. An id holding \x01 or \x7f cannot be
+// sent by net/http (it refuses a control character in a header); sent on a raw
+// connection it is not well-formed HTTP/1.1, and the server answers as errors.md
+// says: "invalid_request too: its one errors[] entry names the part (… headers …) with
+// rule http_syntax" (the receiver never sees it).
+func TestInboundMessageIDBoundsAndProcessedAnswer(t *testing.T) {
+	ie := newInbound(t)
+	ctx := context.Background()
+	sec := ie.secret(t)
+	cmp := uuid.New()
+	putCampaigns(t, ie.conn, ie.ws, cmp)
+	day := func(back int) string { return ie.clock.Now().AddDate(0, 0, -back).Format("2006-01-02") }
+
+	// 200 characters: '!'…'~' twice over (188), a space inside, then "0123456789a".
+	var b strings.Builder
+	for c := byte('!'); c <= '~'; c++ {
+		b.WriteByte(c)
+	}
+	id200 := b.String() + " " + b.String() + "0123456789a"
+	if len(id200) != 200 {
+		t.Fatalf("the id is %d characters", len(id200))
+	}
+	r := ie.send(t, inboundReported(cmp, day(1), day(2)), id200, ie.clock.Now(), sec)
+	if r.Status != 200 {
+		t.Fatalf("200-character id: %d %.400s, want 200 processed", r.Status, r.Body)
+	}
+	m := r.JSON(t)
+	want := map[string]any{"outcome": Processed, "message_id": id200, "type": TypeActualsReported, "rows_written": float64(2)}
+	if len(m) != len(want) {
+		t.Fatalf("processed answer %s, want exactly outcome, message_id, type, rows_written", r.Body)
+	}
+	for k, v := range want {
+		if m[k] != v {
+			t.Fatalf("processed answer %s: %s is %#v, want %#v", r.Body, k, m[k], v)
+		}
+	}
+	if n := inboundStoredActuals(t, ie.conn, ie.ws, cmp); n != 2 {
+		t.Fatalf("%d days stored, want 2", n)
+	}
+
+	// Refused ids, each with its own content (a new day), so that only the id decides.
+	// logged: the message id the failed row of a refusal by the receiver (field
+	// SVC-Webhook-Id) carries: the id cut to 200 characters, every character that is not
+	// printable ASCII shown as '?'.
+	bad := []struct {
+		what, id, field, rule, logged string
+		raw                           bool // sent on a raw connection
+	}{
+		{"of 201 characters", id200 + "b", signature.MessageIDHeader, "format", id200, false},
+		{"empty", "", signature.MessageIDHeader, "required", "", false},
+		{"with a tab", "tab\tid", signature.MessageIDHeader, "format", "tab?id", false},
+		{"with a non-ASCII character", "caf\u00e9-id", signature.MessageIDHeader, "format", "caf?-id", false},
+		{`with \x01`, "ctl\x01id", "headers", "http_syntax", "", true},
+		{`with \x7f`, "del\x7fid", "headers", "http_syntax", "", true},
+	}
+	for i, c := range bad {
+		msg := inboundReported(cmp, day(3+i))
+		hdr := []string{signature.Header, signature.Value(ie.clock.Now().Unix(), []byte(msg), []byte(sec)), signature.MessageIDHeader, c.id}
+		var r apitest.Response
+		if c.raw {
+			r, _ = inboundRawPost(t, ie.srv, ie.path, append(hdr, "Content-Length", strconv.Itoa(len(msg)), "Connection", "close"), msg)
+		} else {
+			r = ie.srv.Do(t, "POST", ie.path, "", msg, hdr...)
+		}
+		if r.Status != 422 {
+			t.Fatalf("id %s: %d %.400s, want 422 invalid_request", c.what, r.Status, r.Body)
+		}
+		p := apitest.Problem(t, r, 422, "invalid_request")
+		errs, _ := p["errors"].([]any)
+		if len(errs) != 1 {
+			t.Fatalf("id %s: errors[] has %d entries, want 1: %s", c.what, len(errs), r.Body)
+		}
+		e, _ := errs[0].(map[string]any)
+		if _, hasValue := e["value"]; e["field"] != c.field || e["rule"] != c.rule || !hasValue {
+			t.Fatalf("id %s: errors[0] %v, want field %s, rule %s, a value", c.what, e, c.field, c.rule)
+		}
+	}
+	if n := inboundStoredActuals(t, ie.conn, ie.ws, cmp); n != 2 {
+		t.Fatalf("%d days stored after the refused ids, want still 2", n)
+	}
+	// The processed message recorded processed; each id the receiver refused recorded
+	// failed, status 422.
+	ie.flush(t)
+	rows, err := ie.logs.Inbound(ctx, ie.ws, "", 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, row := range rows {
+		got[fmt.Sprintf("%s %d %q", row.Outcome, row.Status, row.MessageID)]++
+		if row.Outcome == Processed && row.Rows != 2 {
+			t.Fatalf("processed row %+v, want 2 rows written", row)
+		}
+	}
+	wantRows := map[string]int{fmt.Sprintf("%s 200 %q", Processed, id200): 1}
+	for _, c := range bad {
+		if c.field == signature.MessageIDHeader {
+			wantRows[fmt.Sprintf("%s 422 %q", Failed, c.logged)]++
+		}
+	}
+	for k, n := range wantRows {
+		if got[k] != n {
+			t.Fatalf("webhook_inbound rows %v, want %d of (outcome status message_id) %s", got, n, k)
+		}
+	}
+}
+
+// inboundHeldWriter holds the first upsert until release is closed (closing held when
+// it starts), then writes through; later upserts write through at once.
+type inboundHeldWriter struct {
+	next    ActualsWriter
+	once    sync.Once
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (w *inboundHeldWriter) UpsertActuals(ctx context.Context, ws uuid.UUID, rows []ActualsRow) error {
+	first := false
+	w.once.Do(func() { first = true })
+	if first {
+		close(w.held)
+		select {
+		case <-w.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return w.next.UpsertActuals(ctx, ws, rows)
+}
+
+// inboundAnswer is an answer received off the test's goroutine.
+type inboundAnswer struct {
+	r   apitest.Response
+	err error
+}
+
+// inboundPost is srv.Do for another goroutine (it reports errors instead of failing
+// the test): POST body to path with headers (name, value, …).
+func inboundPost(srv *apitest.Server, path, body string, headers ...string) inboundAnswer {
+	req, err := http.NewRequest("POST", srv.URL+path, strings.NewReader(body))
+	if err != nil {
+		return inboundAnswer{err: err}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := srv.Client.Do(req)
+	if err != nil {
+		return inboundAnswer{err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return inboundAnswer{r: apitest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, err: err}
 }
