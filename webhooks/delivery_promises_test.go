@@ -42,12 +42,7 @@ func TestOutboundDisabledAfter72hOfFailuresNotBefore(t *testing.T) {
 	}
 	ctx := context.Background()
 	rcv := newReceiver(t, e.clock, func(w http.ResponseWriter, n int) { w.WriteHeader(500) })
-	st := e.store()
-	ws := uuid.New()
-	ep, err := st.CreateEndpoint(ctx, ws, rcv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, ws, ep := e.endpoint(t, rcv.URL)
 	w := e.worker("w")
 	em := e.emitter()
 	t0 := e.clock.Now()
@@ -197,17 +192,9 @@ func TestOutboundRedeliveryAfterRedisSendsTheOriginalBodyFromClickHouse(t *testi
 	e := newEnv(t)
 	ctx := context.Background()
 	rcv := newReceiver(t, e.clock, func(w http.ResponseWriter, n int) { w.WriteHeader(200) })
-	st := e.store()
-	ws := uuid.New()
-	ep, err := st.CreateEndpoint(ctx, ws, rcv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, ws, ep := e.endpoint(t, rcv.URL)
 	rcv.secret = ep.Secrets[0].Secret
-	ev := keyEvent(ws)
-	if n, err := e.emitter().Emit(ctx, ev); err != nil || n != 1 {
-		t.Fatalf("Emit = %d, %v", n, err)
-	}
+	ev := e.emitKey(t, ws)
 	w := e.worker("w")
 	if n, err := w.RunOnce(ctx); err != nil || n != 1 {
 		t.Fatalf("first delivery: RunOnce = %d, %v", n, err)
@@ -294,12 +281,7 @@ func TestOutboundEventRowQueuedWhileClickHouseRefusesIt(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	rcv := newReceiver(t, e.clock, func(w http.ResponseWriter, n int) { w.WriteHeader(200) })
-	st := e.store()
-	ws := uuid.New()
-	ep, err := st.CreateEndpoint(ctx, ws, rcv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, ws, ep := e.endpoint(t, rcv.URL)
 	rcv.secret = ep.Secrets[0].Secret
 	// The table away: every INSERT into webhook_events fails, as with ClickHouse down.
 	if err := e.conn.Exec(ctx, "RENAME TABLE webhook_events TO webhook_events_away"); err != nil {

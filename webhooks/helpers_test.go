@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -139,3 +140,26 @@ func verifyIndependently(header string, body []byte, secret string, now time.Tim
 
 // TestMain removes the svc binary the end-to-end test builds (svctest.Binary).
 func TestMain(m *testing.M) { os.Exit(svctest.RunTests(m)) }
+
+// endpoint creates an endpoint on url for a new workspace in a new store of e's (a new
+// process); it returns the store, the workspace and the endpoint.
+func (e *testEnv) endpoint(t *testing.T, url string) (*Store, uuid.UUID, Endpoint) {
+	t.Helper()
+	st, ws := e.store(), uuid.New()
+	ep, err := st.CreateEndpoint(context.Background(), ws, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st, ws, ep
+}
+
+// emitKey emits a key.expiring event of ws and fails unless exactly one delivery was
+// scheduled.
+func (e *testEnv) emitKey(t *testing.T, ws uuid.UUID) Event {
+	t.Helper()
+	ev := keyEvent(ws)
+	if n, err := e.emitter().Emit(context.Background(), ev); err != nil || n != 1 {
+		t.Fatalf("Emit = %d, %v", n, err)
+	}
+	return ev
+}

@@ -138,12 +138,7 @@ func TestOutboundRotationSignsOneV1PerValidSecret(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	rcv := obNewReceiver(t, e.clock, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(204) })
-	st := e.store()
-	ws := uuid.New()
-	ep, err := st.CreateEndpoint(ctx, ws, rcv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, ws, ep := e.endpoint(t, rcv.URL)
 	s1 := ep.Secrets[0].Secret
 	w := e.worker("w")
 	em := e.emitter()
@@ -510,16 +505,8 @@ func TestOutboundNoAnswerWithinTheTimeoutIsAFailedAttempt(t *testing.T) {
 		}
 		w.WriteHeader(204)
 	})
-	st := e.store()
-	ws := uuid.New()
-	ep, err := st.CreateEndpoint(ctx, ws, rcv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := keyEvent(ws)
-	if n, err := e.emitter().Emit(ctx, ev); err != nil || n != 1 {
-		t.Fatalf("Emit = %d, %v", n, err)
-	}
+	st, ws, ep := e.endpoint(t, rcv.URL)
+	ev := e.emitKey(t, ws)
 	w := e.worker("w")
 	t0 := e.clock.Now()
 	start := time.Now()
@@ -587,12 +574,7 @@ func TestOutboundFailureRunsRestartAfterAGapAndEndOnSuccess(t *testing.T) {
 	var code atomic.Int32
 	code.Store(500)
 	rcv := obNewReceiver(t, e.clock, func(w http.ResponseWriter, _ *http.Request, _ int) { w.WriteHeader(int(code.Load())) })
-	st := e.store()
-	ws := uuid.New()
-	ep, err := st.CreateEndpoint(ctx, ws, rcv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, ws, ep := e.endpoint(t, rcv.URL)
 	em := e.emitter()
 	w := e.worker("w")
 	evA := keyEvent(ws)

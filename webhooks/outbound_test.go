@@ -200,12 +200,7 @@ func TestOutboundRestartAndTwoWorkers(t *testing.T) {
 		}
 		w.WriteHeader(200)
 	})
-	st := e.store()
-	ws := uuid.New()
-	ep, err := st.CreateEndpoint(ctx, ws, rcv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	st, ws, ep := e.endpoint(t, rcv.URL)
 	rcv.secret = ep.Secrets[0].Secret
 	const events = 30
 	em := e.emitter()
@@ -369,16 +364,8 @@ func TestOutboundGivesUpAfterTheSchedule(t *testing.T) {
 		w.Header().Set("Retry-After", "200000") // 55 h
 		w.WriteHeader(503)
 	})
-	st := e.store()
-	ws := uuid.New()
-	ep, err := st.CreateEndpoint(ctx, ws, rcv.URL, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ev := keyEvent(ws)
-	if n, err := e.emitter().Emit(ctx, ev); err != nil || n != 1 {
-		t.Fatalf("Emit = %d, %v", n, err)
-	}
+	st, ws, ep := e.endpoint(t, rcv.URL)
+	ev := e.emitKey(t, ws)
 	w := e.worker("w")
 	attempts := len(e.cfg.Schedule)
 	for a := 1; a <= attempts; a++ {
