@@ -86,10 +86,13 @@ func TestPixelRollupsTimeZones(t *testing.T) {
 		t.Fatalf("New York days: %v %v", got, zones)
 	}
 
+	// "an unknown zone is `422 invalid_request` with `errors[]` (`field` `time_zone`, `rule`
+	// `iana_time_zone`)" (CHANGELOG.md; rollups.md: "errors[] naming time_zone").
 	for _, bad := range []string{"Mars/Olympus", "Local", "+05:45", "UTC' OR 1=1 --", strings.Repeat("A", 300)} {
 		pr := apitest.Problem(t, e.Do(t, "GET", base+"&time_zone="+url.QueryEscape(bad), tn.Secret, ""), 422, "invalid_request")
-		if errs := pr["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["field"] != "time_zone" {
-			t.Fatalf("time_zone=%q: %v", bad, pr)
+		if errs := pr["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["field"] != "time_zone" ||
+			errs[0].(map[string]any)["rule"] != "iana_time_zone" {
+			t.Fatalf("time_zone=%q: %v, want one error time_zone/iana_time_zone", bad, pr)
 		}
 	}
 }
@@ -119,7 +122,17 @@ func TestPixelRollupsCursorKeepsItsZone(t *testing.T) {
 		t.Fatal(err)
 	}
 	cursor := *p.Meta.NextCursor
-	apitest.Problem(t, e.Do(t, "GET", base+"&time_zone=UTC&cursor="+url.QueryEscape(cursor), tn.Secret, ""), 422, "invalid_request")
+	// "a cursor keeps its listing's zone (another `time_zone` with it is 422, rule
+	// `cursor_time_zone`)" (CHANGELOG.md; rollups.md: "a `time_zone` that differs from the
+	// cursor's is `422 invalid_request`"): the error names the time_zone parameter.
+	pr := apitest.Problem(t, e.Do(t, "GET", base+"&time_zone=UTC&cursor="+url.QueryEscape(cursor), tn.Secret, ""), 422, "invalid_request")
+	if errs := pr["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["field"] != "time_zone" ||
+		errs[0].(map[string]any)["rule"] != "cursor_time_zone" {
+		t.Fatalf("time_zone=UTC with an Asia/Kolkata cursor: %v, want one error time_zone/cursor_time_zone", pr)
+	}
+	if r := e.Do(t, "GET", base+"&time_zone=Asia/Kolkata&cursor="+url.QueryEscape(cursor), tn.Secret, ""); r.Status != 200 {
+		t.Fatalf("time_zone naming the cursor's own zone: %d %s", r.Status, r.Body)
+	}
 	for {
 		p = listPage{}
 		e.get(t, tn.Secret, base+"&cursor="+url.QueryEscape(cursor), &p)

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -250,6 +251,18 @@ func TestErasureEndToEnd(t *testing.T) {
 	if err := json.Unmarshal(deliveries[0], &env); err != nil || env.Type != "erasure.completed" || env.Data["id"] != id ||
 		env.Data["status"] != "completed" || env.Data["events_affected"] != float64(affected) {
 		t.Fatalf("erasure.completed body: %s (%v)", deliveries[0], err)
+	}
+	// "`data` is the erasure record exactly as `GET /erasures/{id}` returns it"
+	// (webhooks/README.md; webhooks.md: "the erasure record, as `GET /erasures/{id}`
+	// returns it"): every member, with the same values.
+	st, got := in.get(keyA, "/v1/erasures/"+id)
+	var record map[string]any
+	if err := json.Unmarshal(got, &record); st != 200 || err != nil {
+		t.Fatalf("GET /erasures/%s: %d %s (%v)", id, st, got, err)
+	}
+	if !reflect.DeepEqual(env.Data, record) {
+		data, _ := json.Marshal(env.Data)
+		t.Fatalf("erasure.completed data differs from GET /erasures/%s:\ndata: %s\nGET:  %s", id, data, got)
 	}
 	if strings.Contains(in.log.String(), "@example.com") || strings.Contains(string(deliveries[0]), "@example.com") {
 		t.Fatal("an address reached the log or the webhook")

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"testing"
@@ -185,7 +186,8 @@ func (s *Server) Do(t testing.TB, method, path, secret, body string, headers ...
 	return Response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 }
 
-// Problem asserts r is a problem document with status and code, and returns it.
+// Problem asserts r is a problem document with status and code, carrying the extension
+// members of its code and none of another code's (checkExtensions), and returns it.
 func Problem(t testing.TB, r Response, status int, code string) map[string]any {
 	t.Helper()
 	if r.Status != status {
@@ -209,7 +211,71 @@ func Problem(t testing.TB, r Response, status int, code string) map[string]any {
 	if m["type"] != m["doc_url"] || !strings.HasSuffix(m["type"].(string), "/errors/"+code) {
 		t.Fatalf("type %v / doc_url %v do not name the code's page", m["type"], m["doc_url"])
 	}
+	checkExtensions(t, r, m, code)
 	return m
+}
+
+// extensions are the problem members that belong to one code each (errors.md, the
+// fields table): "`required_scope`, `granted_scopes` | only on `insufficient_scope`",
+// "`errors[]` | only on `invalid_request`, and always there", "`expired_at` | only on
+// `key_expired`", "`client_ip` | only on `ip_not_allowed`". The code table's conditions
+// say each of those codes carries its members ("the response lists required_scope and
+// granted_scopes", "carries expired_at", "carries client_ip").
+var extensions = []struct{ member, code string }{
+	{"errors", "invalid_request"},
+	{"required_scope", "insufficient_scope"},
+	{"granted_scopes", "insufficient_scope"},
+	{"expired_at", "key_expired"},
+	{"client_ip", "ip_not_allowed"},
+}
+
+// checkExtensions fails unless m, a problem of code, carries exactly the extension
+// members of its code, each of its documented shape: errors[] one {field, rule, value,
+// …} entry or more, required_scope a scope, granted_scopes an array, expired_at an
+// RFC 3339 instant, client_ip an address.
+func checkExtensions(t testing.TB, r Response, m map[string]any, code string) {
+	t.Helper()
+	for _, x := range extensions {
+		v, has := m[x.member]
+		if has && code != x.code {
+			t.Fatalf("problem %s carries %s, documented only on %s: %s", code, x.member, x.code, r.Body)
+		}
+		if !has && code == x.code {
+			t.Fatalf("problem %s lacks %s, documented on every %s problem: %s", code, x.member, code, r.Body)
+		}
+		if !has {
+			continue
+		}
+		ok := false
+		switch x.member {
+		case "errors":
+			errs, _ := v.([]any)
+			ok = len(errs) > 0
+			for _, e := range errs {
+				fe, _ := e.(map[string]any)
+				field, _ := fe["field"].(string)
+				rule, _ := fe["rule"].(string)
+				_, hasValue := fe["value"]
+				ok = ok && field != "" && rule != "" && hasValue
+			}
+		case "required_scope":
+			s, _ := v.(string)
+			ok = s != ""
+		case "granted_scopes":
+			_, ok = v.([]any)
+		case "expired_at":
+			s, _ := v.(string)
+			_, err := time.Parse(time.RFC3339, s)
+			ok = err == nil
+		case "client_ip":
+			s, _ := v.(string)
+			_, err := netip.ParseAddr(s)
+			ok = err == nil
+		}
+		if !ok {
+			t.Fatalf("problem %s: %s is not of its documented shape: %s", code, x.member, r.Body)
+		}
+	}
 }
 
 // Oversize sends only the head of a request that announces a body of contentLength bytes
