@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -95,6 +96,9 @@ func TestDayBoundaries(t *testing.T) {
 func TestQuarterHourBucketsFitEveryZone(t *testing.T) {
 	z, err := zip.OpenReader(filepath.Join(runtime.GOROOT(), "lib", "time", "zoneinfo.zip"))
 	if err != nil {
+		if os.Getenv("CI") == "true" { // Go's distribution always ships it
+			t.Fatalf("no zone list under CI: %v", err)
+		}
 		t.Skipf("no zone list: %v", err)
 	}
 	defer z.Close()
