@@ -450,3 +450,26 @@ func TestDiscoveryLinksResolve(t *testing.T) {
 		t.Errorf("HEAD api-catalog: %d", h.Status)
 	}
 }
+
+// Offset paging is deprecated (versioning.md, rollups.md): every operation that takes
+// offset marks the parameter itself deprecated, where OpenAPI tools read it.
+func TestOffsetParameterDeprecated(t *testing.T) {
+	doc := docs.OpenAPI(devRoutes(), "https://httpserver.example.com")
+	n := 0
+	for path, item := range doc["paths"].(map[string]any) {
+		for m, o := range item.(map[string]any) {
+			ps, _ := o.(map[string]any)["parameters"].([]any)
+			for _, p := range ps {
+				if pm := p.(map[string]any); pm["name"] == "offset" {
+					n++
+					if pm["deprecated"] != true {
+						t.Errorf("%s %s: offset is not marked deprecated: %v", strings.ToUpper(m), path, pm)
+					}
+				}
+			}
+		}
+	}
+	if n == 0 {
+		t.Fatal("no operation takes offset")
+	}
+}

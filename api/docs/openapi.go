@@ -72,9 +72,9 @@ func exampleProblem(docsURL string, code problem.Code) *problem.Problem {
 	case problem.IPNotAllowed:
 		p.ClientIP = "203.0.113.7"
 	case problem.InvalidRequest:
-		p.Errors = []problem.FieldError{{Field: "events[0].occurred_at", Rule: "format", Value: "yesterday", Pointer: "/events/0/occurred_at"}}
+		p.Errors = []problem.FieldError{{Field: "events[0].occurred_at", Rule: "iso8601_utc", Value: "yesterday", Pointer: "/events/0/occurred_at"}}
 	}
-	p.Finish(docsURL, "req_01J9Z8Q4W3X2V1T0S9R8Q7P6N5")
+	p.Finish(docsURL, "req_8f14e45fceea167a5a36dedd")
 	return p
 }
 
@@ -205,6 +205,9 @@ func operation(r httpserver.Route, op Op, docsURL string) map[string]any {
 		m := map[string]any{"name": p.Name, "in": p.In, "description": p.Desc, "required": p.Required || p.In == "path", "schema": p.Schema}
 		if p.Example != nil {
 			m["example"] = p.Example
+		}
+		if p.Schema["deprecated"] == true {
+			m["deprecated"] = true // where tools read it: the Parameter Object
 		}
 		ps = append(ps, m)
 	}

@@ -124,7 +124,9 @@ var (
 		map[string]any{"name": "daily", "quota": 10000, "window_seconds": 86400, "remaining": 9999, "reset": 9, "scope": "key"}}
 	exBatch = map[string]any{"pixel_id": exPixel, "events": []any{map[string]any{
 		"event_name": "purchase", "occurred_at": "2026-09-14T10:15:00Z", "value": 49.9, "currency": "EUR",
-		"consent": map[string]any{"measurement": true}, "identity": map[string]any{"email": "ada@example.com"}}}}
+		"consent": map[string]any{"measurement": true}, "identity": map[string]any{"email": "ada@example.com"}}, map[string]any{
+		"event_name": "purchase", "occurred_at": "2026-09-01T08:00:00Z", "value": 12.5, "currency": "EUR", // older than 7 days: too_old
+		"consent": map[string]any{"measurement": true}}}}
 )
 
 // Operations is the one table of per-operation documentation, keyed by "METHOD /path"
@@ -148,8 +150,9 @@ var Operations = map[string]Op{
 		"A copy within the same batch is refused here (rule duplicate_event_id, counted in duplicates); " +
 		"a copy of an event sent in an earlier batch is dropped after the 202, which cannot know of it; GET /rejections lists it (rule duplicate_event_id).",
 		Body: "Batch", BodyExample: exBatch, Status: 202, Response: ref("EventsAccepted"),
-		Example: map[string]any{"accepted": 1, "rejected": 0, "duplicates": 0, "rejections": []any{}, "request_id": "req_01J9Z8Q4W3X2V1T0S9R8Q7P6N5"},
-		Codes:   []problem.Code{problem.InvalidRequest, problem.NotFound, problem.ServiceUnavailable}},
+		Example: map[string]any{"accepted": 1, "rejected": 1, "duplicates": 0, "request_id": "req_8f14e45fceea167a5a36dedd",
+			"rejections": []any{map[string]any{"index": 1, "field": "occurred_at", "rule": "too_old", "value": "2026-09-01T08:00:00Z"}}},
+		Codes: []problem.Code{problem.InvalidRequest, problem.NotFound, problem.ServiceUnavailable}},
 
 	// Webhooks.
 	"POST /webhooks/inbound/{workspace}": {Tag: "Webhooks", Description: "Receive a signed partner message that writes delivered performance into campaign actuals. " +
@@ -205,7 +208,7 @@ var Operations = map[string]Op{
 	"POST /imports/actuals": {Tag: "Plans", Description: "Write delivered days into media plans: at most 500 rows, one per line item per day; upsert on plan, line and date (restating a day overwrites it). Every row is validated; problems are in errors[] and nothing is written. Send an Idempotency-Key: a retry returns the original result.",
 		Body: "ActualsImport", BodyExample: map[string]any{"rows": []any{map[string]any{"plan_id": exPlan, "line_id": exLine, "date": "2026-09-14",
 			"impressions": 48210, "clicks": 911, "spend": "774.35", "currency": "EUR", "conversions": 37}}},
-		Response: ref("ImportResult"), Example: map[string]any{"rows": 1, "upserted": 1, "request_id": "req_01J9Z8Q4W3X2V1T0S9R8Q7P6N5"},
+		Response: ref("ImportResult"), Example: map[string]any{"rows": 1, "upserted": 1, "request_id": "req_8f14e45fceea167a5a36dedd"},
 		Codes: []problem.Code{problem.InvalidRequest, problem.NotFound}},
 
 	// Campaigns, studies, findings.

@@ -17,7 +17,7 @@ var exErasureObj = map[string]any{
 	"events_affected": 3, "events_remaining": 0,
 	"days_recomputed": []any{map[string]any{"pixel_id": exPixel, "pixel_id_uuid": uuidOf(exPixel), "date": "2026-09-13"},
 		map[string]any{"pixel_id": exPixel, "pixel_id_uuid": uuidOf(exPixel), "date": "2026-09-14"}},
-	"request_id": "req_01J9Z8Q4W3X2V1T0S9R8Q7P6N5",
+	"request_id": "req_8f14e45fceea167a5a36dedd",
 }
 
 func init() {

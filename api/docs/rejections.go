@@ -6,7 +6,7 @@ import "svc/lib/problem"
 // it to Operations; components() merges rejectionComponents().
 
 var exRejectionObj = map[string]any{
-	"request_id": "req_01J9Z8Q4W3X2V1T0S9R8Q7P6N5", "received_at": "2026-09-14T10:15:00Z",
+	"request_id": "req_8f14e45fceea167a5a36dedd", "received_at": "2026-09-14T10:15:00Z",
 	"pixel_id": exPixel, "pixel_id_uuid": uuidOf(exPixel), "key_id": exKey, "key_id_uuid": uuidOf(exKey),
 	"status": 202, "batch_events": 50, "event_index": 3, "field": "currency", "rule": "iso4217", "value": "EURO",
 }

@@ -116,7 +116,7 @@ func components() map[string]Schema {
 			"pixel_id": Schema{"type": "string", "description": "pxl_<id> or the raw UUID; a pixel of the key's workspace."},
 			"events":   Schema{"type": "array", "minItems": 1, "maxItems": 50, "items": ref("Event")},
 		}),
-		"Rejection": object("One event rejected from an otherwise accepted batch.", []string{"index", "field", "rule", "value"}, Schema{
+		"EventRejection": object("One event rejected from an otherwise accepted batch (the 202's rejections[]; GET /rejections lists the records, Rejection).", []string{"index", "field", "rule", "value"}, Schema{
 			"index": integer("Position of the event in events[]."),
 			"field": str("The field."),
 			"rule":  str("The rule it broke."),
@@ -127,7 +127,7 @@ func components() map[string]Schema {
 				"deduplication window (48 h), which is dropped after this answer: it cannot say so."),
 			"rejected":   integer("Events rejected (see rejections), duplicates included."),
 			"duplicates": integer("Events refused as a later copy of an event_id earlier in this batch (rule duplicate_event_id, among rejected)."),
-			"rejections": array(ref("Rejection"), "Why each rejected event was refused."),
+			"rejections": array(ref("EventRejection"), "Why each rejected event was refused."),
 			"request_id": str("The request id."),
 		}),
 		"Me": withIDs(object("The calling key's own record.", []string{"id", "environment", "workspace_id", "scopes", "version"}, Schema{
@@ -327,17 +327,13 @@ func components() map[string]Schema {
 			"result": Schema{"type": "object"}, "error": Schema{"type": "object"},
 		}),
 	}
-	for k, v := range privacyComponents() {
-		m[k] = v
-	}
-	for k, v := range rejectionComponents() {
-		m[k] = v
-	}
-	for k, v := range visibilityComponents() {
-		if _, dup := m[k]; dup {
-			panic("docs: schema " + k + " declared twice") // a programming error, caught by every test
+	for _, more := range []map[string]Schema{privacyComponents(), rejectionComponents(), visibilityComponents()} {
+		for k, v := range more {
+			if _, dup := m[k]; dup {
+				panic("docs: schema " + k + " declared twice") // a programming error, caught by every test
+			}
+			m[k] = v
 		}
-		m[k] = v
 	}
 	return m
 }
