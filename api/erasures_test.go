@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"svc/api/docs"
 	"svc/lib/apikey"
 	"svc/lib/ids"
 	"svc/schema/erasure"
@@ -182,8 +183,21 @@ func TestErasureListsNeverFailOnBadInput(t *testing.T) {
 func TestAccountShowsRetention(t *testing.T) {
 	e := newEnv(t)
 	tn := e.tenant(t, false)
-	if a := e.Do(t, "GET", "/account", tn.Secret, "").JSON(t); a["raw_event_retention_days"] != nil {
+	a := e.Do(t, "GET", "/account", tn.Secret, "").JSON(t)
+	if a["raw_event_retention_days"] != nil {
 		t.Fatalf("a new workspace has a retention: %v", a)
+	}
+	// The answer of a workspace without catalog data ("" fields) is what the OpenAPI
+	// document declares, every member of it declared.
+	comps := docs.Components()
+	if errs := docs.Validate(docs.Schema{"$ref": "#/components/schemas/Account"}, a, comps); len(errs) > 0 {
+		t.Fatalf("GET /account %v against its schema: %v", a, errs)
+	}
+	props, _ := comps["Account"]["properties"].(docs.Schema)
+	for k := range a {
+		if _, ok := props[k]; !ok {
+			t.Errorf("GET /account's member %q is not in the OpenAPI schema", k)
+		}
 	}
 	rt := workspace.NewRetention(e.Redis)
 	if err := rt.Set(context.Background(), tn.Workspace.ID, 30); err != nil {

@@ -16,6 +16,10 @@ func TestClientEventIDVector(t *testing.T) {
 	if u != ClientEventID([]byte("order-1")) || u == ClientEventID([]byte("order-2")) {
 		t.Fatal("ClientEventID is not a function of the event_id alone")
 	}
+	// The developer pages' example (events.md, "The id it maps to").
+	if u := ClientEventID([]byte("order-10045")); hex.EncodeToString(u[:]) != "6244b57bed338ea18be1cd820353f3b4" {
+		t.Fatalf("ClientEventID(order-10045) = %x, the pages say 6244b57b-ed33-8ea1-8be1-cd820353f3b4", u)
+	}
 	assigned := UUID{6: 0x4a, 8: 0x80}
 	if assigned.FromClient() {
 		t.Fatal("a version 4 id taken for a client's")

@@ -183,8 +183,12 @@ func components() map[string]Schema {
 		}),
 		"Account": withIDs(object("The organisation behind the workspace.", []string{"id"}, Schema{
 			"id": id("org_", "The workspace"), "name": str("Trading name."), "legal_name": str("Legal name."),
-			"country": str("ISO 3166-1 alpha-2."), "currency": currencySchema, "timezone": str("IANA zone."),
-			"industry": str("Industry."), "created_at": timeSchema, "updated_at": timeSchema,
+			"country":  str("ISO 3166-1 alpha-2; \"\" when not set."),
+			"currency": Schema{"type": "string", "pattern": "^([A-Z]{3})?$", "description": "ISO 4217 currency code of the organisation; \"\" when not set."},
+			"timezone": str("The organisation's IANA zone, from its catalog; \"\" when not set. Not the reporting zone of rollups: each pixel's time_zone."),
+			"industry": str("Industry."), "created_at": timeSchema,
+			"environment":              enum("live, or sandbox for a showroom workspace.", "live", "sandbox"),
+			"showroom":                 Schema{"type": "boolean", "description": "Whether the workspace is a showroom (sample data, sandbox keys)."},
 			"raw_event_retention_days": Schema{"type": []string{"integer", "null"}, "minimum": 8, "description": "Days raw events are kept (null: unlimited); rollups keep every day."},
 		}), "id"),
 		"Plan": withIDs(object("A media plan.", []string{"id"}, Schema{
