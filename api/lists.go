@@ -9,11 +9,12 @@ import (
 	"svc/schema/catalog"
 )
 
-// parsePage reads the paging parameters (lib/paging) for list; a cursor of a dated list
-// must carry a day.
+// parsePage reads the paging parameters (lib/paging) for list; a cursor's time (the
+// lists that carry one bind it as a DateTime) must be one a DateTime holds, and a cursor
+// of a dated list must carry a day.
 func parsePage(r *httpserver.Request, list string, errs *[]problem.FieldError) paging.Page {
 	return httpserver.ParsePage(r, list, func(c paging.Cursor) bool {
-		if list == "erasures" && (c.T < 0 || c.T > maxDateTime) {
+		if c.T < 0 || c.T > maxDateTime {
 			return false
 		}
 		if !datedLists[list] {

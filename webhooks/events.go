@@ -149,7 +149,7 @@ type queuedEvent struct {
 // queue keeps q for a later flushQueuedEvents.
 func (em *Emitter) queue(ctx context.Context, q queuedEvent) {
 	b, _ := json.Marshal(q)
-	if err := em.Store.pushEvent(ctx, b); err != nil {
+	if err := em.Store.push(ctx, eventQueue, b); err != nil {
 		em.Log.Error("webhook event's row lost: a redelivery after the event's time in Redis will find no body",
 			"event_id", q.ID, "err", err.Error())
 	}
@@ -162,7 +162,7 @@ func (w *Worker) flushQueuedEvents(ctx context.Context) {
 	if w.Logs == nil {
 		return
 	}
-	raw, err := w.Store.popEvents(ctx, 100)
+	raw, err := w.Store.pop(ctx, eventQueue, 100)
 	if err != nil {
 		return
 	}
@@ -175,7 +175,7 @@ func (w *Worker) flushQueuedEvents(ctx context.Context) {
 		ws, _ := uuid.Parse(q.WS)
 		if err := w.Logs.InsertEvent(ctx, id, ws, q.Kind, q.At, q.Body); err != nil {
 			for _, back := range raw[i:] {
-				_ = w.Store.pushEvent(ctx, []byte(back))
+				_ = w.Store.push(ctx, eventQueue, []byte(back))
 			}
 			return
 		}

@@ -102,29 +102,21 @@ func (s *Store) begin(ctx context.Context, key string, hold time.Duration) (stri
 	return st, err
 }
 
-// ---- delivery-log queue (rows ClickHouse could not take yet) ----
+// ---- queues of rows ClickHouse could not take yet ----
 
-func (s *Store) pushLog(ctx context.Context, b []byte) error {
-	return s.rdb.RPush(ctx, s.p+"logq", b).Err()
+// The queues (lists under the prefix): delivery-log rows, and emitted events' rows.
+const (
+	logQueue   = "logq"
+	eventQueue = "eventq"
+)
+
+func (s *Store) push(ctx context.Context, queue string, b []byte) error {
+	return s.rdb.RPush(ctx, s.p+queue, b).Err()
 }
 
-// popLogs takes up to n queued rows (the caller pushes them back if it cannot write them).
-func (s *Store) popLogs(ctx context.Context, n int) ([]string, error) {
-	v, err := s.rdb.LPopCount(ctx, s.p+"logq", n).Result()
-	if errors.Is(err, redis.Nil) {
-		return nil, nil
-	}
-	return v, err
-}
-
-func (s *Store) pushEvent(ctx context.Context, b []byte) error {
-	return s.rdb.RPush(ctx, s.p+"eventq", b).Err()
-}
-
-// popEvents takes up to n queued event rows (the caller pushes them back if it cannot
-// write them).
-func (s *Store) popEvents(ctx context.Context, n int) ([]string, error) {
-	v, err := s.rdb.LPopCount(ctx, s.p+"eventq", n).Result()
+// pop takes up to n rows of queue (the caller pushes them back if it cannot write them).
+func (s *Store) pop(ctx context.Context, queue string, n int) ([]string, error) {
+	v, err := s.rdb.LPopCount(ctx, s.p+queue, n).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}

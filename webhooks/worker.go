@@ -308,7 +308,7 @@ func (w *Worker) record(ctx context.Context, row DeliveryRow) {
 		w.Log.Warn("delivery log insert failed; queued in Redis", "event_id", row.EventID.String(), "err", err.Error())
 	}
 	b, _ := json.Marshal(queuedRow{row, row.WorkspaceID.String(), row.EndpointID.String(), row.EventID.String()})
-	if err := w.Store.pushLog(ctx, b); err != nil {
+	if err := w.Store.push(ctx, logQueue, b); err != nil {
 		w.Log.Error("delivery log row lost", "event_id", row.EventID.String(), "attempt", row.Attempt, "err", err.Error())
 	}
 }
@@ -325,7 +325,7 @@ func (w *Worker) flushQueuedLogs(ctx context.Context) {
 	if w.Logs == nil {
 		return
 	}
-	raw, err := w.Store.popLogs(ctx, 500)
+	raw, err := w.Store.pop(ctx, logQueue, 500)
 	if err != nil || len(raw) == 0 {
 		return
 	}
@@ -342,7 +342,7 @@ func (w *Worker) flushQueuedLogs(ctx context.Context) {
 	}
 	if err := w.Logs.InsertDeliveries(ctx, rows); err != nil {
 		for _, s := range raw {
-			_ = w.Store.pushLog(ctx, []byte(s))
+			_ = w.Store.push(ctx, logQueue, []byte(s))
 		}
 	}
 }
