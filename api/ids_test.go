@@ -10,6 +10,7 @@ import (
 
 	"svc/lib/apikey"
 	"svc/lib/ids"
+	"svc/lib/problem"
 	"svc/schema/apitest"
 	"svc/schema/workspace"
 )
@@ -121,5 +122,24 @@ func (rt idRoute) check(t *testing.T, e *env, secret, v string) {
 	}
 	if fe := errs[0].(map[string]any); fe["field"] != rt.field || fe["rule"] != "id" || fe["value"] != v {
 		t.Errorf("%s %s %s: errors[0] = %v, want field %s, rule id, value %q", rt.method, path, body, fe, rt.field, v)
+	}
+}
+
+// An id parameter's errors[].value is what the answer may echo (problem.Echo): a value
+// holding an '@' is withheld, a long one cut to 64 bytes and "…"; the pixel_id of
+// GET /pixel-rollups (workspace.InvalidID) and the other lists' id parameters alike.
+func TestIDValuesEchoedWithoutContactDetails(t *testing.T) {
+	e := newEnv(t)
+	tn := e.tenant(t, false)
+	long := strings.Repeat("x", 100)
+	for _, path := range []string{"/pixel-rollups?pixel_id=%s", "/campaigns?plan_id=%s"} {
+		for v, want := range map[string]string{"ada@example.com": problem.WithheldEcho, long: long[:64] + "…"} {
+			p := fmt.Sprintf(path, url.QueryEscape(v))
+			m := apitest.Problem(t, e.Do(t, "GET", p, tn.Secret, ""), 422, "invalid_request")
+			errs, _ := m["errors"].([]any)
+			if len(errs) != 1 || errs[0].(map[string]any)["value"] != want {
+				t.Errorf("GET %s: errors %v, want one entry with value %q", p, m["errors"], want)
+			}
+		}
 	}
 }

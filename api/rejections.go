@@ -57,10 +57,10 @@ func (a *API) listRejections(r *httpserver.Request) error {
 		t, err := time.Parse(time.RFC3339, v)
 		switch {
 		case err != nil:
-			errs = append(errs, queryError("since", "iso8601", cut(v, 64)))
+			errs = append(errs, queryError("since", "iso8601", v))
 		case t.Unix() < 0 || t.Unix() > maxDateTime:
 			// ClickHouse's DateTime: an instant outside it would wrap to another one.
-			errs = append(errs, queryError("since", "range_1970_2106", cut(v, 64)))
+			errs = append(errs, queryError("since", "range_1970_2106", v))
 		}
 		q.Since = t
 	}

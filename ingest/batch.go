@@ -241,7 +241,7 @@ func (p *Parser) event(b *Batch, idx int) {
 		if p.seen(b, e.ID) {
 			// The first accepted copy is the event; a later one is refused, so that an
 			// event_id counts once however often a batch repeats it.
-			p.reject(b, &st, idx, "event_id", schema.RuleDuplicateEventID, clip(st.clientID, 64, "…"))
+			p.reject(b, &st, idx, "event_id", schema.RuleDuplicateEventID, echo(st.clientID))
 			b.Duplicates++
 			return
 		}
@@ -336,7 +336,7 @@ func (p *Parser) readEventID(b *Batch, st *eventState, idx int, e *schema.Event,
 	}
 	id := s.str()
 	if len(id) == 0 || longer(id, MaxEventIDLen) || !printable(id) {
-		p.reject(b, st, idx, "event_id", "max_length", clip(id, 64, "…"))
+		p.reject(b, st, idx, "event_id", "max_length", echo(id))
 		return false
 	}
 	if s.escaped {
@@ -359,7 +359,7 @@ func (p *Parser) readEventName(b *Batch, st *eventState, idx int, e *schema.Even
 	case longer(v, schema.MaxNameLen):
 		p.reject(b, st, idx, "event_name", "max_length", clip(v, 32, "…"))
 	case !printable(v):
-		p.reject(b, st, idx, "event_name", "printable", clip(v, 64, "…"))
+		p.reject(b, st, idx, "event_name", "printable", echo(v))
 	case s.escaped:
 		e.Name = string(v)
 		return true
@@ -379,11 +379,11 @@ func (p *Parser) readOccurredAt(b *Batch, st *eventState, idx int, e *schema.Eve
 	sec, nsec, ok := parseUTC(v)
 	switch {
 	case !ok:
-		p.reject(b, st, idx, "occurred_at", "iso8601_utc", clip(v, 64, "…"))
+		p.reject(b, st, idx, "occurred_at", "iso8601_utc", echo(v))
 	case before(sec, nsec, p.now.Add(-MaxEventAge)):
-		p.reject(b, st, idx, "occurred_at", "too_old", clip(v, 64, "…"))
+		p.reject(b, st, idx, "occurred_at", "too_old", echo(v))
 	case after(sec, nsec, p.now.Add(MaxClockSkew)):
-		p.reject(b, st, idx, "occurred_at", "in_future", clip(v, 64, "…"))
+		p.reject(b, st, idx, "occurred_at", "in_future", echo(v))
 	default:
 		e.OccurredAt = sec*1000 + int64(nsec)/1e6
 		return true

@@ -398,18 +398,9 @@ func (e *Edge) produceFailed(err error) error {
 
 // pixel resolves the batch's pixel within the key's workspace (workspace.PixelOfKey): an
 // id that is not a pixel id (malformed, or of another kind) is 422, rule pixel_id, its
-// value echoed unless it holds an '@' (an answer never echoes a contact detail).
+// value echoed as problem.Echo says (never a contact detail).
 func (e *Edge) pixel(r *httpserver.Request, raw string) (workspace.Pixel, error) {
-	px, err := workspace.PixelOfKey(r.Context(), e.keys, r.Key, raw, problem.FieldError{Field: "pixel_id", Rule: "pixel_id", Pointer: "/pixel_id"})
-	var p *problem.Problem
-	if err != nil && errors.As(err, &p) {
-		for i := range p.Errors {
-			if v, ok := p.Errors[i].Value.(string); ok {
-				p.Errors[i].Value = clip([]byte(v), 64, "…")
-			}
-		}
-	}
-	return px, err
+	return workspace.PixelOfKey(r.Context(), e.keys, r.Key, raw, problem.FieldError{Field: "pixel_id", Rule: "pixel_id", Pointer: "/pixel_id"})
 }
 
 var schemaV1 = []byte(schema.SchemaEventsV1)

@@ -124,7 +124,7 @@ func (p *Parser) readCurrency(b *Batch, st *eventState, idx int, e *schema.Event
 	}
 	v := s.str()
 	if len(v) != 3 || !upper(v[0]) || !upper(v[1]) || !upper(v[2]) {
-		p.reject(b, st, idx, "currency", "iso4217", clip(v, 64, "…"))
+		p.reject(b, st, idx, "currency", "iso4217", echo(v))
 		return false
 	}
 	copy(e.Currency[:], v)

@@ -1,12 +1,11 @@
 package ingest
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"unicode/utf8"
 
-	"svc/schema/rejection"
+	"svc/lib/problem"
 )
 
 // scanner is a minimal JSON reader over one request body, built for the batch format:
@@ -408,29 +407,22 @@ func (s *scanner) skip(depth int) kind {
 	return k
 }
 
-// raw returns up to 64 bytes of the raw value starting at from, for errors[].value, or
-// withheldValue when the whole value holds an '@' (clip).
+// raw returns up to problem.EchoLen bytes of the raw value starting at from, for
+// errors[].value, or problem.WithheldEcho when the whole value holds an '@' (clip).
 func (s *scanner) raw(from int) string {
 	end := min(s.i, len(s.b))
 	if from >= end {
 		return ""
 	}
-	return clip(s.b[from:end], 64, "")
+	return clip(s.b[from:end], problem.EchoLen, "")
 }
 
 // withheldValue stands for a rejected value that may hold contact details.
-const withheldValue = rejection.WithheldEcho
+const withheldValue = problem.WithheldEcho
 
-// clip returns v cut to n bytes (and marked with more when cut) for errors[].value and
-// the rejection records, or withheldValue when v holds an '@', written or escaped as
-// \u0040: the check reads the whole value before it is cut, so a value whose '@' lies
-// past the cut (an email after a long prefix) does not leave its local part behind.
-func clip(v []byte, n int, more string) string {
-	if bytes.IndexByte(v, '@') >= 0 || bytes.Contains(v, []byte(`\u0040`)) {
-		return withheldValue
-	}
-	if len(v) <= n {
-		return string(v)
-	}
-	return string(v[:n]) + more
-}
+// clip is problem.Echo of v: v cut to n bytes (marked with more when cut) for
+// errors[].value and the rejection records, or withheld when it holds an '@'.
+func clip(v []byte, n int, more string) string { return problem.Echo(string(v), n, more) }
+
+// echo is the answer's copy of a rejected value: clip to problem.EchoLen, "…" marking a cut.
+func echo(v []byte) string { return clip(v, problem.EchoLen, "…") }

@@ -129,8 +129,12 @@ type FieldError struct {
 	Detail  string `json:"detail,omitempty"`
 }
 
-// QueryParam is the errors[] entry for query parameter name, invalid by rule.
+// QueryParam is the errors[] entry for query parameter name, invalid by rule; a string
+// value is echoed as Echo says (withheld when it holds an '@', cut to EchoLen bytes).
 func QueryParam(name, rule string, value any) FieldError {
+	if v, ok := value.(string); ok {
+		value = Echo(v, EchoLen, "…")
+	}
 	return FieldError{Field: name, Rule: rule, Value: value, Detail: "query parameter " + name}
 }
 
@@ -199,3 +203,24 @@ func Unavailable(what string, retryAfter int) *Problem {
 // Pointer is the JSON Pointer (RFC 6901) of a dotted field name, without its leading
 // slash: "identity.email" is "identity/email". Field names hold no "~" or "/".
 func Pointer(field string) string { return strings.ReplaceAll(field, ".", "/") }
+
+// WithheldEcho is what an answer says in errors[].value in place of a value that may
+// hold contact details.
+const WithheldEcho = "(withheld: contact details are never echoed)"
+
+// EchoLen is how much of a rejected value an answer echoes (errors[].value, rejections[]).
+const EchoLen = 64
+
+// Echo is what an answer says of a value received: WithheldEcho when v holds an '@',
+// written or escaped as \u0040 (the whole value is read before it is cut, so an email
+// after a long prefix does not leave its local part behind), else v cut to n bytes and
+// marked with more when cut.
+func Echo(v string, n int, more string) string {
+	if strings.IndexByte(v, '@') >= 0 || strings.Contains(v, `\u0040`) {
+		return WithheldEcho
+	}
+	if len(v) <= n {
+		return v
+	}
+	return v[:n] + more
+}

@@ -40,6 +40,7 @@ import (
 
 	json "github.com/goccy/go-json"
 
+	"svc/lib/problem"
 	"svc/schema"
 )
 
@@ -60,9 +61,9 @@ const (
 // in it: an email, or anything that could be one, is never kept, not even its digest.
 const Withheld = `"(withheld)"`
 
-// WithheldEcho is what the edge's answer says in errors[].value in place of a value that
-// may hold contact details; Redact keeps it as Withheld.
-const WithheldEcho = "(withheld: contact details are never echoed)"
+// WithheldEcho is what an answer says in errors[].value in place of a value that may
+// hold contact details (problem.Echo); Redact keeps it as Withheld.
+const WithheldEcho = problem.WithheldEcho
 
 // Batch is the index of an entry about the batch as a whole.
 const Batch = -1

@@ -32,10 +32,11 @@ func PixelOfKey(ctx context.Context, ks *Store, k *apikey.Key, raw string, bad p
 }
 
 // InvalidID is the 422 invalid_request of an id that ids.Parse refused with err, for the
-// field bad describes (its Value is set to raw): one answer for a malformed id and an id
-// of another kind, whose detail says which.
+// field bad describes (its Value is raw as an answer echoes it, problem.Echo: withheld
+// when it holds an '@', cut to problem.EchoLen bytes): one answer for a malformed id
+// and an id of another kind, whose detail says which.
 func InvalidID(p ids.Prefix, raw string, err error, bad problem.FieldError) *problem.Problem {
-	bad.Value = raw
+	bad.Value = problem.Echo(raw, problem.EchoLen, "…")
 	why := "is not"
 	if errors.Is(err, ids.ErrWrongKind) {
 		why = "is an id of another kind, not"
