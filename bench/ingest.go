@@ -73,9 +73,11 @@ func parseIngestFlags(fs *flag.FlagSet, scenario string, args []string) (*ingest
 	if scenario == "vegeta" {
 		fs.StringVar(&f.vegeta, "vegeta", envOr("BENCH_VEGETA", "vegeta"), "the vegeta binary (bench/run-standard.sh installs it)")
 	}
+	fs.DurationVar(&f.catchUp.limit, "catch-up", 0, "after the load, wait up to this long until the rollup consumer has caught up and ClickHouse merges nothing in -db, and report the CPU per event until then as well (0: don't wait)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
+	f.catchUp.metrics, f.catchUp.ch, f.catchUp.db = f.metrics, f.chHTTP, f.chDB
 	if err := f.validate(); err != nil {
 		return nil, err
 	}

@@ -98,6 +98,9 @@ type common struct {
 	note         string
 	quiet        bool
 	sample       time.Duration
+	// catchUp, when its limit is set, is what the run waits for after the load before it
+	// reads the CPU again for Report.CaughtUp (catchup.go; ingest's -catch-up).
+	catchUp catchUp
 }
 
 func (c *common) register(fs *flag.FlagSet, rate float64, dur time.Duration) {
@@ -276,6 +279,13 @@ func runLoad(ctx context.Context, c *common, rep *Report, do func(w int, i int64
 	}
 	cpu1 := readCPU()
 	finishLoad(rep, c, rec, end.Sub(start), cpuBetween(cpu0, cpu1), sampler.Stop())
+	if c.catchUp.limit > 0 && c.metrics != "" {
+		ok := c.catchUp.wait(ctx)
+		cpu2 := readCPU()
+		s := &CaughtUp{After: round(cpu2.at.Sub(cpu1.at).Seconds(), 1), Complete: ok, CPU: cpuBetween(cpu0, cpu2)}
+		s.CPU.SetPerEvent(rep.Events.Accepted)
+		rep.CaughtUp = s
+	}
 }
 
 // finishLoad fills rep from a finished run: the recorder's figures over elapsed, the

@@ -44,6 +44,9 @@ type Report struct {
 	// Samples are the target's /metrics sampled during the run.
 	Samples []Sample `json:"samples,omitempty"`
 	CPU     *CPU     `json:"cpu,omitempty"`
+	// CaughtUp is the CPU until the consumer and ClickHouse's merges caught up after the
+	// load (-catch-up; catchup.go).
+	CaughtUp *CaughtUp `json:"caught_up,omitempty"`
 	// Redis is what Redis's commands cost per request (INFO commandstats).
 	Redis *RedisWork `json:"redis,omitempty"`
 	Soak  *Soak      `json:"soak,omitempty"`
@@ -258,9 +261,16 @@ func PrintSummary(w io.Writer, rep *Report) {
 			fmt.Fprintf(tw, "cpu per event (µs)\t%s\n", c.PerEventLine())
 		}
 	}
+	if s := rep.CaughtUp; s != nil && s.CPU != nil && s.CPU.PerEvent != nil {
+		fmt.Fprintf(tw, "cpu per event, caught up\t%s\n", s.CaughtUpLine())
+	}
 	if r := rep.Redis; r != nil {
-		fmt.Fprintf(tw, "redis per request\t%.2f µs in %.2f commands (commandstats); top: %s\n",
-			r.UsecPerRequest, r.CallsPerRequest, strings.Join(r.TopCommands(), ", "))
+		over := "" // with -catch-up, Redis's commands are counted until the pipeline caught up
+		if rep.CaughtUp != nil {
+			over = ", the load and its catch-up"
+		}
+		fmt.Fprintf(tw, "redis per request\t%.2f µs in %.2f commands (commandstats%s); top: %s\n",
+			r.UsecPerRequest, r.CallsPerRequest, over, strings.Join(r.TopCommands(), ", "))
 		if h := r.Held(); h != "" {
 			fmt.Fprintf(tw, "redis held\t%s at the start (its commands' times grow with it)\n", h)
 		}
