@@ -1,11 +1,8 @@
 package bench
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -45,10 +42,17 @@ type CaughtUp struct {
 // whether it did. Two polls in a row must agree (a merge can start right after a
 // flush).
 func (c catchUp) wait(ctx context.Context) bool {
+	var ch *fasthttp.HostClient // nil: no merge check
+	if c.ch != "" && c.db != "" {
+		var err error
+		if ch, err = hostClient(c.ch, 1, 5*time.Second); err != nil {
+			return false
+		}
+	}
 	deadline := time.Now().Add(c.limit)
 	calm := 0
 	for time.Now().Before(deadline) {
-		if c.calm() {
+		if c.calm(ch) {
 			if calm++; calm == 2 {
 				return true
 			}
@@ -62,8 +66,8 @@ func (c catchUp) wait(ctx context.Context) bool {
 	return false
 }
 
-// calm reports whether the consumer's lag is 0 and no merge runs.
-func (c catchUp) calm() bool {
+// calm reports whether the consumer's lag is 0 and, with ch, no merge runs.
+func (c catchUp) calm(ch *fasthttp.HostClient) bool {
 	status, body, err := fasthttp.GetTimeout(nil, c.metrics, 5*time.Second)
 	if err != nil || status != 200 {
 		return false
@@ -72,14 +76,10 @@ func (c catchUp) calm() bool {
 	if !seen || lag > 0 {
 		return false
 	}
-	if c.ch == "" || c.db == "" {
+	if ch == nil {
 		return true
 	}
-	hc, err := hostClient(c.ch, 1, 5*time.Second)
-	if err != nil {
-		return false
-	}
-	out, err := chQuery(hc, c.ch, "SELECT count() FROM system.merges WHERE database = '"+
+	out, err := chQuery(ch, c.ch, "SELECT count() FROM system.merges WHERE database = '"+
 		strings.ReplaceAll(c.db, "'", "")+"'", 5*time.Second)
 	return err == nil && strings.TrimSpace(out) == "0"
 }
@@ -87,22 +87,11 @@ func (c catchUp) calm() bool {
 // PartitionLag sums svc_rollup_partition_lag over a Prometheus text exposition; seen is
 // false when the target exports no such series (no rollup consumer in it).
 func PartitionLag(body []byte) (lag float64, seen bool) {
-	sc := bufio.NewScanner(bytes.NewReader(body))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		l := sc.Text()
-		if !strings.HasPrefix(l, "svc_rollup_partition_lag") {
-			continue
-		}
-		rest := l[len("svc_rollup_partition_lag"):]
-		if rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue // another series whose name starts so
-		}
-		i := strings.LastIndexByte(l, ' ')
-		if v, err := strconv.ParseFloat(l[i+1:], 64); err == nil {
+	eachSample(body, func(name, _ string, v float64) {
+		if name == "svc_rollup_partition_lag" {
 			lag, seen = lag+v, true
 		}
-	}
+	})
 	return lag, seen
 }
 

@@ -293,6 +293,30 @@ func scrape(url string) (Sample, bool) {
 // ParseMetrics picks the sampled figures out of a Prometheus text exposition.
 func ParseMetrics(body []byte) Sample {
 	var s Sample
+	eachSample(body, func(name, labels string, v float64) {
+		if labels != "" {
+			return
+		}
+		switch name {
+		case "go_memstats_heap_inuse_bytes":
+			s.HeapInuse = v
+		case "go_goroutines":
+			s.Goroutines = v
+		case "process_resident_memory_bytes":
+			s.RSS = v
+		case "process_cpu_seconds_total":
+			s.CPUSeconds = v
+		case "svc_http_open_connections":
+			s.Conns = v
+		}
+	})
+	return s
+}
+
+// eachSample calls fn with the metric name, the labels (between the braces, "" for
+// none) and the value of each sample line of a Prometheus text exposition; comments and
+// lines whose value does not parse (one with a timestamp) are skipped.
+func eachSample(body []byte, fn func(name, labels string, v float64)) {
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
@@ -300,30 +324,22 @@ func ParseMetrics(body []byte) Sample {
 		if len(l) == 0 || l[0] == '#' {
 			continue
 		}
-		name, val, ok := strings.Cut(l, " ")
-		if !ok {
+		i := strings.IndexAny(l, "{ ")
+		if i < 0 {
 			continue
 		}
-		var dst *float64
-		switch name {
-		case "go_memstats_heap_inuse_bytes":
-			dst = &s.HeapInuse
-		case "go_goroutines":
-			dst = &s.Goroutines
-		case "process_resident_memory_bytes":
-			dst = &s.RSS
-		case "process_cpu_seconds_total":
-			dst = &s.CPUSeconds
-		case "svc_http_open_connections":
-			dst = &s.Conns
-		default:
-			continue
+		name, labels, rest := l[:i], "", l[i:]
+		if rest[0] == '{' {
+			j := strings.LastIndexByte(rest, '}')
+			if j < 0 {
+				continue
+			}
+			labels, rest = rest[1:j], rest[j+1:]
 		}
-		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
-			*dst = v
+		if v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64); err == nil {
+			fn(name, labels, v)
 		}
 	}
-	return s
 }
 
 // SoakVerdict judges samples: memory is flat when the heap's floor (smallest heap in
