@@ -145,8 +145,10 @@ func StartEmbedded(c Config, topics ...string) (*Embedded, error) {
 		kfake.GroupMinSessionTimeout(time.Second),
 		kfake.WithLogger(logs.Kfake(c.log())),
 	}
+	var logDir string
 	if c.DataDir != "" {
-		opts = append(opts, kfake.DataDir(filepath.Join(c.DataDir, "kafka")))
+		logDir = filepath.Join(c.DataDir, "kafka")
+		opts = append(opts, kfake.DataDir(logDir))
 	}
 	if c.SyncWrites {
 		opts = append(opts, kfake.SyncWrites())
@@ -157,7 +159,11 @@ func StartEmbedded(c Config, topics ...string) (*Embedded, error) {
 	}
 	e := &Embedded{cluster: cl}
 	if c.Retain > 0 {
-		if e.stopTrim, err = startTrimmer(cl.ListenAddrs(), c.Retain, c.TrimInterval, c.log()); err != nil {
+		hold, err := newSegmentHold(logDir, filepath.Join(c.DataDir, "kafka-trimmed"))
+		if err == nil {
+			e.stopTrim, err = startTrimmer(cl.ListenAddrs(), hold, c.Retain, c.TrimInterval, c.log())
+		}
+		if err != nil {
 			cl.Close()
 			return nil, fmt.Errorf("embedded kafka trimmer: %w", err)
 		}

@@ -23,9 +23,12 @@ import (
 // and the disk it uses stay proportional to retain × the event rate.
 type trimmer struct {
 	adm      *kadm.Client
+	hold     segmentHold
 	retain   time.Duration
 	interval time.Duration
 	log      *slog.Logger
+	// freed counts the files the trimmer freed itself (segmentHold), not in kfake's loop.
+	freed int
 	// snaps are the committed floors seen at each tick, oldest first; a snapshot is
 	// applied once it is retain old, and dropped after.
 	snaps []floorSnapshot
@@ -38,12 +41,12 @@ type floorSnapshot struct {
 
 // startTrimmer runs a trimmer against the broker at addrs until the returned stop is
 // called.
-func startTrimmer(addrs []string, retain, interval time.Duration, log *slog.Logger) (stop func(), err error) {
+func startTrimmer(addrs []string, hold segmentHold, retain, interval time.Duration, log *slog.Logger) (stop func(), err error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.WithLogger(logs.Kgo(log)))
 	if err != nil {
 		return nil, err
 	}
-	t := &trimmer{adm: kadm.NewClient(cl), retain: retain, interval: interval, log: log}
+	t := &trimmer{adm: kadm.NewClient(cl), hold: hold, retain: retain, interval: interval, log: log}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -80,7 +83,9 @@ func (t *trimmer) tick(ctx context.Context, now time.Time) error {
 	if len(apply) == 0 {
 		return nil
 	}
+	links := t.hold.link(apply)
 	res, err := t.adm.DeleteRecords(ctx, apply)
+	t.freed += t.hold.release(links)
 	if err != nil {
 		return err
 	}
