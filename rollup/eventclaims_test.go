@@ -181,6 +181,15 @@ func TestEventLogReplays(t *testing.T) {
 	}
 }
 
+// claimAndLog decides the held records' client event ids and logs the new claims, as a
+// poll's handling and the next flush do.
+func claimAndLog(ctx context.Context, c *consumer) error {
+	if err := c.claimEvents(ctx); err != nil {
+		return err
+	}
+	return c.writeEventLogs(ctx)
+}
+
 // claimConsumer is a consumer with just what claimEvents needs: Redis, database db.
 func claimConsumer(rdb redis.UniversalClient, db string, window time.Duration) *consumer {
 	cfg := Config{Redis: rdb, Topic: schema.TopicEvents}
@@ -232,7 +241,7 @@ func TestEventClaimFootprint(t *testing.T) {
 	start := time.Now()
 	for i := 0; i < len(rs); i += 200 { // polls of 200 records
 		c.held = rs[i:min(i+200, len(rs))]
-		if err := c.claimEvents(ctx); err != nil {
+		if err := claimAndLog(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -261,7 +270,7 @@ func TestEventClaimFootprint(t *testing.T) {
 	}
 	t.Logf("a new owner read the %d claims back in %v", d.events.held(), time.Since(start).Round(time.Millisecond))
 	d.held = rs
-	if err := d.claimEvents(ctx); err != nil {
+	if err := claimAndLog(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range rs {
@@ -273,7 +282,7 @@ func TestEventClaimFootprint(t *testing.T) {
 	copyOf := *rs[len(rs)/2]
 	copyOf.Offset = int64(len(rs)) + 1
 	d.held = append(again, &copyOf)
-	if err := d.claimEvents(ctx); err != nil {
+	if err := claimAndLog(ctx, d); err != nil {
 		t.Fatal(err)
 	}
 	if m := d.eventDup[recordPos{0, copyOf.Offset}]; m != 1<<50-1 {
@@ -293,7 +302,7 @@ func BenchmarkClaimEvents(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i*50 < b.N; i += 200 {
 		c.held = rs[i:min(i+200, len(rs))]
-		if err := c.claimEvents(ctx); err != nil {
+		if err := claimAndLog(ctx, c); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -422,7 +431,7 @@ func TestEventClaimsReplayStopsAtStoredOffset(t *testing.T) {
 	decide := func(c *consumer, rs ...*kgo.Record) []uint64 {
 		t.Helper()
 		c.held = rs
-		if err := c.claimEvents(ctx); err != nil {
+		if err := claimAndLog(ctx, c); err != nil {
 			t.Fatal(err)
 		}
 		out := make([]uint64, len(rs))

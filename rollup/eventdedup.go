@@ -33,7 +33,7 @@ import (
 // are the partition's own: the consumer that owns a partition keeps its claims in memory
 // (eventIndex: a lookup probes one hash table, no round trip) and appends every new
 // claim to the partition's claim log in Redis before the INSERT that relies on it (one
-// RPUSH per partition and epoch per step, WAITed for with the batch claims). A consumer
+// RPUSH per partition and epoch per flush, WAITed for before its INSERT). A consumer
 // that is assigned a partition reads its log back before deciding anything for it; the
 // decisions are a function of the partition's records in order, so replaying the log's
 // claims of the records up to the stored offset, then deciding the records after it
@@ -222,10 +222,11 @@ func (c *consumer) eventLogKey(p int32, e int64) string {
 }
 
 // claimEvents claims the client event ids of held records not checked yet, in order,
-// notes in c.eventDup which events are copies to drop, and appends the new claims to
-// their logs. Copies of a batch and records that will not decode claim nothing; records
-// already stored are replayed (see above). mu must be held; claimBatches must have run.
-// Without Redis it does nothing.
+// notes in c.eventDup which events are copies to drop, and queues the new claims for
+// their logs (written by the flush, writeEventLogs, before its INSERT: one append per log
+// a flush, not one a poll). Copies of a batch and records that will not decode claim
+// nothing; records already stored are replayed (see above). mu must be held;
+// claimBatches must have run. Without Redis it does nothing.
 func (c *consumer) claimEvents(ctx context.Context) error {
 	if c.cfg.Redis == nil {
 		return nil
@@ -245,7 +246,7 @@ func (c *consumer) claimEvents(ctx context.Context) error {
 		}
 		c.eventDup[at] = c.claimRecord(ix, r)
 	}
-	return c.writeEventLogs(ctx)
+	return nil
 }
 
 // carriesEventIDs says whether r's client event ids are to be claimed: not a copy of a
@@ -343,8 +344,10 @@ func (c *consumer) readEventLog(ctx context.Context, ix *eventIndex, key string,
 }
 
 // writeEventLogs appends the pending claims to their logs, in one pipeline (elements of
-// at most eventLogChunk bytes), and marks the logs for the WAIT before the INSERT. On
-// failure the claims stay pending: the step is retried before anything is inserted.
+// at most eventLogChunk bytes), and marks the logs for the WAIT (claimSync.wait) before
+// the INSERT. The flush calls it first: every claim its rows rely on was decided when
+// their records were handled, so it is pending or logged. On failure the claims stay
+// pending and the flush fails before anything is inserted.
 func (c *consumer) writeEventLogs(ctx context.Context) error {
 	ec := &c.events
 	ec.settle()

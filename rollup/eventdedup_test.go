@@ -189,3 +189,47 @@ func TestEventIDCopiesExactThroughKillsAndRebalances(t *testing.T) {
 		}
 	}
 }
+
+// TestEventIDCopiesExactAfterAKillBetweenInsertAndCommit: a consumer killed after its
+// third INSERT, before that commit, while batches trickle in. The next reader starts
+// after the committed records, so it knows their claims only from the logs the flushes
+// wrote; the killed flush's records come again, are skipped as stored and claimed
+// again. Later copies of every stored id are dropped, not stored a second time (without
+// the flushes' logs, 339 events were stored twice).
+func TestEventIDCopiesExactAfterAKillBetweenInsertAndCommit(t *testing.T) {
+	w := newWorld(t, 4)
+	w.copies = true
+	rdb := apitest.Redis(t)
+	cfg := w.config("g-eventid-insert-kill")
+	cfg.Redis = rdb
+	var inserts atomic.Int32
+	cfg.testAfterInsert = func() error {
+		if inserts.Add(1) == 3 {
+			return errors.New("killed after the INSERT")
+		}
+		return nil
+	}
+	stop := w.start(cfg)
+	// Batches trickle in, so that each flush stores ids first seen since the one before
+	// (all at once, the first poll would decide, and its flush log, every claim).
+	deadline := time.Now().Add(20 * time.Second)
+	for inserts.Load() < 3 && time.Now().Before(deadline) {
+		w.produce(5)
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := stop(); !errors.Is(err, errKilled) {
+		t.Fatalf("first consumer: %v, want errKilled", err)
+	}
+	w.produce(200) // copies of the stored records' ids among them
+	cfg2 := w.config("g-eventid-insert-kill")
+	cfg2.Redis = rdb
+	stop2 := w.start(cfg2)
+	w.waitExact(30 * time.Second)
+	w.waitCopyRejections(30 * time.Second)
+	if err := stop2(); err != nil {
+		t.Fatal(err)
+	}
+	if metric(t, cfg2.Registerer, "svc_rollup_skipped_records_total") == 0 {
+		t.Error("the next consumer skipped nothing: the kill did not leave an uncommitted insert")
+	}
+}

@@ -17,10 +17,17 @@ import (
 	"svc/schema"
 )
 
-// flush produces pending dead letters, inserts buffered rows (one INSERT) and commits
-// the offsets of everything handled. mu must be held. On error nothing is committed
-// and the state is kept for a retry.
+// flush logs the event claims decided since the last flush (on a replica), produces
+// pending dead letters, inserts buffered rows (one INSERT) and commits the offsets of
+// everything handled. mu must be held. On error nothing is committed and the state is
+// kept for a retry.
 func (c *consumer) flush(ctx context.Context) error {
+	if err := c.writeEventLogs(ctx); err != nil {
+		return err
+	}
+	if err := c.sync.wait(ctx); err != nil {
+		return err
+	}
 	if err := c.flushDeadLetters(ctx); err != nil {
 		return err
 	}
