@@ -63,7 +63,7 @@ var Table = []Setting{
 	{Name: "SVC_KAFKA_PARTITIONS", Group: GroupBroker, Kind: Int, Default: "8",
 		ReadBy: kafka, Meaning: "partitions of topics the embedded broker creates (1..1024)"},
 	{Name: "SVC_DATA_DIR", Group: GroupBroker, Kind: String, Default: ".data",
-		ReadBy: with(kafka, Scripts), Meaning: "local data: the embedded broker's log under `kafka/`, Redis and ClickHouse under `make run`"},
+		ReadBy: with(kafka, Scripts), Meaning: "local data: the embedded broker's log under `kafka/` (and `kafka-trimmed/`: files its trimmer frees), Redis and ClickHouse under `make run`"},
 
 	// ClickHouse (chpool.Config).
 	{Name: "SVC_CLICKHOUSE_ADDR", Group: GroupClickHouse, Kind: String, Default: "127.0.0.1:9000",
