@@ -77,11 +77,22 @@ func WebhooksEnv(t testing.TB) string {
 // did fail a run with "address already in use". Ports under firstPort are left to the
 // services the tests talk to (Redis 6379 and its cluster's 7000s, ClickHouse 8123 and
 // 9000s, Kafka's 9092).
+//
+// A port is handed out once: free when drawn, it stays free until the process a test
+// starts binds it, so a second draw in that moment could name it again (two processes of
+// one test, or the test binaries of two packages running side by side, each drawing
+// dozens of ports: one run failed so). Each draw therefore reserves its port, for every
+// test process on the machine, with a file created exclusively under
+// $TMPDIR/svctest-ports; a reservation older than portHold is taken as ended.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
 	below := ephemeralLow()
 	for range 200 {
-		addr := fmt.Sprintf("127.0.0.1:%d", firstPort+rand.IntN(below-firstPort))
+		port := firstPort + rand.IntN(below-firstPort)
+		if !reservePort(port) {
+			continue
+		}
+		addr := fmt.Sprintf("127.0.0.1:%d", port)
 		if ln, err := net.Listen("tcp", addr); err == nil {
 			ln.Close()
 			return addr
@@ -93,6 +104,31 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer ln.Close()
 	return ln.Addr().String()
+}
+
+// portHold is how long FreeAddr's reservation of a port lasts: far longer than a process
+// a test starts takes to bind it, far shorter than the time before a run reuses ports.
+const portHold = 10 * time.Minute
+
+// reservePort reserves port for this process unless another draw, here or in another
+// test process, reserved it less than portHold ago.
+func reservePort(port int) bool {
+	dir := filepath.Join(os.TempDir(), "svctest-ports")
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return true // no reservations possible: the bind check alone
+	}
+	name := filepath.Join(dir, strconv.Itoa(port))
+	f, err := os.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o666)
+	if err == nil {
+		f.Close()
+		return true
+	}
+	fi, serr := os.Stat(name)
+	if serr != nil || time.Since(fi.ModTime()) < portHold {
+		return false
+	}
+	now := time.Now() // an ended reservation: take it over
+	return os.Chtimes(name, now, now) == nil
 }
 
 // firstPort is the lowest port FreeAddr draws.
