@@ -31,10 +31,7 @@ func TestTrimDeletesOnlyWhatEveryGroupCommitted(t *testing.T) {
 	defer e.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(e.Addrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := manualClient(t, e.Addrs())
 	defer cl.Close()
 	for _, tp := range []struct {
 		topic string
@@ -84,6 +81,17 @@ func TestTrimDeletesOnlyWhatEveryGroupCommitted(t *testing.T) {
 			}
 		}
 	}
+}
+
+// manualClient is a client of the brokers at addrs that produces to the partition each
+// record names (the caller closes it, before the brokers).
+func manualClient(t *testing.T, addrs []string) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cl
 }
 
 func start(l kadm.ListedOffsets, topic string, p int32) int64 {
@@ -147,10 +155,7 @@ func TestTrimFreesSegmentFilesOutsideTheBrokerLoop(t *testing.T) {
 	defer cluster.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
+	cl := manualClient(t, cluster.ListenAddrs())
 	defer cl.Close()
 	for i := 0; i < 200; i++ {
 		rec := &kgo.Record{Topic: topicEvents, Value: bytes.Repeat([]byte("x"), 100)}
