@@ -68,8 +68,8 @@ func (c catchUp) wait(ctx context.Context) bool {
 
 // calm reports whether the consumer's lag is 0 and, with ch, no merge runs.
 func (c catchUp) calm(ch *fasthttp.HostClient) bool {
-	status, body, err := fasthttp.GetTimeout(nil, c.metrics, 5*time.Second)
-	if err != nil || status != 200 {
+	body, ok := metricsBody(c.metrics)
+	if !ok {
 		return false
 	}
 	lag, seen := PartitionLag(body)

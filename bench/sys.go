@@ -283,11 +283,17 @@ func (s *Sampler) Last() (Sample, bool) {
 }
 
 func scrape(url string) (Sample, bool) {
-	status, body, err := fasthttp.GetTimeout(nil, url, 5*time.Second)
-	if err != nil || status != 200 {
+	body, ok := metricsBody(url)
+	if !ok {
 		return Sample{}, false
 	}
 	return ParseMetrics(body), true
+}
+
+// metricsBody fetches the target's /metrics exposition at url (false: no 200 within 5 s).
+func metricsBody(url string) ([]byte, bool) {
+	status, body, err := fasthttp.GetTimeout(nil, url, 5*time.Second)
+	return body, err == nil && status == 200
 }
 
 // ParseMetrics picks the sampled figures out of a Prometheus text exposition.

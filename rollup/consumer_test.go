@@ -2,17 +2,16 @@ package rollup
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/lib/svctest"
 	"svc/schema"
 )
 
@@ -66,22 +65,12 @@ func TestKillBetweenInsertAndCommitThenRestart(t *testing.T) {
 	w.produce(400)
 	cfg := w.config("g-kill")
 	cfg.BatchRows = 1000 // several flushes for 400 batches (~10k events)
-	var inserts atomic.Int32
-	cfg.testAfterInsert = func() error {
-		if inserts.Add(1) == 3 {
-			return errors.New("killed")
-		}
-		return nil
-	}
-	stop := w.start(cfg)
 	// The first consumer dies after its third INSERT, before that batch's commit.
-	deadline := time.Now().Add(20 * time.Second)
-	for inserts.Load() < 3 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := stop(); !errors.Is(err, errKilled) {
-		t.Fatalf("first consumer: %v, want errKilled", err)
-	}
+	var killed func() bool
+	cfg.testAfterInsert, killed = killOn(3, "killed")
+	stop := w.start(cfg)
+	svctest.WaitFor(t, 20*time.Second, "the third INSERT", killed)
+	stopKilled(t, stop)
 	if n, _ := w.rawCheck(); n == 0 {
 		t.Fatal("nothing was inserted before the kill")
 	}

@@ -2,16 +2,15 @@ package rollup
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/lib/svctest"
 	"svc/schema"
 	"svc/schema/apitest"
 )
@@ -140,21 +139,11 @@ func TestEventIDCopiesExactThroughKillsAndRebalances(t *testing.T) {
 	w.produce(300)
 	cfg := w.config("g-eventid-kill")
 	cfg.Redis = rdb
-	var flushes atomic.Int32
-	cfg.testBeforeInsert = func() error {
-		if flushes.Add(1) == 2 {
-			return errors.New("killed mid-flush")
-		}
-		return nil
-	}
+	var killed func() bool
+	cfg.testBeforeInsert, killed = killOn(2, "killed mid-flush")
 	stop := w.start(cfg)
-	deadline := time.Now().Add(20 * time.Second)
-	for flushes.Load() < 2 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := stop(); !errors.Is(err, errKilled) {
-		t.Fatalf("first consumer: %v, want errKilled", err)
-	}
+	svctest.WaitFor(t, 20*time.Second, "the second flush", killed)
+	stopKilled(t, stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -195,31 +184,23 @@ func TestEventIDCopiesExactThroughKillsAndRebalances(t *testing.T) {
 // after the committed records, so it knows their claims only from the logs the flushes
 // wrote; the killed flush's records come again, are skipped as stored and claimed
 // again. Later copies of every stored id are dropped, not stored a second time (without
-// the flushes' logs, 339 events were stored twice).
+// the flushes' logs, 339 and 95 events were stored twice in two runs).
 func TestEventIDCopiesExactAfterAKillBetweenInsertAndCommit(t *testing.T) {
 	w := newWorld(t, 4)
 	w.copies = true
 	rdb := apitest.Redis(t)
 	cfg := w.config("g-eventid-insert-kill")
 	cfg.Redis = rdb
-	var inserts atomic.Int32
-	cfg.testAfterInsert = func() error {
-		if inserts.Add(1) == 3 {
-			return errors.New("killed after the INSERT")
-		}
-		return nil
-	}
+	var killed func() bool
+	cfg.testAfterInsert, killed = killOn(3, "killed after the INSERT")
 	stop := w.start(cfg)
 	// Batches trickle in, so that each flush stores ids first seen since the one before
 	// (all at once, the first poll would decide, and its flush log, every claim).
-	deadline := time.Now().Add(20 * time.Second)
-	for inserts.Load() < 3 && time.Now().Before(deadline) {
+	svctest.WaitFor(t, 20*time.Second, "the third INSERT", func() bool {
 		w.produce(5)
-		time.Sleep(10 * time.Millisecond)
-	}
-	if err := stop(); !errors.Is(err, errKilled) {
-		t.Fatalf("first consumer: %v, want errKilled", err)
-	}
+		return killed()
+	})
+	stopKilled(t, stop)
 	w.produce(200) // copies of the stored records' ids among them
 	cfg2 := w.config("g-eventid-insert-kill")
 	cfg2.Redis = rdb

@@ -3,12 +3,14 @@ package rollup
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -384,3 +386,26 @@ func dropClaimsOf(db string) {
 
 // TestMain removes the svc binary the end-to-end test builds (svctest.Binary).
 func TestMain(m *testing.M) { os.Exit(svctest.RunTests(m)) }
+
+// killOn returns a consumer test hook (testBeforeInsert, testAfterInsert) that kills
+// the consumer at its nth call (an error wrapped in errKilled: the member dies there,
+// committing nothing more), and reports whether that call has come.
+func killOn(n int32, why string) (hook func() error, killed func() bool) {
+	var calls atomic.Int32
+	hook = func() error {
+		if calls.Add(1) == n {
+			return errors.New(why)
+		}
+		return nil
+	}
+	return hook, func() bool { return calls.Load() >= n }
+}
+
+// stopKilled stops a consumer that a test hook killed: its run must have ended with
+// errKilled.
+func stopKilled(t *testing.T, stop func() error) {
+	t.Helper()
+	if err := stop(); !errors.Is(err, errKilled) {
+		t.Fatalf("first consumer: %v, want errKilled", err)
+	}
+}
