@@ -16,6 +16,7 @@ import (
 	"svc/lib/settings"
 	"svc/schema/apitest"
 	"svc/schema/chtest"
+	"svc/schema/erasure"
 	"svc/schema/migrations"
 )
 
@@ -62,10 +63,10 @@ func TestRebuildTwiceOnReplicas(t *testing.T) {
 	FROM system.numbers LIMIT 240`, db, ws, px1, px2, uuid.New())); err != nil {
 		t.Fatal(err)
 	}
-	var ss []slice
+	var ss []erasure.Slice
 	for d := 0; d < 4; d++ {
 		for _, px := range []uuid.UUID{px1, px2} {
-			ss = append(ss, slice{ws, false, px, time.Date(2026, 3, 1+d, 0, 0, 0, 0, time.UTC)})
+			ss = append(ss, erasure.Slice{Workspace: ws, PixelDay: erasure.PixelDay{Pixel: px, Date: time.Date(2026, 3, 1+d, 0, 0, 0, 0, time.UTC)}})
 		}
 	}
 	pc := Config{Poll: 20 * time.Millisecond, Batch: 100, MutationTimeout: time.Minute, HoldLease: time.Minute,

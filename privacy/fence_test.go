@@ -2,6 +2,7 @@ package privacy_test
 
 import (
 	"context"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -24,14 +25,14 @@ func TestFenceSeesEitherSide(t *testing.T) {
 	f := erasure.NewFence(rdb, db)
 	t.Cleanup(func() { rdb.Del(ctx, "svc:privacy:{"+db+"}:flushes", "svc:privacy:{"+db+"}:holds") })
 	px := uuid.New()
-	if v, err := f.Begin(ctx, "svc-rollup-before", time.Minute); err != nil || len(v.Held) != 0 {
+	if v, err := f.Begin(ctx, "svc-rollup-before", nil, time.Minute); err != nil || len(v.Held) != 0 {
 		t.Fatalf("begin before the hold: %v %v", v, err)
 	}
 	active, err := f.Hold(ctx, []uuid.UUID{px}, time.Minute)
 	if err != nil || !slices.Contains(active, "svc-rollup-before") {
 		t.Fatalf("the hold does not list the INSERT registered before it: %v %v", active, err)
 	}
-	v, err := f.Begin(ctx, "svc-rollup-after", time.Minute)
+	v, err := f.Begin(ctx, "svc-rollup-after", nil, time.Minute)
 	if err != nil || !v.Held[px] {
 		t.Fatalf("an INSERT registered after the hold does not see it: %v %v", v, err)
 	}
@@ -48,7 +49,7 @@ func TestFenceSeesEitherSide(t *testing.T) {
 	if ok, err := f.Extend(ctx, []uuid.UUID{px}, time.Minute); err != nil || ok {
 		t.Fatalf("a lapsed hold was extended: %v %v", ok, err)
 	}
-	if v, err := f.Begin(ctx, "svc-rollup-late", time.Minute); err != nil || len(v.Held) != 0 {
+	if v, err := f.Begin(ctx, "svc-rollup-late", nil, time.Minute); err != nil || len(v.Held) != 0 {
 		t.Fatalf("a lapsed hold still holds: %v %v", v, err)
 	}
 }
@@ -113,7 +114,7 @@ func TestFenceBeginWritesBeforeItReads(t *testing.T) {
 	rdb.AddHook(h)
 	db := "fence_" + uuid.NewString()[:8]
 	t.Cleanup(func() { rdb.Del(context.Background(), "svc:privacy:{"+db+"}:flushes") })
-	if _, err := erasure.NewFence(rdb, db).Begin(context.Background(), "svc-rollup-order", time.Minute); err != nil {
+	if _, err := erasure.NewFence(rdb, db).Begin(context.Background(), "svc-rollup-order", nil, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	h.mu.Lock()
@@ -132,5 +133,55 @@ func TestFenceBeginWritesBeforeItReads(t *testing.T) {
 	}
 	if wrote < 0 || read < 0 {
 		t.Fatalf("round trips %v: want the registration (zadd), then the generation's read (get)", h.sent)
+	}
+}
+
+// TestFenceKeepsTheSlicesOfUnsureInserts: an INSERT's slices stay after it ends unsure
+// or its registration lapses, and only then are listed for the repair; a successful End
+// and Repaired forget them; a live registration is never listed.
+func TestFenceKeepsTheSlicesOfUnsureInserts(t *testing.T) {
+	rdb := apitest.Redis(t)
+	ctx := context.Background()
+	db := "fence_" + uuid.NewString()[:8]
+	t.Cleanup(func() { rdb.Del(ctx, "svc:privacy:{"+db+"}:flushes", "svc:privacy:{"+db+"}:inserts") })
+	f := erasure.NewFence(rdb, db)
+	day := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	sl := func(sandbox bool, d int) erasure.Slice {
+		return erasure.Slice{Workspace: uuid.New(), Sandbox: sandbox, PixelDay: erasure.PixelDay{Pixel: uuid.New(), Date: day.AddDate(0, 0, d)}}
+	}
+	ok, failed, lapsed, live := []erasure.Slice{sl(false, 0)}, []erasure.Slice{sl(true, -1), sl(false, -400)}, []erasure.Slice{sl(false, 0)}, []erasure.Slice{sl(false, 0)}
+	for id, ss := range map[string][]erasure.Slice{"ok": ok, "failed": failed, "live": live} {
+		if _, err := f.Begin(ctx, id, ss, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.Begin(ctx, "lapsed", lapsed, -time.Second); err != nil { // its consumer died
+		t.Fatal(err)
+	}
+	if err := f.End(ctx, "ok"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.EndUnsure(ctx, "failed"); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f.Unsure(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]erasure.Slice{"failed": failed, "lapsed": lapsed}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("unsure inserts %v, want %v", got, want)
+	}
+	if err := f.Repaired(ctx, "failed", "lapsed"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.Unsure(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("after the repair: %v %v", got, err)
+	}
+	if err := f.EndUnsure(ctx, "live"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.Unsure(ctx); err != nil || !reflect.DeepEqual(got, map[string][]erasure.Slice{"live": live}) {
+		t.Fatalf("after the live INSERT ended unsure: %v %v", got, err)
 	}
 }

@@ -17,11 +17,11 @@ func (w *Worker) rebuildRollups(ctx context.Context, es []*erasure.Erasure) erro
 	if len(es) == 0 {
 		return nil
 	}
-	seen := map[slice]bool{}
-	var ss []slice
+	seen := map[erasure.Slice]bool{}
+	var ss []erasure.Slice
 	for _, e := range es {
 		for _, d := range e.Days {
-			s := slice{e.Workspace, e.Sandbox, d.Pixel, d.Date}
+			s := erasure.Slice{Workspace: e.Workspace, Sandbox: e.Sandbox, PixelDay: d}
 			if !seen[s] {
 				seen[s] = true
 				ss = append(ss, s)
@@ -51,7 +51,7 @@ func (w *Worker) rebuildRollups(ctx context.Context, es []*erasure.Erasure) erro
 // With no INSERT of these pixels possible, the delete and the re-insert are exact. The
 // hold is a lease: before inserting, the worker extends it, and if it had lapsed (a
 // stalled delete) it starts over, since rows may have arrived meanwhile.
-func (w *Worker) rebuild(ctx context.Context, ss []slice) error {
+func (w *Worker) rebuild(ctx context.Context, ss []erasure.Slice) error {
 	pixels := distinctPixels(ss)
 	start := time.Now()
 	defer func() {
@@ -81,7 +81,7 @@ func (w *Worker) rebuild(ctx context.Context, ss []slice) error {
 	}
 }
 
-func (w *Worker) deleteSlices(ctx context.Context, ss []slice) error {
+func (w *Worker) deleteSlices(ctx context.Context, ss []erasure.Slice) error {
 	mctx, cancel := context.WithTimeout(ctx, w.Config.MutationTimeout)
 	defer cancel()
 	for _, t := range w.Tables {
@@ -94,7 +94,7 @@ func (w *Worker) deleteSlices(ctx context.Context, ss []slice) error {
 	return nil
 }
 
-func (w *Worker) insertSlices(ctx context.Context, ss []slice) error {
+func (w *Worker) insertSlices(ctx context.Context, ss []erasure.Slice) error {
 	// The pool's settings (lib/chpool) make the INSERT synchronous (through the
 	// Distributed table too), never deduplicated (a resumed rebuild inserts the block it
 	// inserted before, after deleting it) and placed by the target's sharding key.
@@ -107,13 +107,13 @@ func (w *Worker) insertSlices(ctx context.Context, ss []slice) error {
 	return nil
 }
 
-func distinctPixels(ss []slice) []uuid.UUID {
+func distinctPixels(ss []erasure.Slice) []uuid.UUID {
 	seen := map[uuid.UUID]bool{}
 	var out []uuid.UUID
 	for _, s := range ss {
-		if !seen[s.pixel] {
-			seen[s.pixel] = true
-			out = append(out, s.pixel)
+		if !seen[s.Pixel] {
+			seen[s.Pixel] = true
+			out = append(out, s.Pixel)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })

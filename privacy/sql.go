@@ -110,20 +110,12 @@ func (s scope) cond() string {
 		strings.Join(from, ", ") + "], [" + strings.Join(to, ", ") + "], toUInt32(0))"
 }
 
-// slice is one (workspace, environment, pixel, day) of the rollups.
-type slice struct {
-	ws      uuid.UUID
-	sandbox bool
-	pixel   uuid.UUID
-	day     time.Time
-}
-
 // slicesCond selects rows of the given slices, with day the expression of a row's
 // UTC day (event_date on events, RollupTable.Day on a rollup table).
-func slicesCond(ss []slice, day string) string {
+func slicesCond(ss []erasure.Slice, day string) string {
 	ts := make([]string, len(ss))
 	for i, s := range ss {
-		ts[i] = "(" + uuidLit(s.ws) + ", " + u8Lit(s.sandbox) + ", " + uuidLit(s.pixel) + ", " + dateLit(s.day) + ")"
+		ts[i] = "(" + uuidLit(s.Workspace) + ", " + u8Lit(s.Sandbox) + ", " + uuidLit(s.Pixel) + ", " + dateLit(s.Date) + ")"
 	}
 	return "(workspace_id, sandbox, pixel_id, " + day + ") IN (" + strings.Join(ts, ", ") + ")"
 }

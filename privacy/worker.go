@@ -46,6 +46,7 @@ type workerMetrics struct {
 	erasures  prometheus.Counter
 	failures  prometheus.Counter
 	retention prometheus.Counter
+	repairs   prometheus.Counter
 }
 
 // NewWorker returns the worker for database cfg.Database (clustered when cfg.Cluster
@@ -58,9 +59,11 @@ func NewWorker(c Config, conn driver.Conn, rdb redis.UniversalClient, cfg chpool
 			Help: "Failed runs of the privacy worker (each resumed at the next poll)."}),
 		retention: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_privacy_retention_rows_deleted_total",
 			Help: "Raw events removed because they were past their workspace's retention."}),
+		repairs: prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_privacy_repaired_inserts_total",
+			Help: "Consumer INSERTs left unsure (failed, or their consumer died) whose pixel-days' rollups were rebuilt from the events."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.erasures, m.failures, m.retention)
+		reg.MustRegister(m.erasures, m.failures, m.retention, m.repairs)
 	}
 	p := "svc:privacy:{" + cfg.Database + "}:"
 	return &Worker{Config: c, Conn: conn, Redis: rdb, Fence: erasure.NewFence(rdb, cfg.Database), Registry: erasure.NewRegistry(rdb),
@@ -88,7 +91,7 @@ func (w *Worker) RunOnce(ctx context.Context) error {
 		return nil
 	}
 	defer release()
-	return errors.Join(w.runErasures(ctx), w.retentionIfDue(ctx))
+	return errors.Join(w.runErasures(ctx), w.repairInserts(ctx), w.retentionIfDue(ctx))
 }
 
 // runErasures runs the oldest unfinished erasures (up to Config.Batch) to completion.

@@ -24,6 +24,12 @@ import (
 // after the server no longer runs a failed one (flushRows' unsure path). The erasure
 // worker waits for every registration older than its change, so an INSERT either saw
 // the change or is finished before the worker acts.
+//
+// The registration also carries the flush's slices (pixel-days). A failed INSERT may
+// have stored its events without some of its views' rows (each part is written on its
+// own), and the read-back then skips those rows: its registration ends unsure, which
+// keeps the slices for the privacy worker to rebuild from the events (Fence.Unsure).
+// So does one a killed consumer never ended.
 
 // errHeld: a flush held rows of a pixel whose rollups are being rebuilt.
 var errHeld = errors.New("rollup: a pixel of this flush is held for a rollup rebuild")
@@ -40,6 +46,7 @@ type privacyFence struct {
 
 	erased prometheus.Counter
 	held   prometheus.Counter
+	unsure prometheus.Counter
 }
 
 func newPrivacyFence(cfg Config) *privacyFence {
@@ -58,6 +65,8 @@ func newPrivacyFence(cfg Config) *privacyFence {
 			Help: "Events whose identity the consumer cleared before inserting them (erased while in flight, or suppressed)."})),
 		held: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_rollup_held_flushes_total",
 			Help: "Flushes put back because a pixel in them was held for a rollup rebuild after an erasure."})),
+		unsure: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_rollup_unsure_inserts_total",
+			Help: "Failed INSERTs whose pixel-days were left for the privacy worker to rebuild (the events may be stored without some of their rollup rows)."})),
 	}
 }
 
@@ -69,7 +78,7 @@ func (c *consumer) beginInsert(ctx context.Context, id string) error {
 	if g == nil {
 		return nil
 	}
-	v, err := g.fence.Begin(ctx, id, g.lease)
+	v, err := g.fence.Begin(ctx, id, c.sink.Slices(), g.lease)
 	if err != nil {
 		return err
 	}
@@ -90,14 +99,30 @@ func (c *consumer) beginInsert(ctx context.Context, id string) error {
 	return nil
 }
 
-// endInserts ends every registration this consumer holds: their INSERTs are over. A
-// failure to reach Redis is harmless (the registrations lapse with their lease).
+// endInserts ends every registration this consumer holds: their INSERTs succeeded or
+// were never sent. A failure to reach Redis costs a needless repair (the registrations
+// lapse with their lease).
 func (c *consumer) endInserts(ctx context.Context) {
+	c.endRegistrations(ctx, false)
+}
+
+// endUnsure ends every registration this consumer holds after a failed INSERT, now
+// over: its slices stay for the repair.
+func (c *consumer) endUnsure(ctx context.Context) {
+	c.endRegistrations(ctx, true)
+}
+
+func (c *consumer) endRegistrations(ctx context.Context, unsure bool) {
 	g := c.privacy
 	if g == nil || len(g.open) == 0 {
 		return
 	}
-	if err := g.fence.End(context.WithoutCancel(ctx), g.open...); err != nil {
+	end := g.fence.End
+	if unsure {
+		end = g.fence.EndUnsure
+		g.unsure.Inc()
+	}
+	if err := end(context.WithoutCancel(ctx), g.open...); err != nil {
 		c.log.Warn("end insert registration (it lapses with its lease)", "err", err)
 	}
 	g.open = g.open[:0]

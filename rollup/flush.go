@@ -58,7 +58,7 @@ func (c *consumer) flushRows(ctx context.Context) error {
 		if err := waitQueryGone(ctx, c.rb, c.lastID, c.cfg.InsertTimeout); err != nil {
 			return err
 		}
-		c.endInserts(ctx)
+		c.endUnsure(ctx)
 		parts := c.sink.Partitions()
 		keys := make([]int32, 0, len(parts))
 		for p := range parts {

@@ -23,6 +23,7 @@ import (
 //	svc:privacy:{<db>}:flushes  ZSET query id of a consumer INSERT → lease end (unix ms)
 //	svc:privacy:{<db>}:holds    ZSET pixel uuid → hold end (unix ms)
 //	svc:privacy:{<db>}:holdgen  counter, raised after every Hold's ZADD (HoldState)
+//	svc:privacy:{<db>}:inserts  HASH query id of a consumer INSERT → its rows' slices
 //
 // A consumer registers each INSERT before sending it (Begin: ZADD flushes, then read
 // holds and the identities generation) and ends it once the INSERT is known to be
@@ -32,11 +33,21 @@ import (
 // and waits for it (Drain), or the INSERT's registration came later and it saw the
 // worker's change: the new identity (and clears it from its rows) or the hold (and
 // waits). That is the whole argument; no lock is held across an INSERT.
+//
+// The fence also keeps what an INSERT touches until it is known to have succeeded. An
+// INSERT writes its events part, then each materialized view's part on its own: no
+// transaction spans them, so an INSERT that fails (the server killed mid-way, a view's
+// own error) may leave events whose rollup rows were never written. Begin records the
+// INSERT's slices (pixel-days) beside its registration; End (success) removes both;
+// EndUnsure (failed, now over) removes only the registration. An INSERT whose slices
+// are left without a live registration (ended unsure, or its consumer died) is Unsure:
+// the privacy worker rebuilds its slices' rollups from the events (Repaired).
 type Fence struct {
 	rdb     redis.UniversalClient
 	flushes string
 	holds   string
 	holdgen string
+	inserts string
 	// Now is the clock of leases (time.Now when nil); hosts' clocks must agree within
 	// a fraction of a lease.
 	Now func() time.Time
@@ -45,7 +56,7 @@ type Fence struct {
 // NewFence returns the fence of database db.
 func NewFence(rdb redis.UniversalClient, db string) *Fence {
 	p := "svc:privacy:{" + db + "}:"
-	return &Fence{rdb: rdb, flushes: p + "flushes", holds: p + "holds", holdgen: p + "holdgen"}
+	return &Fence{rdb: rdb, flushes: p + "flushes", holds: p + "holds", holdgen: p + "holdgen", inserts: p + "inserts"}
 }
 
 func (f *Fence) now() time.Time {
@@ -65,16 +76,20 @@ type FenceView struct {
 	Generation int64
 }
 
-// Begin registers INSERT id for lease (it must be ended, or its query gone from the
-// server, within it) and returns the current holds and identities generation. The
+// Begin registers INSERT id, whose rows are of slices, for lease (it must be ended, or
+// its query gone from the server, within it) and returns the current holds and
+// identities generation. The
 // registration is acknowledged before the generation is read: the two keys are on
 // different hash slots, which a Redis Cluster may serve from different masters, and a
 // pipeline sends each master's part on its own, so in one pipeline the read could run
 // before the write and the worker's "write, then read" would no longer meet ours.
-func (f *Fence) Begin(ctx context.Context, id string, lease time.Duration) (FenceView, error) {
+func (f *Fence) Begin(ctx context.Context, id string, slices []Slice, lease time.Duration) (FenceView, error) {
 	now := f.now()
 	var holds *redis.StringSliceCmd
 	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // one slot: {<db>}
+		if len(slices) > 0 {
+			p.HSet(ctx, f.inserts, id, encodeSlices(slices))
+		}
 		p.ZAdd(ctx, f.flushes, redis.Z{Score: float64(now.Add(lease).UnixMilli()), Member: id})
 		holds = p.ZRangeByScore(ctx, f.holds, &redis.ZRangeBy{Min: strconv.FormatInt(now.UnixMilli(), 10), Max: "+inf"})
 		return nil
@@ -101,17 +116,71 @@ func (f *Fence) Begin(ctx context.Context, id string, lease time.Duration) (Fenc
 	return v, nil
 }
 
-// End ends the registration of INSERTs ids: each has finished (or never reached the
-// server).
+// End ends the registration of INSERTs ids: each has succeeded (or never reached the
+// server), so their slices need no repair.
 func (f *Fence) End(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	members := make([]any, len(ids))
-	for i, id := range ids {
-		members[i] = id
+	_, err := f.rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, f.flushes, members(ids)...)
+		p.HDel(ctx, f.inserts, ids...)
+		return nil
+	})
+	return err
+}
+
+// EndUnsure ends the registration of INSERTs ids, each failed and over (the server no
+// longer runs it), and keeps their slices for the repair: such an INSERT may have
+// stored its events without some of its views' rows.
+func (f *Fence) EndUnsure(ctx context.Context, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
 	}
-	return f.rdb.ZRem(ctx, f.flushes, members...).Err()
+	return f.rdb.ZRem(ctx, f.flushes, members(ids)...).Err()
+}
+
+// Unsure returns the slices of every INSERT whose rollups need a repair: registered
+// with slices, then ended unsure or never ended within its lease (its consumer died).
+func (f *Fence) Unsure(ctx context.Context) (map[string][]Slice, error) {
+	var all *redis.MapStringStringCmd
+	var live *redis.StringSliceCmd
+	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error { // one moment: no End between the reads
+		all = p.HGetAll(ctx, f.inserts)
+		live = p.ZRangeByScore(ctx, f.flushes, &redis.ZRangeBy{Min: strconv.FormatInt(f.now().UnixMilli(), 10), Max: "+inf"})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("privacy: list unsure inserts: %w", err)
+	}
+	for _, id := range live.Val() {
+		delete(all.Val(), id)
+	}
+	out := map[string][]Slice{}
+	for id, v := range all.Val() {
+		ss, err := decodeSlices([]byte(v))
+		if err != nil {
+			return nil, err
+		}
+		out[id] = ss
+	}
+	return out, nil
+}
+
+// Repaired forgets the slices of INSERTs ids: their rollups were rebuilt.
+func (f *Fence) Repaired(ctx context.Context, ids ...string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	return f.rdb.HDel(ctx, f.inserts, ids...).Err()
+}
+
+func members(ids []string) []any {
+	out := make([]any, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
 }
 
 // Active returns the INSERTs registered now whose lease has not ended. Call it after

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"github.com/ClickHouse/ch-go/proto"
 	"github.com/google/uuid"
 
 	"svc/schema/erasure"
@@ -41,4 +42,30 @@ func (s *Sink) EraseIdentities(set *erasure.Set) int {
 		n++
 	}
 	return n
+}
+
+// Slices returns the distinct slices (workspace, environment, pixel, UTC day) of the
+// buffered rows, in order of first appearance: what the INSERT's views write rows of.
+// A record's rows share all but the day, so most rows match the previous one.
+func (s *Sink) Slices() []erasure.Slice {
+	type key struct {
+		ws, px  uuid.UUID
+		sandbox uint8
+		date    proto.Date
+	}
+	c := &s.c
+	var out []erasure.Slice
+	seen := map[key]bool{}
+	var last key
+	for i := range c.offset {
+		k := key{c.workspace[i], c.pixel[i], c.sandbox[i], c.date[i]}
+		if (i > 0 && k == last) || seen[k] {
+			last = k
+			continue
+		}
+		last, seen[k] = k, true
+		out = append(out, erasure.Slice{Workspace: k.ws, Sandbox: k.sandbox == 1,
+			PixelDay: erasure.PixelDay{Pixel: k.px, Date: k.date.Time()}})
+	}
+	return out
 }
