@@ -138,18 +138,22 @@ func TestFenceBeginWritesBeforeItReads(t *testing.T) {
 
 // TestFenceKeepsTheSlicesOfUnsureInserts: an INSERT's slices stay after it ends unsure
 // or its registration lapses, and only then are listed for the repair; a successful End
-// and Repaired forget them; a live registration is never listed.
+// and Repaired forget them; a live registration is never listed. The pixels of an INSERT
+// ended unsure count as held (HoldState: the watermark is withheld) until no unrepaired
+// INSERT has a slice of them.
 func TestFenceKeepsTheSlicesOfUnsureInserts(t *testing.T) {
 	rdb := apitest.Redis(t)
 	ctx := context.Background()
 	db := "fence_" + uuid.NewString()[:8]
-	t.Cleanup(func() { rdb.Del(ctx, "svc:privacy:{"+db+"}:flushes", "svc:privacy:{"+db+"}:inserts") })
+	p := "svc:privacy:{" + db + "}:"
+	t.Cleanup(func() { rdb.Del(ctx, p+"flushes", p+"inserts", p+"repairs") })
 	f := erasure.NewFence(rdb, db)
 	day := time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
 	sl := func(sandbox bool, d int) erasure.Slice {
 		return erasure.Slice{Workspace: uuid.New(), Sandbox: sandbox, PixelDay: erasure.PixelDay{Pixel: uuid.New(), Date: day.AddDate(0, 0, d)}}
 	}
 	ok, failed, lapsed, live := []erasure.Slice{sl(false, 0)}, []erasure.Slice{sl(true, -1), sl(false, -400)}, []erasure.Slice{sl(false, 0)}, []erasure.Slice{sl(false, 0)}
+	live = append(live, erasure.Slice{Workspace: failed[0].Workspace, Sandbox: true, PixelDay: erasure.PixelDay{Pixel: failed[0].Pixel, Date: day}})
 	for id, ss := range map[string][]erasure.Slice{"ok": ok, "failed": failed, "live": live} {
 		if _, err := f.Begin(ctx, id, ss, time.Minute); err != nil {
 			t.Fatal(err)
@@ -161,7 +165,7 @@ func TestFenceKeepsTheSlicesOfUnsureInserts(t *testing.T) {
 	if err := f.End(ctx, "ok"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.EndUnsure(ctx, "failed"); err != nil {
+	if err := f.EndUnsure(ctx, []string{"failed"}, []uuid.UUID{failed[0].Pixel, failed[1].Pixel}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := f.Unsure(ctx)
@@ -172,16 +176,43 @@ func TestFenceKeepsTheSlicesOfUnsureInserts(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("unsure inserts %v, want %v", got, want)
 	}
+	heldNow := func(px uuid.UUID) bool {
+		t.Helper()
+		held, _, err := f.HoldState(ctx, px)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return held
+	}
+	if !heldNow(failed[0].Pixel) || !heldNow(failed[1].Pixel) || heldNow(ok[0].Pixel) {
+		t.Fatal("want the pixels of the INSERT ended unsure held, and only those")
+	}
 	if err := f.Repaired(ctx, "failed", "lapsed"); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := f.Unsure(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("after the repair: %v %v", got, err)
 	}
-	if err := f.EndUnsure(ctx, "live"); err != nil {
+	if heldNow(failed[0].Pixel) || heldNow(failed[1].Pixel) {
+		t.Fatal("the repaired INSERT's pixels are still held")
+	}
+	// Two unsure INSERTs share a pixel: repairing one leaves it held.
+	if err := f.EndUnsure(ctx, []string{"live"}, []uuid.UUID{live[0].Pixel, live[1].Pixel}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := f.Unsure(ctx); err != nil || !reflect.DeepEqual(got, map[string][]erasure.Slice{"live": live}) {
-		t.Fatalf("after the live INSERT ended unsure: %v %v", got, err)
+	if _, err := f.Begin(ctx, "again", []erasure.Slice{failed[0]}, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.EndUnsure(ctx, []string{"again"}, []uuid.UUID{failed[0].Pixel}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.Unsure(ctx); err != nil || !reflect.DeepEqual(got, map[string][]erasure.Slice{"live": live, "again": {failed[0]}}) {
+		t.Fatalf("after two INSERTs ended unsure: %v %v", got, err)
+	}
+	if err := f.Repaired(ctx, "live"); err != nil {
+		t.Fatal(err)
+	}
+	if heldNow(live[0].Pixel) || !heldNow(failed[0].Pixel) {
+		t.Fatal("want only the pixel of the INSERT still unrepaired held")
 	}
 }

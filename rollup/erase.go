@@ -3,8 +3,11 @@ package rollup
 import (
 	"context"
 	"errors"
+	"maps"
+	"slices"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"svc/schema/erasure"
@@ -39,10 +42,11 @@ const heldRetry = 200 * time.Millisecond
 
 // privacyFence is the consumer's side of the privacy fence (nil without Redis).
 type privacyFence struct {
-	fence *erasure.Fence
-	reg   *erasure.Registry
-	lease time.Duration
-	open  []string // registered INSERT query ids not yet ended
+	fence  *erasure.Fence
+	reg    *erasure.Registry
+	lease  time.Duration
+	open   []string           // registered INSERT query ids not yet ended
+	pixels map[uuid.UUID]bool // the pixels of their slices
 
 	erased prometheus.Counter
 	held   prometheus.Counter
@@ -58,9 +62,10 @@ func newPrivacyFence(cfg Config) *privacyFence {
 		reg = prometheus.DefaultRegisterer
 	}
 	return &privacyFence{
-		fence: erasure.NewFence(cfg.Redis, cfg.ClickHouse.Database),
-		reg:   erasure.NewRegistry(cfg.Redis),
-		lease: 2 * cfg.InsertTimeout,
+		fence:  erasure.NewFence(cfg.Redis, cfg.ClickHouse.Database),
+		reg:    erasure.NewRegistry(cfg.Redis),
+		lease:  2 * cfg.InsertTimeout,
+		pixels: map[uuid.UUID]bool{},
 		erased: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_rollup_erased_identities_total",
 			Help: "Events whose identity the consumer cleared before inserting them (erased while in flight, or suppressed)."})),
 		held: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_rollup_held_flushes_total",
@@ -78,11 +83,15 @@ func (c *consumer) beginInsert(ctx context.Context, id string) error {
 	if g == nil {
 		return nil
 	}
-	v, err := g.fence.Begin(ctx, id, c.sink.Slices(), g.lease)
+	ss := c.sink.Slices()
+	v, err := g.fence.Begin(ctx, id, ss, g.lease)
 	if err != nil {
 		return err
 	}
 	g.open = append(g.open, id)
+	for _, s := range ss {
+		g.pixels[s.Pixel] = true
+	}
 	if len(v.Held) > 0 && c.sink.AnyPixel(v.Held) {
 		g.held.Inc()
 		c.endInserts(ctx)
@@ -117,15 +126,18 @@ func (c *consumer) endRegistrations(ctx context.Context, unsure bool) {
 	if g == nil || len(g.open) == 0 {
 		return
 	}
-	end := g.fence.End
+	var err error
 	if unsure {
-		end = g.fence.EndUnsure
 		g.unsure.Inc()
+		err = g.fence.EndUnsure(context.WithoutCancel(ctx), g.open, slices.Collect(maps.Keys(g.pixels)))
+	} else {
+		err = g.fence.End(context.WithoutCancel(ctx), g.open...)
 	}
-	if err := end(context.WithoutCancel(ctx), g.open...); err != nil {
+	if err != nil {
 		c.log.Warn("end insert registration (it lapses with its lease)", "err", err)
 	}
 	g.open = g.open[:0]
+	clear(g.pixels)
 }
 
 // waitHeld schedules the retry of a held flush: soon, without backoff, and without

@@ -24,6 +24,7 @@ import (
 //	svc:privacy:{<db>}:holds    ZSET pixel uuid → hold end (unix ms)
 //	svc:privacy:{<db>}:holdgen  counter, raised after every Hold's ZADD (HoldState)
 //	svc:privacy:{<db>}:inserts  HASH query id of a consumer INSERT → its rows' slices
+//	svc:privacy:{<db>}:repairs  ZSET pixel of an INSERT ended unsure → when (unix ms)
 //
 // A consumer registers each INSERT before sending it (Begin: ZADD flushes, then read
 // holds and the identities generation) and ends it once the INSERT is known to be
@@ -41,13 +42,16 @@ import (
 // INSERT's slices (pixel-days) beside its registration; End (success) removes both;
 // EndUnsure (failed, now over) removes only the registration. An INSERT whose slices
 // are left without a live registration (ended unsure, or its consumer died) is Unsure:
-// the privacy worker rebuilds its slices' rollups from the events (Repaired).
+// the privacy worker rebuilds its slices' rollups from the events (Repaired). Until it
+// has, the pixels of an INSERT ended unsure count as held for HoldState: their rollups
+// may lack events the consumer has taken for stored.
 type Fence struct {
 	rdb     redis.UniversalClient
 	flushes string
 	holds   string
 	holdgen string
 	inserts string
+	repairs string
 	// Now is the clock of leases (time.Now when nil); hosts' clocks must agree within
 	// a fraction of a lease.
 	Now func() time.Time
@@ -56,7 +60,7 @@ type Fence struct {
 // NewFence returns the fence of database db.
 func NewFence(rdb redis.UniversalClient, db string) *Fence {
 	p := "svc:privacy:{" + db + "}:"
-	return &Fence{rdb: rdb, flushes: p + "flushes", holds: p + "holds", holdgen: p + "holdgen", inserts: p + "inserts"}
+	return &Fence{rdb: rdb, flushes: p + "flushes", holds: p + "holds", holdgen: p + "holdgen", inserts: p + "inserts", repairs: p + "repairs"}
 }
 
 func (f *Fence) now() time.Time {
@@ -132,32 +136,50 @@ func (f *Fence) End(ctx context.Context, ids ...string) error {
 
 // EndUnsure ends the registration of INSERTs ids, each failed and over (the server no
 // longer runs it), and keeps their slices for the repair: such an INSERT may have
-// stored its events without some of its views' rows.
-func (f *Fence) EndUnsure(ctx context.Context, ids ...string) error {
+// stored its events without some of its views' rows. Its pixels (of its slices) stay
+// marked for HoldState until the repair.
+func (f *Fence) EndUnsure(ctx context.Context, ids []string, pixels []uuid.UUID) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	return f.rdb.ZRem(ctx, f.flushes, members(ids)...).Err()
+	now := float64(f.now().UnixMilli())
+	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		p.ZRem(ctx, f.flushes, members(ids)...)
+		for _, px := range pixels {
+			p.ZAdd(ctx, f.repairs, redis.Z{Score: now, Member: px.String()})
+		}
+		return nil
+	})
+	return err
 }
 
 // Unsure returns the slices of every INSERT whose rollups need a repair: registered
 // with slices, then ended unsure or never ended within its lease (its consumer died).
 func (f *Fence) Unsure(ctx context.Context) (map[string][]Slice, error) {
-	var all *redis.MapStringStringCmd
-	var live *redis.StringSliceCmd
-	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error { // one moment: no End between the reads
-		all = p.HGetAll(ctx, f.inserts)
-		live = p.ZRangeByScore(ctx, f.flushes, &redis.ZRangeBy{Min: strconv.FormatInt(f.now().UnixMilli(), 10), Max: "+inf"})
-		return nil
-	})
+	out, err := f.unsure(ctx, f.rdb)
 	if err != nil {
 		return nil, fmt.Errorf("privacy: list unsure inserts: %w", err)
 	}
-	for _, id := range live.Val() {
-		delete(all.Val(), id)
+	return out, nil
+}
+
+func (f *Fence) unsure(ctx context.Context, rdb redis.Cmdable) (map[string][]Slice, error) {
+	all, err := rdb.HGetAll(ctx, f.inserts).Result()
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		return nil, nil
+	}
+	live, err := rdb.ZRangeByScore(ctx, f.flushes, &redis.ZRangeBy{Min: strconv.FormatInt(f.now().UnixMilli(), 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, err
+	}
+	for _, id := range live {
+		delete(all, id)
 	}
 	out := map[string][]Slice{}
-	for id, v := range all.Val() {
+	for id, v := range all {
 		ss, err := decodeSlices([]byte(v))
 		if err != nil {
 			return nil, err
@@ -167,12 +189,53 @@ func (f *Fence) Unsure(ctx context.Context) (map[string][]Slice, error) {
 	return out, nil
 }
 
-// Repaired forgets the slices of INSERTs ids: their rollups were rebuilt.
+// Repaired forgets the slices of INSERTs ids, whose rollups were rebuilt, and unmarks
+// every pixel no INSERT ended unsure still has a slice of. The unmarking is a
+// transaction watching the registrations: an INSERT ended unsure meanwhile restarts it.
 func (f *Fence) Repaired(ctx context.Context, ids ...string) error {
-	if len(ids) == 0 {
-		return nil
+	if len(ids) > 0 {
+		if err := f.rdb.HDel(ctx, f.inserts, ids...).Err(); err != nil {
+			return fmt.Errorf("privacy: forget repaired inserts: %w", err)
+		}
 	}
-	return f.rdb.HDel(ctx, f.inserts, ids...).Err()
+	for range 10 {
+		err := f.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			unsure, err := f.unsure(ctx, tx)
+			if err != nil {
+				return err
+			}
+			marked, err := tx.ZRange(ctx, f.repairs, 0, -1).Result()
+			if err != nil {
+				return err
+			}
+			still := map[string]bool{}
+			for _, ss := range unsure {
+				for _, s := range ss {
+					still[s.Pixel.String()] = true
+				}
+			}
+			var clear []any
+			for _, px := range marked {
+				if !still[px] {
+					clear = append(clear, px)
+				}
+			}
+			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
+				if len(clear) > 0 {
+					p.ZRem(ctx, f.repairs, clear...)
+				}
+				return nil
+			})
+			return err
+		}, f.flushes, f.inserts, f.repairs)
+		if !errors.Is(err, redis.TxFailedErr) {
+			if err != nil {
+				return fmt.Errorf("privacy: unmark repaired pixels: %w", err)
+			}
+			return nil
+		}
+	}
+	return fmt.Errorf("privacy: unmark repaired pixels: %w", redis.TxFailedErr)
 }
 
 func members(ids []string) []any {
@@ -217,12 +280,14 @@ func (f *Fence) Hold(ctx context.Context, pixels []uuid.UUID, lease time.Duratio
 }
 
 // HoldState reports whether pixel is held now (a rebuild of its rollups may have
-// deleted rows not yet inserted again) and the holds' generation. A reader that finds
+// deleted rows not yet inserted again, or an INSERT of its rows ended unsure and its
+// rollups await the repair) and the holds' generation. A reader that finds
 // the pixel not held and the same generation before and after a query read rollups
 // that no rebuild had taken rows from (the completeness watermark, schema/rollups).
 func (f *Fence) HoldState(ctx context.Context, pixel uuid.UUID) (held bool, gen int64, err error) {
 	pipe := f.rdb.Pipeline()
 	score := pipe.ZScore(ctx, f.holds, pixel.String())
+	repair := pipe.ZScore(ctx, f.repairs, pixel.String())
 	g := pipe.Get(ctx, f.holdgen)
 	_, err = pipe.Exec(ctx)
 	if err != nil && !errors.Is(err, redis.Nil) {
@@ -231,6 +296,9 @@ func (f *Fence) HoldState(ctx context.Context, pixel uuid.UUID) (held bool, gen 
 	gen, _ = g.Int64()
 	if s, err := score.Result(); err == nil && s >= float64(f.now().UnixMilli()) {
 		held = true
+	}
+	if _, err := repair.Result(); err == nil {
+		held = true // an INSERT of the pixel ended unsure: its rollups await a repair
 	}
 	return held, gen, nil
 }
