@@ -86,7 +86,7 @@ func TestRollupsRepairedAfterAnInsertFailedMidway(t *testing.T) {
 		t.Fatalf("events table: %d rows, want 5", got)
 	}
 	in.ch("DROP TABLE aaa_fail_mv")
-	t.Logf("repaired %.1fs after the batch was sent; %d answers claimed it complete before the last read", time.Since(sent).Seconds(), claims)
+	t.Logf("repaired %.1fs after the batch was sent; %d answers claimed it complete, the last read included", time.Since(sent).Seconds(), claims)
 	for _, table := range []string{"pixel_rollups_daily", "pixel_rollups_15m"} {
 		if got := in.ch("SELECT countMerge(events_state), sumMerge(value_state) = 676 FROM " + table); got != "5\t1" {
 			t.Fatalf("%s: %q, want 5 events worth 676", table, got)
