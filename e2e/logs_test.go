@@ -170,7 +170,7 @@ func TestEveryRoleLogsJSONLines(t *testing.T) {
 	checkJSONLines(t, "svc broker", []byte(brk.Output()), "broker")
 	checkJSONLines(t, "svc ingest", []byte(edge.Output()), "ingest")
 	checkJSONLines(t, "svc api", []byte(api.Output()), "api")
-	checkJSONLines(t, "svc webhooks", []byte(wh.Output()), "webhooks")
+	checkJSONLines(t, "svc webhooks", []byte(wh.Output()), "webhooks", "privacy")
 	checkJSONLines(t, "svc rollup", []byte(roll.Output()), "rollup")
 	if !strings.Contains(roll.Output(), `"lib":"go-redis"`) || !strings.Contains(roll.Output()+edge.Output(), `"lib":"franz-go"`) {
 		t.Errorf("the libraries' own lines are missing:\nrollup:\n%s\ningest:\n%s", roll.Output(), edge.Output())
@@ -185,7 +185,7 @@ func TestEveryRoleLogsJSONLines(t *testing.T) {
 	if err := in.stop(); err != nil {
 		t.Fatalf("svc dev: %v", err)
 	}
-	checkJSONLines(t, "svc dev", in.log.Bytes(), "dev", "ingest", "rollup", "api", "webhooks", "app", "broker")
+	checkJSONLines(t, "svc dev", in.log.Bytes(), "dev", "ingest", "rollup", "api", "webhooks", "privacy", "app", "broker")
 }
 
 // redisAddr is the host:port of a redis:// URL.

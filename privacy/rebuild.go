@@ -17,21 +17,14 @@ func (w *Worker) rebuildRollups(ctx context.Context, es []*erasure.Erasure) erro
 	if len(es) == 0 {
 		return nil
 	}
-	seen := map[erasure.Slice]bool{}
 	var ss []erasure.Slice
 	for _, e := range es {
 		for _, d := range e.Days {
-			s := erasure.Slice{Workspace: e.Workspace, Sandbox: e.Sandbox, PixelDay: d}
-			if !seen[s] {
-				seen[s] = true
-				ss = append(ss, s)
-			}
+			ss = append(ss, erasure.Slice{Workspace: e.Workspace, Sandbox: e.Sandbox, PixelDay: d})
 		}
 	}
-	if len(ss) > 0 {
-		if err := w.rebuild(ctx, ss); err != nil {
-			return err
-		}
+	if err := w.rebuild(ctx, ss); err != nil {
+		return err
 	}
 	for _, e := range es {
 		e.Stage, e.LastError = erasure.StageRecomputed, ""
@@ -39,7 +32,7 @@ func (w *Worker) rebuildRollups(ctx context.Context, es []*erasure.Erasure) erro
 	return erasure.Write(ctx, w.Conn, w.Now(), es...)
 }
 
-// rebuild replaces the rows of slices in every rollup table with rows aggregated
+// rebuild replaces the rows of slices (repeats allowed) in every rollup table with rows aggregated
 // afresh from events.
 //
 // The race with the consumer: a rollup row of a slice comes from the materialized
@@ -52,6 +45,9 @@ func (w *Worker) rebuildRollups(ctx context.Context, es []*erasure.Erasure) erro
 // hold is a lease: before inserting, the worker extends it, and if it had lapsed (a
 // stalled delete) it starts over, since rows may have arrived meanwhile.
 func (w *Worker) rebuild(ctx context.Context, ss []erasure.Slice) error {
+	if ss = distinct(ss); len(ss) == 0 {
+		return nil
+	}
 	pixels := distinctPixels(ss)
 	start := time.Now()
 	defer func() {
@@ -105,6 +101,18 @@ func (w *Worker) insertSlices(ctx context.Context, ss []erasure.Slice) error {
 		}
 	}
 	return nil
+}
+
+func distinct(ss []erasure.Slice) []erasure.Slice {
+	seen := map[erasure.Slice]bool{}
+	var out []erasure.Slice
+	for _, s := range ss {
+		if !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 func distinctPixels(ss []erasure.Slice) []uuid.UUID {

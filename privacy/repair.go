@@ -23,22 +23,14 @@ func (w *Worker) repairInserts(ctx context.Context) error {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	seen := map[erasure.Slice]bool{}
 	var ss []erasure.Slice
 	for _, id := range ids {
-		for _, s := range unsure[id] {
-			if !seen[s] {
-				seen[s] = true
-				ss = append(ss, s)
-			}
-		}
+		ss = append(ss, unsure[id]...)
 	}
-	if len(ss) > 0 {
-		if err := w.rebuild(ctx, ss); err != nil {
-			return err
-		}
+	if err := w.rebuild(ctx, ss); err != nil {
+		return err
 	}
 	w.m.repairs.Add(float64(len(ids)))
-	w.Log.Info("rollups repaired after unsure inserts", "inserts", len(ids), "pixel_days", len(ss))
+	w.Log.Info("rollups repaired after unsure inserts", "inserts", len(ids), "pixel_days", len(distinct(ss)))
 	return w.Fence.Repaired(ctx, ids...)
 }
