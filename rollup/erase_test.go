@@ -3,6 +3,7 @@ package rollup
 import (
 	"context"
 	"crypto/sha256"
+	"reflect"
 	"testing"
 	"time"
 
@@ -112,19 +113,88 @@ func TestConsumerWaitsForHeldPixels(t *testing.T) {
 	}
 }
 
+// TestOnlyAnInsertThatSentRowsIsLeftForTheRepair: an INSERT refused before any row was
+// sent (the table is away) ends its registration as any other, leaving nothing to
+// repair; one whose events part was written before a view failed ends unsure: its
+// pixel-day is left for the privacy worker's repair, and the pixel counts as held
+// (the watermark is withheld) until then.
+func TestOnlyAnInsertThatSentRowsIsLeftForTheRepair(t *testing.T) {
+	w := newWorld(t, 1)
+	rdb := apitest.Redis(t)
+	cfg := w.config("erase-unsure")
+	cfg.Redis = rdb
+	ctx := context.Background()
+	db := w.ch.Database
+	fence := erasure.NewFence(rdb, db)
+	t.Cleanup(func() {
+		p := "svc:privacy:{" + db + "}:"
+		rdb.Del(ctx, p+"flushes", p+"inserts", p+"repairs")
+	})
+	exec := func(q string) {
+		t.Helper()
+		if err := w.conn.Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce := func(b *schema.Batch) {
+		t.Helper()
+		if err := w.prod.ProduceSync(ctx, record(b, 0)).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	reg := cfg.Registerer.(*prometheus.Registry)
+	waitCounter := func(name string, want float64) {
+		t.Helper()
+		for deadline := time.Now().Add(20 * time.Second); counter(t, reg, name, "") < want; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s stayed below %v", name, want)
+			}
+		}
+	}
+	now := time.Now().Add(-time.Minute)
+
+	w.start(cfg)
+	produce(oneEvent(w.ws, 1, "a@example.com", now))
+	waitCount(t, w, "SELECT count() FROM events", 1)
+	exec("RENAME TABLE " + db + ".events TO " + db + ".events_away")
+	produce(oneEvent(w.ws, 1, "a@example.com", now))
+	waitCounter("svc_rollup_insert_errors_total", 1)
+	exec("RENAME TABLE " + db + ".events_away TO " + db + ".events")
+	waitCount(t, w, "SELECT count() FROM events", 2)
+	if u, err := fence.Unsure(ctx); err != nil || len(u) != 0 {
+		t.Fatalf("an INSERT that sent no row was left for a repair: %v %v", u, err)
+	}
+
+	exec("CREATE MATERIALIZED VIEW " + db + ".aaa_fail_mv ENGINE = Memory AS SELECT throwIf(value = 666) AS failed FROM " + db + ".events")
+	b := oneEvent(w.ws, 2, "b@example.com", now)
+	b.Events[0].HasValue, b.Events[0].Value = true, 666_0000
+	produce(b)
+	waitCount(t, w, "SELECT count() FROM events", 3)
+	waitCounter("svc_rollup_unsure_inserts_total", 1)
+	exec("DROP TABLE " + db + ".aaa_fail_mv")
+	u, err := fence.Unsure(ctx)
+	if err != nil || len(u) != 1 {
+		t.Fatalf("want the failed INSERT left for the repair: %v %v", u, err)
+	}
+	px := uuid.UUID(b.Pixel)
+	want := []erasure.Slice{{Workspace: uuid.UUID(w.ws), PixelDay: erasure.PixelDay{Pixel: px, Date: now.UTC().Truncate(24 * time.Hour)}}}
+	for _, ss := range u {
+		if !reflect.DeepEqual(ss, want) {
+			t.Fatalf("its slices %v, want %v", ss, want)
+		}
+	}
+	if held, _, err := fence.HoldState(ctx, px); err != nil || !held {
+		t.Fatalf("the pixel of the INSERT ended unsure is not held: %v %v", held, err)
+	}
+	if got := counter(t, reg, "svc_rollup_unsure_inserts_total", ""); got != 1 {
+		t.Fatalf("%v INSERTs ended unsure, want 1", got)
+	}
+}
+
 // heldFlushes reads svc_rollup_held_flushes_total.
 func heldFlushes(t *testing.T, reg *prometheus.Registry) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() == "svc_rollup_held_flushes_total" {
-			return mf.GetMetric()[0].GetCounter().GetValue()
-		}
-	}
-	return 0
+	return counter(t, reg, "svc_rollup_held_flushes_total", "")
 }
 
 func hexDigest(d [32]byte) string {

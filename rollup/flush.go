@@ -15,6 +15,7 @@ import (
 
 	"svc/lib/process"
 	"svc/schema"
+	"svc/schema/sink"
 )
 
 // flush logs the event claims decided since the last flush (on a replica), produces
@@ -88,6 +89,10 @@ func (c *consumer) flushRows(ctx context.Context) error {
 	}
 	start := time.Now()
 	if err := c.sink.Flush(ictx, start); err != nil {
+		if errors.Is(err, sink.ErrNotSent) {
+			c.endInserts(ctx) // stored nothing: no read-back, no repair
+			return err
+		}
 		c.unsure = true
 		return err
 	}

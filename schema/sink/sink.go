@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -178,9 +179,14 @@ func trimCurrency(c *[3]byte) []byte {
 	return c[:n]
 }
 
+// ErrNotSent marks a Flush error that came before any row was sent: the INSERT stored
+// nothing.
+var ErrNotSent = errors.New("no row sent")
+
 // Flush writes every buffered row in one INSERT, stamped inserted_at = now. The rows
 // stay buffered either way: call Reset after a success. On error the outcome is
-// unknown: the INSERT may or may not have landed (read MaxOffsets, then Drop).
+// unknown, the INSERT may or may not have landed (read MaxOffsets, then Drop), unless
+// the error is ErrNotSent.
 //
 // The query id and settings come from ctx (clickhouse.Context), as for any query.
 func (s *Sink) Flush(ctx context.Context, now time.Time) error {
@@ -190,11 +196,11 @@ func (s *Sink) Flush(ctx context.Context, now time.Time) error {
 	s.stamp(now)
 	b, err := s.conn.PrepareBatch(ctx, s.query)
 	if err != nil {
-		return fmt.Errorf("prepare insert: %w", err)
+		return fmt.Errorf("prepare insert (%w): %w", ErrNotSent, err)
 	}
 	if err := s.load(b.Columns()); err != nil {
 		_ = b.Abort()
-		return err
+		return fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	if err := b.Send(); err != nil {
 		return fmt.Errorf("insert %d rows: %w", s.Len(), err)
