@@ -39,7 +39,7 @@ SVC_REDIS_CLUSTER=$redis $GO test -count=1 -timeout 10m -p 2 ./api/... ./ingest/
 # which the other packages' cluster tests must not meet halfway.
 echo "test-scale: the multi-process test over both clusters ($redis; svc_cluster at $clickhouse)"
 SVC_REDIS_CLUSTER=$redis SVC_CLICKHOUSE_CLUSTER=svc_cluster SVC_CLICKHOUSE_ADDR=$clickhouse \
-  $GO test -count=1 -timeout 10m -p 1 -v -run '^(TestScaleOnClusters|TestReplicaReadBack|TestRebuildTwiceOnReplicas|TestEventIDCopiesSurviveARedisFailover)$' ./e2e/ ./rollup/ ./privacy/ |
+  $GO test -count=1 -timeout 10m -p 1 -v -run '^(TestScaleOnClusters|TestReplicaReadBack|TestRebuildTwiceOnReplicas|TestRepairOnReplicas|TestEventIDCopiesSurviveARedisFailover)$' ./e2e/ ./rollup/ ./privacy/ |
   grep -vE '^(=== RUN|redis: .*pool\.go)'
 
 echo "test-scale: passed in $(($(date +%s) - start)) s"
