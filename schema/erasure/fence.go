@@ -1,6 +1,7 @@
 package erasure
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -156,25 +157,27 @@ func (f *Fence) EndUnsure(ctx context.Context, ids []string, pixels []uuid.UUID)
 // Unsure returns the slices of every INSERT whose rollups need a repair: registered
 // with slices, then ended unsure or never ended within its lease (its consumer died).
 func (f *Fence) Unsure(ctx context.Context) (map[string][]Slice, error) {
-	out, err := f.unsure(ctx, f.rdb)
+	var all *redis.MapStringStringCmd
+	var live *redis.StringSliceCmd
+	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error { // one moment: no Begin or End between the reads
+		all, live = f.readRegistrations(ctx, p)
+		return nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("privacy: list unsure inserts: %w", err)
 	}
-	return out, nil
+	return unsureOf(all.Val(), live.Val())
 }
 
-func (f *Fence) unsure(ctx context.Context, rdb redis.Cmdable) (map[string][]Slice, error) {
-	all, err := rdb.HGetAll(ctx, f.inserts).Result()
-	if err != nil {
-		return nil, err
-	}
-	if len(all) == 0 {
-		return nil, nil
-	}
-	live, err := rdb.ZRangeByScore(ctx, f.flushes, &redis.ZRangeBy{Min: strconv.FormatInt(f.now().UnixMilli(), 10), Max: "+inf"}).Result()
-	if err != nil {
-		return nil, err
-	}
+// readRegistrations queues the reads of every INSERT's slices and of the live
+// registrations.
+func (f *Fence) readRegistrations(ctx context.Context, p redis.Cmdable) (*redis.MapStringStringCmd, *redis.StringSliceCmd) {
+	return p.HGetAll(ctx, f.inserts),
+		p.ZRangeByScore(ctx, f.flushes, &redis.ZRangeBy{Min: strconv.FormatInt(f.now().UnixMilli(), 10), Max: "+inf"})
+}
+
+// unsureOf is the slices of the INSERTs of all without a live registration.
+func unsureOf(all map[string]string, live []string) (map[string][]Slice, error) {
 	for _, id := range live {
 		delete(all, id)
 	}
@@ -200,7 +203,13 @@ func (f *Fence) Repaired(ctx context.Context, ids ...string) error {
 	}
 	for range 10 {
 		err := f.rdb.Watch(ctx, func(tx *redis.Tx) error {
-			unsure, err := f.unsure(ctx, tx)
+			// Read outside MULTI: the watch fails the transaction if a registration
+			// changed since.
+			all, live := f.readRegistrations(ctx, tx)
+			if err := cmp.Or(all.Err(), live.Err()); err != nil {
+				return err
+			}
+			unsure, err := unsureOf(all.Val(), live.Val())
 			if err != nil {
 				return err
 			}
@@ -214,15 +223,15 @@ func (f *Fence) Repaired(ctx context.Context, ids ...string) error {
 					still[s.Pixel.String()] = true
 				}
 			}
-			var clear []any
+			var gone []any
 			for _, px := range marked {
 				if !still[px] {
-					clear = append(clear, px)
+					gone = append(gone, px)
 				}
 			}
 			_, err = tx.TxPipelined(ctx, func(p redis.Pipeliner) error {
-				if len(clear) > 0 {
-					p.ZRem(ctx, f.repairs, clear...)
+				if len(gone) > 0 {
+					p.ZRem(ctx, f.repairs, gone...)
 				}
 				return nil
 			})
