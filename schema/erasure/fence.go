@@ -83,11 +83,11 @@ type FenceView struct {
 
 // Begin registers INSERT id, whose rows are of slices, for lease (it must be ended, or
 // its query gone from the server, within it) and returns the current holds and
-// identities generation. The
-// registration is acknowledged before the generation is read: the two keys are on
-// different hash slots, which a Redis Cluster may serve from different masters, and a
-// pipeline sends each master's part on its own, so in one pipeline the read could run
-// before the write and the worker's "write, then read" would no longer meet ours.
+// identities generation. The registration is acknowledged before the generation is
+// read: the two keys are on different hash slots, which a Redis Cluster may serve from
+// different masters, and a pipeline sends each master's part on its own, so in one
+// pipeline the read could run before the write and the worker's "write, then read"
+// would no longer meet ours.
 func (f *Fence) Begin(ctx context.Context, id string, slices []Slice, lease time.Duration) (FenceView, error) {
 	now := f.now()
 	var holds *redis.StringSliceCmd
