@@ -13,6 +13,7 @@ import (
 	"svc/schema"
 	"svc/schema/apitest"
 	"svc/schema/erasure"
+	"svc/schema/rollups"
 )
 
 // oneEvent is a batch of one consented event of person at pixel px, received at recv.
@@ -227,5 +228,56 @@ func waitCount(t *testing.T, w *world, q string, want uint64) {
 			t.Fatalf("%s: %d, want %d", q, n, want)
 		}
 		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestWatermarkWaitsForAnInsertLeftOpen: a consumer that gets partitions publishes no
+// watermark while an INSERT registered before (a previous owner's, killed as its INSERT
+// was cut between its parts) may have left the rollups short: not while it is within
+// its lease, not once it lapsed, only once the privacy worker repaired it.
+func TestWatermarkWaitsForAnInsertLeftOpen(t *testing.T) {
+	w := newWorld(t, 1)
+	rdb := apitest.Redis(t)
+	cfg := w.config("wm-gate")
+	cfg.Redis = rdb
+	ctx := context.Background()
+	db := w.ch.Database
+	fence := erasure.NewFence(rdb, db)
+	t.Cleanup(func() {
+		p := "svc:privacy:{" + db + "}:"
+		rdb.Del(ctx, p+"flushes", p+"inserts", p+"repairs", rollups.WatermarkKey(db))
+	})
+	now := time.Now().Add(-time.Minute)
+	b := oneEvent(w.ws, 3, "c@example.com", now)
+	dead := []erasure.Slice{{Workspace: uuid.UUID(w.ws), PixelDay: erasure.PixelDay{Pixel: uuid.UUID(b.Pixel), Date: now.UTC().Truncate(24 * time.Hour)}}}
+	lapses := time.Now().Add(2 * time.Second)
+	if _, err := fence.Begin(ctx, "svc-rollup-dead-owner", dead, 2*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.prod.ProduceSync(ctx, record(b, 0)).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	w.start(cfg)
+	waitCount(t, w, "SELECT count() FROM events", 1)
+	published := func() bool {
+		t.Helper()
+		_, ok, err := rollups.IngestedThrough(ctx, rdb, db)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ok
+	}
+	for until := lapses.Add(1500 * time.Millisecond); time.Now().Before(until); time.Sleep(50 * time.Millisecond) {
+		if published() {
+			t.Fatalf("a watermark was published %v before the open INSERT's lease ended (negative: after)", time.Until(lapses).Round(time.Millisecond))
+		}
+	}
+	if err := fence.Repaired(ctx, "svc-rollup-dead-owner"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); !published(); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no watermark 10 s after the repair")
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"svc/lib/process"
+	"svc/schema/erasure"
 	"svc/schema/rollups"
 )
 
@@ -29,6 +32,12 @@ import (
 // A partition with nothing pending (H at or below what is flushed) gets W_p = S at the
 // next probe: "now", as of the probe. A member that lost a partition stops probing it;
 // what it published stays true. Nothing is published without Redis.
+//
+// A member that got partitions publishes nothing until every INSERT registered with the
+// privacy fence at that moment, or left unsure, is over and repaired (passed): a
+// previous owner killed as its INSERT was cut between the events part and the views'
+// (erase.go) left events the read-back takes for stored, and rollups short of them
+// until the privacy worker rebuilds them, once the registration lapses.
 
 // probeEvery is how often the watermark is probed and published.
 const probeEvery = 250 * time.Millisecond
@@ -56,6 +65,12 @@ type watermarks struct {
 	visible func(ctx context.Context) (bool, error)
 	checked time.Time
 
+	// fence is the privacy fence (nil without Redis); gate are the INSERTs passed waits
+	// for (step's goroutine only), regate that partitions came since it was read.
+	fence  *erasure.Fence
+	gate   []string
+	regate bool
+
 	mu      sync.Mutex
 	owned   map[int32]bool
 	flushed map[int32]int64 // highest offset known flushed, per owned partition; absent: unknown
@@ -73,8 +88,12 @@ func (w *watermarks) setLabel(l string) {
 }
 
 func newWatermarks(cfg Config, cl *kgo.Client, log *slog.Logger) *watermarks {
-	return &watermarks{cfg: cfg, adm: kadm.NewClient(cl), log: log, topic: cfg.Topic, owned: map[int32]bool{},
+	w := &watermarks{cfg: cfg, adm: kadm.NewClient(cl), log: log, topic: cfg.Topic, owned: map[int32]bool{},
 		flushed: map[int32]int64{}, probes: map[int32][]probe{}, marks: map[int32]time.Time{}}
+	if cfg.Redis != nil {
+		w.fence = erasure.NewFence(cfg.Redis, cfg.ClickHouse.Database)
+	}
+	return w
 }
 
 // own and disown follow the member's partitions.
@@ -86,6 +105,7 @@ func (w *watermarks) own(parts []int32) {
 		delete(w.flushed, p)
 		delete(w.probes, p)
 	}
+	w.regate = true
 }
 
 func (w *watermarks) disown(parts []int32) {
@@ -210,6 +230,10 @@ func (w *watermarks) step(ctx context.Context) error {
 		w.keep(marks)
 		return nil
 	}
+	if ok, err := w.passed(qctx); !ok {
+		w.keep(marks)
+		return err
+	}
 	if ok, err := w.ready(qctx); !ok {
 		w.keep(marks)
 		return err
@@ -219,6 +243,42 @@ func (w *watermarks) step(ctx context.Context) error {
 		return err
 	}
 	return nil
+}
+
+// passed says whether the INSERTs registered, or left unsure, when this member last got
+// partitions are all over and need no repair (Fence.Open). Step's goroutine only.
+func (w *watermarks) passed(ctx context.Context) (bool, error) {
+	if w.fence == nil {
+		return true, nil
+	}
+	w.mu.Lock()
+	regate := w.regate
+	w.regate = false
+	w.mu.Unlock()
+	if regate {
+		live, err := w.fence.Active(ctx)
+		if err == nil {
+			var unsure map[string][]erasure.Slice
+			if unsure, err = w.fence.Unsure(ctx); err == nil {
+				w.gate = append(append(w.gate, live...), slices.Collect(maps.Keys(unsure))...)
+			}
+		}
+		if err != nil {
+			w.mu.Lock()
+			w.regate = true
+			w.mu.Unlock()
+			return false, err
+		}
+	}
+	if len(w.gate) == 0 {
+		return true, nil
+	}
+	open, err := w.fence.Open(ctx, w.gate)
+	if err != nil {
+		return false, err
+	}
+	w.gate = open
+	return len(open) == 0, nil
 }
 
 // keep puts back marks not published, for the next step (a partition's newer mark,

@@ -192,6 +192,33 @@ func unsureOf(all map[string]string, live []string) (map[string][]Slice, error) 
 	return out, nil
 }
 
+// Open returns those of INSERTs ids that may still leave the rollups short of events
+// their consumer took for stored: registered within their lease, or ended unsure (or
+// lapsed) and not yet repaired.
+func (f *Fence) Open(ctx context.Context, ids []string) ([]string, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var scores *redis.FloatSliceCmd
+	var slices *redis.SliceCmd
+	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		scores = p.ZMScore(ctx, f.flushes, ids...)
+		slices = p.HMGet(ctx, f.inserts, ids...)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("privacy: check registered inserts: %w", err)
+	}
+	now := float64(f.now().UnixMilli())
+	var out []string
+	for i, id := range ids {
+		if scores.Val()[i] >= now || slices.Val()[i] != nil {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
 // Repaired forgets the slices of INSERTs ids, whose rollups were rebuilt, and unmarks
 // every pixel no INSERT ended unsure still has a slice of. The unmarking is a
 // transaction watching the registrations: an INSERT ended unsure meanwhile restarts it.
