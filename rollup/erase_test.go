@@ -114,23 +114,29 @@ func TestConsumerWaitsForHeldPixels(t *testing.T) {
 	}
 }
 
+// fencedWorld is a world of one partition whose consumers use Redis (so the privacy
+// fence), its fence, and the fence's and the watermark's keys removed at the end.
+func fencedWorld(t *testing.T, group string) (*world, Config, *erasure.Fence) {
+	w := newWorld(t, 1)
+	rdb := apitest.Redis(t)
+	cfg := w.config(group)
+	cfg.Redis = rdb
+	db := w.ch.Database
+	t.Cleanup(func() {
+		p := "svc:privacy:{" + db + "}:"
+		rdb.Del(context.Background(), p+"flushes", p+"inserts", p+"repairs", rollups.WatermarkKey(db))
+	})
+	return w, cfg, erasure.NewFence(rdb, db)
+}
+
 // TestOnlyAnInsertThatSentRowsIsLeftForTheRepair: an INSERT refused before any row was
 // sent (the table is away) ends its registration as any other, leaving nothing to
 // repair; one whose events part was written before a view failed ends unsure: its
 // pixel-day is left for the privacy worker's repair, and the pixel counts as held
 // (the watermark is withheld) until then.
 func TestOnlyAnInsertThatSentRowsIsLeftForTheRepair(t *testing.T) {
-	w := newWorld(t, 1)
-	rdb := apitest.Redis(t)
-	cfg := w.config("erase-unsure")
-	cfg.Redis = rdb
-	ctx := context.Background()
-	db := w.ch.Database
-	fence := erasure.NewFence(rdb, db)
-	t.Cleanup(func() {
-		p := "svc:privacy:{" + db + "}:"
-		rdb.Del(ctx, p+"flushes", p+"inserts", p+"repairs")
-	})
+	w, cfg, fence := fencedWorld(t, "erase-unsure")
+	ctx, db := context.Background(), w.ch.Database
 	exec := func(q string) {
 		t.Helper()
 		if err := w.conn.Exec(ctx, q); err != nil {
@@ -236,17 +242,8 @@ func waitCount(t *testing.T, w *world, q string, want uint64) {
 // was cut between its parts) may have left the rollups short: not while it is within
 // its lease, not once it lapsed, only once the privacy worker repaired it.
 func TestWatermarkWaitsForAnInsertLeftOpen(t *testing.T) {
-	w := newWorld(t, 1)
-	rdb := apitest.Redis(t)
-	cfg := w.config("wm-gate")
-	cfg.Redis = rdb
-	ctx := context.Background()
-	db := w.ch.Database
-	fence := erasure.NewFence(rdb, db)
-	t.Cleanup(func() {
-		p := "svc:privacy:{" + db + "}:"
-		rdb.Del(ctx, p+"flushes", p+"inserts", p+"repairs", rollups.WatermarkKey(db))
-	})
+	w, cfg, fence := fencedWorld(t, "wm-gate")
+	rdb, ctx, db := cfg.Redis, context.Background(), w.ch.Database
 	now := time.Now().Add(-time.Minute)
 	b := oneEvent(w.ws, 3, "c@example.com", now)
 	dead := []erasure.Slice{{Workspace: uuid.UUID(w.ws), PixelDay: erasure.PixelDay{Pixel: uuid.UUID(b.Pixel), Date: now.UTC().Truncate(24 * time.Hour)}}}
