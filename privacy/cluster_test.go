@@ -76,7 +76,7 @@ func TestRepairOnReplicas(t *testing.T) {
 	if err := insertEventsErr(conn, db, ws, px1, px2); err == nil {
 		t.Fatal("the INSERT through the failing view succeeded")
 	}
-	if err := w.Fence.EndUnsure(ctx, []string{"svc-rollup-cut"}, []uuid.UUID{px1, px2}); err != nil {
+	if err := w.Fence.EndUnsure(ctx, "svc-rollup-cut"); err != nil {
 		t.Fatal(err)
 	}
 	if err := conn.Exec(ctx, "DROP TABLE "+db+".aaa_fail_mv"+oc); err != nil {

@@ -165,7 +165,7 @@ func TestFenceKeepsTheSlicesOfUnsureInserts(t *testing.T) {
 	if err := f.End(ctx, "ok"); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.EndUnsure(ctx, []string{"failed"}, []uuid.UUID{failed[0].Pixel, failed[1].Pixel}); err != nil {
+	if err := f.EndUnsure(ctx, "failed"); err != nil {
 		t.Fatal(err)
 	}
 	got, err := f.Unsure(ctx)
@@ -197,13 +197,13 @@ func TestFenceKeepsTheSlicesOfUnsureInserts(t *testing.T) {
 		t.Fatal("the repaired INSERT's pixels are still held")
 	}
 	// Two unsure INSERTs share a pixel: repairing one leaves it held.
-	if err := f.EndUnsure(ctx, []string{"live"}, []uuid.UUID{live[0].Pixel, live[1].Pixel}); err != nil {
+	if err := f.EndUnsure(ctx, "live"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.Begin(ctx, "again", []erasure.Slice{failed[0]}, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.EndUnsure(ctx, []string{"again"}, []uuid.UUID{failed[0].Pixel}); err != nil {
+	if err := f.EndUnsure(ctx, "again"); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := f.Unsure(ctx); err != nil || !reflect.DeepEqual(got, map[string][]erasure.Slice{"live": live, "again": {failed[0]}}) {

@@ -3,11 +3,8 @@ package rollup
 import (
 	"context"
 	"errors"
-	"maps"
-	"slices"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"svc/schema/erasure"
@@ -42,11 +39,10 @@ const heldRetry = 200 * time.Millisecond
 
 // privacyFence is the consumer's side of the privacy fence (nil without Redis).
 type privacyFence struct {
-	fence  *erasure.Fence
-	reg    *erasure.Registry
-	lease  time.Duration
-	open   []string           // registered INSERT query ids not yet ended
-	pixels map[uuid.UUID]bool // the pixels of their slices
+	fence *erasure.Fence
+	reg   *erasure.Registry
+	lease time.Duration
+	open  []string // registered INSERT query ids not yet ended
 
 	erased prometheus.Counter
 	held   prometheus.Counter
@@ -62,10 +58,9 @@ func newPrivacyFence(cfg Config) *privacyFence {
 		reg = prometheus.DefaultRegisterer
 	}
 	return &privacyFence{
-		fence:  erasure.NewFence(cfg.Redis, cfg.ClickHouse.Database),
-		reg:    erasure.NewRegistry(cfg.Redis),
-		lease:  2 * cfg.InsertTimeout,
-		pixels: map[uuid.UUID]bool{},
+		fence: erasure.NewFence(cfg.Redis, cfg.ClickHouse.Database),
+		reg:   erasure.NewRegistry(cfg.Redis),
+		lease: 2 * cfg.InsertTimeout,
 		erased: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_rollup_erased_identities_total",
 			Help: "Events whose identity the consumer cleared before inserting them (erased while in flight, or suppressed)."})),
 		held: register(reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "svc_rollup_held_flushes_total",
@@ -83,15 +78,11 @@ func (c *consumer) beginInsert(ctx context.Context, id string) error {
 	if g == nil {
 		return nil
 	}
-	ss := c.sink.Slices()
-	v, err := g.fence.Begin(ctx, id, ss, g.lease)
+	v, err := g.fence.Begin(ctx, id, c.sink.Slices(), g.lease)
 	if err != nil {
 		return err
 	}
 	g.open = append(g.open, id)
-	for _, s := range ss {
-		g.pixels[s.Pixel] = true
-	}
 	if len(v.Held) > 0 && c.sink.AnyPixel(v.Held) {
 		g.held.Inc()
 		c.endInserts(ctx)
@@ -129,7 +120,7 @@ func (c *consumer) endRegistrations(ctx context.Context, unsure bool) {
 	var err error
 	if unsure {
 		g.unsure.Inc()
-		err = g.fence.EndUnsure(context.WithoutCancel(ctx), g.open, slices.Collect(maps.Keys(g.pixels)))
+		err = g.fence.EndUnsure(context.WithoutCancel(ctx), g.open...)
 	} else {
 		err = g.fence.End(context.WithoutCancel(ctx), g.open...)
 	}
@@ -137,7 +128,6 @@ func (c *consumer) endRegistrations(ctx context.Context, unsure bool) {
 		c.log.Warn("end insert registration (it lapses with its lease)", "err", err)
 	}
 	g.open = g.open[:0]
-	clear(g.pixels)
 }
 
 // waitHeld schedules the retry of a held flush: soon, without backoff, and without

@@ -90,7 +90,7 @@ func TestConsumerWaitsForHeldPixels(t *testing.T) {
 		}
 	}
 	reg := cfg.Registerer.(*prometheus.Registry)
-	for deadline := time.Now().Add(20 * time.Second); heldFlushes(t, reg) < 2; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); metric(t, reg, "svc_rollup_held_flushes_total") < 2; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the consumer never found its flush held")
 		}
@@ -152,7 +152,7 @@ func TestOnlyAnInsertThatSentRowsIsLeftForTheRepair(t *testing.T) {
 	reg := cfg.Registerer.(*prometheus.Registry)
 	waitCounter := func(name string, want float64) {
 		t.Helper()
-		for deadline := time.Now().Add(20 * time.Second); counter(t, reg, name, "") < want; time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(20 * time.Second); metric(t, reg, name) < want; time.Sleep(20 * time.Millisecond) {
 			if time.Now().After(deadline) {
 				t.Fatalf("%s stayed below %v", name, want)
 			}
@@ -193,15 +193,9 @@ func TestOnlyAnInsertThatSentRowsIsLeftForTheRepair(t *testing.T) {
 	if held, _, err := fence.HoldState(ctx, px); err != nil || !held {
 		t.Fatalf("the pixel of the INSERT ended unsure is not held: %v %v", held, err)
 	}
-	if got := counter(t, reg, "svc_rollup_unsure_inserts_total", ""); got != 1 {
+	if got := metric(t, reg, "svc_rollup_unsure_inserts_total"); got != 1 {
 		t.Fatalf("%v INSERTs ended unsure, want 1", got)
 	}
-}
-
-// heldFlushes reads svc_rollup_held_flushes_total.
-func heldFlushes(t *testing.T, reg *prometheus.Registry) float64 {
-	t.Helper()
-	return counter(t, reg, "svc_rollup_held_flushes_total", "")
 }
 
 func hexDigest(d [32]byte) string {

@@ -54,8 +54,6 @@ func (e *world) rejectionTotals() (total uint64, maxSamples uint64) {
 	return total, maxSamples
 }
 
-// counter reads counter name of reg: its series labelled outcome, or with outcome ""
-// its series without labels (0 when absent).
 func counter(t *testing.T, reg prometheus.Registerer, name, outcome string) float64 {
 	t.Helper()
 	mfs, err := reg.(prometheus.Gatherer).Gather()
@@ -64,9 +62,6 @@ func counter(t *testing.T, reg prometheus.Registerer, name, outcome string) floa
 	}
 	for _, mf := range mfs {
 		for _, m := range mf.GetMetric() {
-			if mf.GetName() == name && outcome == "" && len(m.GetLabel()) == 0 {
-				return m.GetCounter().GetValue()
-			}
 			for _, l := range m.GetLabel() {
 				if mf.GetName() == name && l.GetName() == "outcome" && l.GetValue() == outcome {
 					return m.GetCounter().GetValue()

@@ -137,16 +137,33 @@ func (f *Fence) End(ctx context.Context, ids ...string) error {
 
 // EndUnsure ends the registration of INSERTs ids, each failed and over (the server no
 // longer runs it), and keeps their slices for the repair: such an INSERT may have
-// stored its events without some of its views' rows. Its pixels (of its slices) stay
-// marked for HoldState until the repair.
-func (f *Fence) EndUnsure(ctx context.Context, ids []string, pixels []uuid.UUID) error {
+// stored its events without some of its views' rows. The pixels of their slices stay
+// marked for HoldState until the repair. (A registration that lapsed meanwhile may be
+// repaired already: its slices are gone, and nothing is marked.)
+func (f *Fence) EndUnsure(ctx context.Context, ids ...string) error {
 	if len(ids) == 0 {
 		return nil
 	}
+	registered, err := f.rdb.HMGet(ctx, f.inserts, ids...).Result()
+	if err != nil {
+		return fmt.Errorf("privacy: read unsure inserts: %w", err)
+	}
+	pixels := map[uuid.UUID]bool{}
+	for _, v := range registered {
+		if b, ok := v.(string); ok {
+			ss, err := decodeSlices([]byte(b))
+			if err != nil {
+				return err
+			}
+			for _, s := range ss {
+				pixels[s.Pixel] = true
+			}
+		}
+	}
 	now := float64(f.now().UnixMilli())
-	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+	_, err = f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
 		p.ZRem(ctx, f.flushes, members(ids)...)
-		for _, px := range pixels {
+		for px := range pixels {
 			p.ZAdd(ctx, f.repairs, redis.Z{Score: now, Member: px.String()})
 		}
 		return nil
