@@ -184,8 +184,8 @@ func unclaimed(held []*kgo.Record, claims map[recordPos]bool) (ids [][]byte, pos
 }
 
 // claimBatches claims the batch ids of held records not checked yet, in one round trip
-// (two while older claims may exist), and remembers which records are duplicates. mu
-// must be held. Without Redis it does nothing.
+// (with the claims of the format before while they may exist), and remembers which
+// records are duplicates. mu must be held. Without Redis it does nothing.
 func (c *consumer) claimBatches(ctx context.Context) error {
 	if c.cfg.Redis == nil {
 		return nil
@@ -196,16 +196,20 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 	}
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	held, err := claimIDs(qctx, c.cfg.Redis, c.cfg.Topic, ids, pos, c.sync.unsynced)
-	if err != nil {
-		return err
+	var legacy legacyLookup
+	if time.Since(processStart) <= legacyClaimsFor {
+		legacy = legacyLookup{ctx: qctx, topic: c.cfg.Topic, ids: ids}
 	}
-	legacy, err := c.legacyClaims(qctx, ids, pos)
+	held, err := claimIDs(qctx, c.cfg.Redis, c.cfg.Topic, ids, pos, c.sync.unsynced, legacy.queue)
 	if err != nil {
 		return err
 	}
 	for i, at := range pos {
-		c.claims[at] = legacy[i] || heldElsewhere(held[i], at)
+		dup, err := legacy.heldElsewhere(i, at)
+		if err != nil {
+			return err
+		}
+		c.claims[at] = dup || heldElsewhere(held[i], at)
 	}
 	return nil
 }
@@ -222,8 +226,9 @@ const claimsPerCall = 64
 // claim group and up to claimsPerCall batches, so a poll's batches of one group share
 // the call's fixed cost (and the directory's read). It returns, for each, the value of
 // the record that holds the claim, "" when this one took it now, and adds the keys it
-// wrote (or perhaps wrote) to unsynced.
-func claimIDs(ctx context.Context, rdb redis.UniversalClient, topic string, ids [][]byte, pos []recordPos, unsynced map[string]bool) ([]string, error) {
+// wrote (or perhaps wrote) to unsynced. The commands each of also queues go in the same
+// pipeline (redisfn.Library.PipelinedKeys).
+func claimIDs(ctx context.Context, rdb redis.UniversalClient, topic string, ids [][]byte, pos []recordPos, unsynced map[string]bool, also ...func(redis.Pipeliner)) ([]string, error) {
 	now := time.Now().UnixMilli()
 	type call struct {
 		keys []string
@@ -249,7 +254,7 @@ func claimIDs(ctx context.Context, rdb redis.UniversalClient, topic string, ids 
 		keys[j], args[j] = cl.keys, cl.args
 		unsynced[cl.keys[0]] = true // written, or perhaps written
 	}
-	cmds, err := claimLibrary.PipelinedKeys(ctx, rdb, "claims", keys, args)
+	cmds, err := claimLibrary.PipelinedKeys(ctx, rdb, "claims", keys, args, also...)
 	if err != nil {
 		return nil, err
 	}
@@ -269,31 +274,38 @@ func claimIDs(ctx context.Context, rdb redis.UniversalClient, topic string, ids 
 	return held, nil
 }
 
-// legacyClaims reports, for each batch, whether a claim of the format before names
-// another record (false for all once legacyClaimsFor has passed).
-func (c *consumer) legacyClaims(ctx context.Context, ids [][]byte, pos []recordPos) ([]bool, error) {
-	dup := make([]bool, len(ids))
-	if time.Since(processStart) > legacyClaimsFor {
-		return dup, nil
+// legacyLookup reads the claims of the format before of a poll's batches, in the
+// pipeline of their claims (queue); the zero value reads nothing (legacyClaimsFor has
+// passed).
+type legacyLookup struct {
+	ctx   context.Context
+	topic string
+	ids   [][]byte
+	cmds  []*redis.StringCmd
+}
+
+// queue adds a GET of each batch's claim of the format before to p.
+func (l *legacyLookup) queue(p redis.Pipeliner) {
+	l.cmds = l.cmds[:0]
+	for _, id := range l.ids {
+		l.cmds = append(l.cmds, p.Get(l.ctx, legacyClaimKey(l.topic, id)))
 	}
-	cmds := make([]*redis.StringCmd, len(ids))
-	_, err := c.cfg.Redis.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			cmds[i] = p.Get(ctx, legacyClaimKey(c.cfg.Topic, id))
-		}
-		return nil
-	})
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return nil, err
+}
+
+// heldElsewhere reports whether batch i's claim of the format before names another
+// record than the one at at.
+func (l *legacyLookup) heldElsewhere(i int, at recordPos) (bool, error) {
+	if len(l.ids) == 0 {
+		return false, nil
 	}
-	for i, at := range pos {
-		held, err := cmds[i].Result()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return nil, err
-		}
-		dup[i] = err == nil && held != strconv.Itoa(int(at.p))+":"+strconv.FormatInt(at.o, 10)
+	held, err := l.cmds[i].Result()
+	if errors.Is(err, redis.Nil) {
+		return false, nil
 	}
-	return dup, nil
+	if err != nil {
+		return false, err
+	}
+	return held != strconv.Itoa(int(at.p))+":"+strconv.FormatInt(at.o, 10), nil
 }
 
 // claimReplicaTimeout bounds the wait for a replica's acknowledgement of the claims

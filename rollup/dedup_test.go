@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -317,4 +318,92 @@ func fcallStats(t testing.TB, rdb redis.UniversalClient) (calls, usec int64) {
 		t.Fatal(err)
 	}
 	return calls, usec
+}
+
+// pipelineCounter counts the pipelines (round trips) a Redis client sends.
+type pipelineCounter struct{ n atomic.Int64 }
+
+func (*pipelineCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (*pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return next
+}
+func (h *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmds)
+	}
+}
+
+// TestBatchClaimsOfAPollInOneRoundTrip: a poll's batch claims and, while they are read,
+// the look-ups of the claims of the format before go to Redis in one pipeline; a copy
+// named by either is still found.
+func TestBatchClaimsOfAPollInOneRoundTrip(t *testing.T) {
+	base := apitest.Redis(t)
+	rdb := redis.NewClient(base.(*redis.Client).Options())
+	defer rdb.Close()
+	ctx := context.Background()
+	ids := make([][]byte, 40)
+	held := make([]*kgo.Record, len(ids))
+	for i := range ids {
+		ids[i] = make([]byte, 16)
+		rand.Read(ids[i])
+		held[i] = &kgo.Record{Partition: 1, Offset: int64(i),
+			Headers: []kgo.RecordHeader{{Key: schema.HeaderBatchID, Value: ids[i]}}}
+	}
+	defer ForgetClaims(ctx, base, schema.TopicEvents, ids)
+	old := legacyClaimKey(schema.TopicEvents, ids[7])
+	if err := base.Set(ctx, old, "0:999999", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer base.Del(ctx, old)
+	// The library loaded and the connection made first (its handshake is a pipeline of
+	// its own), so that the count below is the steady state's.
+	if err := claimLibrary.Load(ctx, base); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error { return p.Ping(ctx).Err() }); err != nil {
+		t.Fatal(err)
+	}
+	hook := &pipelineCounter{}
+	rdb.AddHook(hook)
+	c := &consumer{cfg: Config{Redis: rdb, Topic: schema.TopicEvents}, held: held,
+		claims: map[recordPos]bool{}, sync: claimSync{unsynced: map[string]bool{}}}
+	if err := c.claimBatches(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := hook.n.Load(); got != 1 {
+		t.Fatalf("%d round trips for a poll's claims, want 1", got)
+	}
+	for i := range ids {
+		if dup := c.claims[recordPos{1, int64(i)}]; dup != (i == 7) {
+			t.Fatalf("batch %d: taken for a copy %v, want %v", i, dup, i == 7)
+		}
+	}
+}
+
+// BenchmarkClaimBatchesPoll: the consumer's batch claims of small polls (pollSize
+// records, as at 200k events/s on two cores), while the claims of the format before are
+// still read: wall time per record, the Redis round trip(s) included.
+func BenchmarkClaimBatchesPoll(b *testing.B) {
+	const pollSize = 4
+	rdb := apitest.Redis(b)
+	ctx := context.Background()
+	ids := make([][]byte, b.N)
+	held := make([]*kgo.Record, b.N)
+	for i := range ids {
+		ids[i] = make([]byte, 16)
+		rand.Read(ids[i])
+		held[i] = &kgo.Record{Partition: 2, Offset: int64(i),
+			Headers: []kgo.RecordHeader{{Key: schema.HeaderBatchID, Value: ids[i]}}}
+	}
+	b.Cleanup(func() { _ = ForgetClaims(ctx, rdb, schema.TopicEvents, ids) })
+	c := &consumer{cfg: Config{Redis: rdb, Topic: schema.TopicEvents},
+		claims: map[recordPos]bool{}, sync: claimSync{unsynced: map[string]bool{}}}
+	b.ResetTimer()
+	for i := 0; i < b.N; i += pollSize {
+		c.held = held[i:min(b.N, i+pollSize)]
+		if err := c.claimBatches(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
