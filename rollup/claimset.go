@@ -1,6 +1,9 @@
 package rollup
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // claimSet holds one partition's claims on client event ids, of every epoch: 256
 // open-addressing hash tables with linear probing, keyed by the claim's field. The
@@ -33,14 +36,27 @@ import "encoding/binary"
 // lines whatever the window, and a rebuild moves 1/256 of the claims (a pause of
 // milliseconds, not seconds, in a partition of 100 million claims). The tables take 20
 // to 40 bytes a claim (TestEventClaimFootprint).
+//
+// A table's sizes are idTableMin × (1 + k/256) × 2^n slots, k its index plus the set's
+// spread (sizeOf; the line of a key is picked by a multiply, not a mask): the fields are
+// uniform, so a partition's 256 tables (and the partitions, alike) fill at the same
+// pace, and with one size for all they all doubled within a few percent of their growth,
+// bursts of the consumer's CPU (tens of milliseconds a partition at a million claims)
+// that the edge's requests waited behind; with staggered sizes the doublings spread
+// evenly over the growth (TestRebuildsOfAPartitionsTablesAreStaggered).
 type claimSet struct {
 	tables  [256]idTable
 	horizon uint32 // claims accepted before it are expired
+	spread  uint8  // added to a table's index to pick its sizes (newClaimSet)
 	touched uint64 // what touch read (kept so that the reads are made)
 }
 
+// newClaimSet returns an empty set whose tables' sizes are staggered by spread (a random
+// byte: partitions' sets are staggered against one another too).
+func newClaimSet(spread uint8) claimSet { return claimSet{spread: spread} }
+
 type idTable struct {
-	slots []claimSlot // a power of two, at least idTableMin
+	slots []claimSlot // sizeOf slots, whole cache lines
 	base  uint32      // a slot's time counts seconds from it
 	used  int         // slots not empty, expired ones included
 	live  int         // claims not expired at the last rebuild, plus those inserted since
@@ -54,7 +70,6 @@ const (
 	maxRelative = 1<<24 - 1 // the largest stored time, seconds since the base plus one
 	fullNum     = 13        // a table is rebuilt past fullNum/fullDen
 	fullDen     = 16        //
-	lineMask    = ^uint64(lineSlots - 1)
 )
 
 // keyOf is the part of f a slot keeps besides byte 9.
@@ -66,9 +81,11 @@ func (sl *claimSlot) rel() uint32 { return uint32(sl.meta>>8) & maxRelative }
 // sec is the slot's acceptance time (Unix seconds) in table t.
 func (t *idTable) sec(k int) uint32 { return t.base + t.slots[k].rel() - 1 }
 
-// home is the first slot of f's probe sequence: the first of a cache line.
+// home is the first slot of f's probe sequence: the first of a cache line, the line
+// picked by the key's high bits (a multiply: a table's size need not be a power of two).
 func (t *idTable) home(key uint64) uint64 {
-	return key & uint64(len(t.slots)-1) & lineMask
+	line, _ := bits.Mul64(key, uint64(len(t.slots)/lineSlots))
+	return line * lineSlots
 }
 
 // get returns f's live claim: acceptance time and the low 32 bits of its position.
@@ -107,7 +124,7 @@ func (s *claimSet) put(f *eventField, sec uint32, pos uint64) {
 	}
 	t := &s.tables[f[0]]
 	if (t.used+1)*fullDen > len(t.slots)*fullNum || sec-t.base+1 > maxRelative {
-		t.rebuild(s.horizon)
+		t.rebuild(s.horizon, f[0]+s.spread)
 	}
 	i, free, found := t.find(f, s.horizon)
 	if !found {
@@ -123,7 +140,7 @@ func (s *claimSet) put(f *eventField, sec uint32, pos uint64) {
 // find returns the slot holding f's live claim, or (found false) the slot to put it in:
 // the first expired slot on its probe sequence, or the empty slot that ends it.
 func (t *idTable) find(f *eventField, horizon uint32) (i, free uint64, found bool) {
-	mask := uint64(len(t.slots) - 1)
+	end := uint64(len(t.slots))
 	key, b9 := keyOf(f), uint64(f[9])
 	i = t.home(key)
 	free = ^uint64(0)
@@ -143,26 +160,35 @@ func (t *idTable) find(f *eventField, horizon uint32) (i, free uint64, found boo
 		} else if sl.key == key && sl.meta&0xff == b9 {
 			return i, i, true
 		}
-		i = (i + 1) & mask
+		if i++; i == end {
+			i = 0
+		}
 	}
 }
 
-// rebuild moves the live claims into a table of at least twice their number (and at
-// least idTableMin slots) whose base is the horizon, dropping the expired ones.
-func (t *idTable) rebuild(horizon uint32) {
+// sizeOf is the size of a table rebuilt with live claims, k its index plus the set's
+// spread: idTableMin × (1 + k/256) × 2^n slots (whole cache lines), at least twice live
+// plus one.
+func sizeOf(live int, k uint8) int {
+	size := idTableMin * (256 + int(k)) / 256 / lineSlots * lineSlots
+	for size < 2*(live+1) {
+		size *= 2
+	}
+	return size
+}
+
+// rebuild moves the live claims into a table of sizeOf their number and k whose base is
+// the horizon, dropping the expired ones.
+func (t *idTable) rebuild(horizon uint32, k uint8) {
 	live := 0
 	for k := range t.slots {
 		if t.slots[k].rel() != 0 && t.sec(k) >= horizon {
 			live++
 		}
 	}
-	size := idTableMin
-	for size < 2*(live+1) {
-		size *= 2
-	}
+	size := sizeOf(live, k)
 	old, oldBase := t.slots, t.base
 	t.slots, t.base = make([]claimSlot, size), horizon
-	mask := uint64(size - 1)
 	for k := range old {
 		sl := old[k]
 		rel := sl.rel()
@@ -173,7 +199,9 @@ func (t *idTable) rebuild(horizon uint32) {
 		sl.meta = sl.meta&^(maxRelative<<8) | uint64(sec-horizon+1)<<8
 		i := t.home(sl.key)
 		for t.slots[i].rel() != 0 {
-			i = (i + 1) & mask
+			if i++; i == uint64(size) {
+				i = 0
+			}
 		}
 		t.slots[i] = sl
 	}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"math/rand/v2"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,7 +89,7 @@ type eventIndex struct {
 }
 
 func newEventIndex(window int64) *eventIndex {
-	return &eventIndex{span: int64(eventClaimSpan / time.Second), window: window}
+	return &eventIndex{span: int64(eventClaimSpan / time.Second), window: window, set: newClaimSet(uint8(rand.Uint32()))}
 }
 
 // claimOutcome is what a claim decided.
