@@ -340,6 +340,7 @@ func BenchmarkClaimEvents(b *testing.B) {
 	defer DropEventClaims(ctx, rdb, db)
 	rs := idRecords(max(b.N/50, 1)+200, 0, time.Now(), rand.New(rand.NewPCG(3, 4)))
 	c := claimConsumer(rdb, db, DefaultEventIDWindow)
+	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i*50 < b.N; i += 200 {
 		c.held = rs[i:min(i+200, len(rs))]

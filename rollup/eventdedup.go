@@ -160,7 +160,7 @@ type eventClaims struct {
 	scan    schema.ClientIDs
 	fields  []eventField          // the fields of the record being claimed (scratch)
 	index   map[int32]*eventIndex // per owned partition, once its log is read
-	pending map[logKey][]byte     // claims decided, not yet in their log
+	pending map[logKey][]byte     // claims decided, not yet in their log; after a flush, its buffers emptied for the next
 	last    logKey                // the log lastBuf gathers for; its claims are not in pending yet
 	lastBuf []byte
 }
@@ -352,6 +352,11 @@ func (c *consumer) readEventLog(ctx context.Context, ix *eventIndex, key string,
 func (c *consumer) writeEventLogs(ctx context.Context) error {
 	ec := &c.events
 	ec.settle()
+	for k, blob := range ec.pending {
+		if len(blob) == 0 { // a log no claim went to since the last flush: its buffer goes
+			delete(ec.pending, k)
+		}
+	}
 	if len(ec.pending) == 0 {
 		return nil
 	}
@@ -371,7 +376,12 @@ func (c *consumer) writeEventLogs(ctx context.Context) error {
 	if _, err := pipe.Exec(qctx); err != nil {
 		return fmt.Errorf("event claim logs: %w", err)
 	}
-	clear(ec.pending)
+	// The buffers are kept, emptied, for the next flush's claims of the same logs: grown
+	// afresh each flush, they were allocated about five times over (Go grows a large
+	// slice by a quarter), a tenth of svc dev's allocations at 200k events/s with ids.
+	for k, blob := range ec.pending {
+		ec.pending[k] = blob[:0]
+	}
 	return nil
 }
 
