@@ -339,7 +339,15 @@ func (h *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 // named by either is still found.
 func TestBatchClaimsOfAPollInOneRoundTrip(t *testing.T) {
 	base := apitest.Redis(t)
-	rdb := redis.NewClient(base.(*redis.Client).Options())
+	var rdb redis.UniversalClient // a client of its own, for the hook
+	switch c := base.(type) {
+	case *redis.Client:
+		rdb = redis.NewClient(c.Options())
+	case *redis.ClusterClient: // the pipeline's commands go to their masters at once
+		rdb = redis.NewClusterClient(c.Options())
+	default:
+		t.Fatalf("a Redis client of type %T", base)
+	}
 	defer rdb.Close()
 	ctx := context.Background()
 	ids := make([][]byte, 40)
