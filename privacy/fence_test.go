@@ -176,6 +176,9 @@ func TestFenceKeepsTheSlicesOfUnsureInserts(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("unsure inserts %v, want %v", got, want)
 	}
+	if open, err := f.OpenNow(ctx); err != nil || !reflect.DeepEqual(open, []string{"failed", "lapsed", "live"}) {
+		t.Fatalf("open inserts %v (%v), want failed, lapsed and live", open, err)
+	}
 	heldNow := func(px uuid.UUID) bool {
 		t.Helper()
 		held, _, err := f.HoldState(ctx, px)

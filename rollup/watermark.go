@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"maps"
-	"slices"
 	"sync"
 	"time"
 
@@ -246,7 +244,8 @@ func (w *watermarks) step(ctx context.Context) error {
 }
 
 // passed says whether the INSERTs registered, or left unsure, when this member last got
-// partitions are all over and need no repair (Fence.Open). Step's goroutine only.
+// partitions are all over and need no repair (Fence.OpenNow, then Fence.Open). Step's
+// goroutine only.
 func (w *watermarks) passed(ctx context.Context) (bool, error) {
 	if w.fence == nil {
 		return true, nil
@@ -256,19 +255,14 @@ func (w *watermarks) passed(ctx context.Context) (bool, error) {
 	w.regate = false
 	w.mu.Unlock()
 	if regate {
-		live, err := w.fence.Active(ctx)
-		if err == nil {
-			var unsure map[string][]erasure.Slice
-			if unsure, err = w.fence.Unsure(ctx); err == nil {
-				w.gate = append(append(w.gate, live...), slices.Collect(maps.Keys(unsure))...)
-			}
-		}
+		ids, err := w.fence.OpenNow(ctx)
 		if err != nil {
 			w.mu.Lock()
 			w.regate = true
 			w.mu.Unlock()
 			return false, err
 		}
+		w.gate = append(w.gate, ids...)
 	}
 	if len(w.gate) == 0 {
 		return true, nil

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -234,6 +235,23 @@ func (f *Fence) Open(ctx context.Context, ids []string) ([]string, error) {
 		}
 	}
 	return out, nil
+}
+
+// OpenNow returns every INSERT Open would keep now: registered within its lease, or
+// with slices left for a repair. One read (MULTI) of both.
+func (f *Fence) OpenNow(ctx context.Context) ([]string, error) {
+	var live, unsure *redis.StringSliceCmd
+	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		live = p.ZRangeByScore(ctx, f.flushes, &redis.ZRangeBy{Min: strconv.FormatInt(f.now().UnixMilli(), 10), Max: "+inf"})
+		unsure = p.HKeys(ctx, f.inserts)
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("privacy: list open inserts: %w", err)
+	}
+	ids := append(live.Val(), unsure.Val()...)
+	slices.Sort(ids)
+	return slices.Compact(ids), nil
 }
 
 // Repaired forgets the slices of INSERTs ids, whose rollups were rebuilt, and unmarks
