@@ -22,20 +22,44 @@ import (
 // Duplicate batches. An edge that dies after Kafka acknowledged a batch but before it
 // recorded the response leaves the client to retry with the same Idempotency-Key, and
 // the retry is a second record of the same batch (same schema.HeaderBatchID, same
-// partition, since both are keyed by pixel). The consumer claims each batch id in Redis
-// for the record that carries it (its partition and offset): the claiming record is
-// stored (again, if it is redelivered), any other record with that id is skipped and
-// counted.
+// partition, since both are keyed by pixel). The events' consumer claims each batch id
+// for the record that carries it, as it claims client event ids (eventdedup.go): in the
+// partition's claimIndex, in memory, every new claim appended to the partition's claim
+// log in Redis (and on a replica) before the INSERT that relies on it. The claiming
+// record is stored (again, if it is redelivered), any other record with that id
+// accepted less than batchWindow after it is skipped and counted.
 //
-// Claims are fields of bucket tables (idempotency.Buckets), not keys: 256 groups per
+// Until issue 30 the claims were fields of bucket tables in Redis (idempotency.Buckets,
+// one FCALL per claim group and poll: 10–13 µs of Redis's one thread a batch, a quarter of
+// an idempotent request's Redis time); a claim logged costs Redis about 0.003 µs. The
+// rejections' consumer still claims its records' batch ids there (claimIDs): its
+// records of copies are few.
+//
+// Claims of the formats before are honoured for legacyClaimsFor after the process
+// starts (earlierClaims): an older consumer may have written one in the rollout of
+// this version. Of those, bucket tables are named by claim group: 256 groups per
 // topic, by the batch id's last byte, each group a table under the hash tag
-// {<topic>:<byte, hex>} (so the groups, and one API key's claims with them, spread over a
-// Redis Cluster's masters); the field is the batch id's first 10 bytes (a lookup meets a
-// few hundred fields that share at most 16 of its 80 bits: two batches are taken for one
-// with a chance under 2^-50), the value the claiming record's partition and offset
-// (uvarints). One GET of the group's directory and one HMGET find a claim whatever its
-// age. About 24 B of Redis memory a claim (MEMORY USAGE of the tables), where a key of
-// its own took about 180.
+// {<topic>:<byte, hex>}; the field is the batch id's first 10 bytes, the value the
+// claiming record's partition and offset (uvarints).
+
+// batchWindow: a second copy of a batch accepted (by its edge's clock) less than this
+// after the record that holds the claim is skipped. A second copy is produced only by a
+// run of the same Idempotency-Key that found no stored answer (a takeover, a lapsed
+// reservation, an answer a failover lost or its edge never stored), within the key's
+// replay window, 24 h after the first run; the hour more is for the edges' clocks.
+const batchWindow = 25 * time.Hour
+
+// batchClaimIndex is the index of a batch claim's position (offset × 64 + index) in a
+// claimIndex: an event's is below schema.MaxEvents.
+const batchClaimIndex = 63
+
+// batchKey is the field of the claim on batch id (at least 16 bytes, a SHA-256): its
+// first 11 bytes. An event's field (eventKey) is as uniform, so a batch and an event
+// are taken for one another with a chance of 2^-80 a pair, as two events are.
+func batchKey(id []byte) (f eventField) {
+	copy(f[:], id)
+	return f
+}
 
 // claimTable: a claim lives at least 25 h: a second copy can be produced up to 24 h after
 // the first (a retry within the Idempotency-Key's window that finds no answer: its edge
@@ -80,6 +104,9 @@ func claimValue(at recordPos) string {
 //   - claims: claim for several batches of one group: ARGV now ms, claimTable.Args,
 //     epochClaimTable.Args, then field, value pairs. Returns claim's answer for each
 //     pair, false for nil.
+//   - held: claims' answer for several fields of one group, claiming nothing (the
+//     events' consumer's look-up of the claims consumers before it wrote): ARGV now
+//     ms, claimTable.Args, epochClaimTable.Args, then the fields.
 //   - forget_claim: ARGV now ms, field, claimTable.Args, epochClaimTable.Args. Drops the
 //     claim from both tables.
 var claimLibrary = redisfn.New("claims", idempotency.LuaTable+idempotency.LuaBuckets+`
@@ -110,6 +137,17 @@ local function claims(KEYS, ARGV)
   for i = 8, #ARGV, 2 do out[#out + 1] = claim_one(t, o, ARGV[i], ARGV[i + 1]) end
   return out
 end
+local function held(KEYS, ARGV)
+  local t = b_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[2], ARGV[3], ARGV[4])
+  local o = epochs(KEYS, ARGV[1], ARGV[5], ARGV[6], ARGV[7])
+  local out = {}
+  for i = 8, #ARGV do
+    local v = b_get(t, ARGV[i])
+    if not v and o then v = t_find(o, ARGV[i]) end
+    out[#out + 1] = v or false
+  end
+  return out
+end
 local function forget_claim(KEYS, ARGV)
   local t = b_open(string.sub(KEYS[1], 1, -2), ARGV[1], ARGV[3], ARGV[4], ARGV[5])
   if b_get(t, ARGV[2]) then b_del(t, ARGV[2]) end
@@ -118,7 +156,7 @@ local function forget_claim(KEYS, ARGV)
   if v then t_del(o, key, en, ARGV[2]) end
   return 1
 end
-`, "claim", "claims", "forget_claim")
+`, "claim", "claims", "held", "forget_claim")
 
 // ForgetClaims drops the claims on batch ids in topic (tests clean up after themselves;
 // up after itself).
@@ -133,11 +171,11 @@ func ForgetClaims(ctx context.Context, rdb redis.Cmdable, topic string, ids [][]
 	return err
 }
 
-// Claims of the format before (one key each, svc:batch:<topic>:<batch id, hex> = the
-// holder's "partition:offset", 25 h) are honoured for legacyClaimsFor after the process
-// starts: an older consumer may have written one within that time (an upgrade's rollout
-// taking under an hour), and a retry that missed the older edges' answer record (not
-// read any more) makes a second copy that must be caught.
+// Claims of the formats before (bucket and epoch tables, and before those one key each,
+// svc:batch:<topic>:<batch id, hex> = the holder's "partition:offset", 25 h) are
+// honoured for legacyClaimsFor after the process starts: an older consumer may have
+// written one within that time (an upgrade's rollout taking under an hour), and a retry
+// that found no answer makes a second copy that must be caught.
 const legacyClaimsFor = 26 * time.Hour
 
 var processStart = time.Now()
@@ -160,56 +198,163 @@ func batchID(r *kgo.Record) []byte {
 	return nil
 }
 
-// unclaimed lists the batch ids of the held records that carry one and claims has no
-// entry for, with their positions (a record without one is no duplicate: it has no
-// entry). An id shorter than an edge's 16 bytes of a SHA-256 is spread by hashing it.
-func unclaimed(held []*kgo.Record, claims map[recordPos]bool) (ids [][]byte, pos []recordPos) {
+// unclaimed lists the held records that carry a batch id and claims has no entry for,
+// with their ids (a record without one is no duplicate: it has no entry). An id
+// shorter than an edge's 16 bytes of a SHA-256 is spread by hashing it.
+func unclaimed(held []*kgo.Record, claims map[recordPos]bool) (recs []*kgo.Record, ids [][]byte) {
 	for _, r := range held {
 		id := batchID(r)
 		if len(id) == 0 {
 			continue
 		}
-		at := recordPos{r.Partition, r.Offset}
-		if _, done := claims[at]; done {
+		if _, done := claims[recordPos{r.Partition, r.Offset}]; done {
 			continue
 		}
 		if len(id) < 16 {
 			h := sha256.Sum256(id)
 			id = h[:]
 		}
+		recs = append(recs, r)
 		ids = append(ids, id)
-		pos = append(pos, at)
 	}
-	return ids, pos
+	return recs, ids
 }
 
-// claimBatches claims the batch ids of held records not checked yet, in one round trip
-// (with the claims of the format before while they may exist), and remembers which
-// records are duplicates. mu must be held. Without Redis it does nothing.
+// positions are the records' positions.
+func positions(recs []*kgo.Record) []recordPos {
+	pos := make([]recordPos, len(recs))
+	for i, r := range recs {
+		pos[i] = recordPos{r.Partition, r.Offset}
+	}
+	return pos
+}
+
+// claimBatches claims the batch ids of held records not checked yet, in order, in their
+// partitions' claimIndex, queues the new claims for their logs (written by the flush
+// before its INSERT, as the event ids'), and remembers which records are copies. While
+// claims of the formats before may exist, it reads them first (earlierClaims: one
+// round trip, a second where a claim group's table exists). A record whose
+// received_at cannot be read (a dead letter) claims nothing. mu must be held; the
+// stored offsets of the records' partitions read. Without Redis it does nothing.
 func (c *consumer) claimBatches(ctx context.Context) error {
 	if c.cfg.Redis == nil {
 		return nil
 	}
-	ids, pos := unclaimed(c.held, c.claims)
-	if len(ids) == 0 {
+	recs, ids := unclaimed(c.held, c.claims)
+	if len(recs) == 0 {
 		return nil
 	}
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	var legacy legacyLookup
+	var earlier earlierClaims
 	if time.Since(processStart) <= legacyClaimsFor {
-		legacy = legacyLookup{ctx: qctx, topic: c.cfg.Topic, ids: ids}
+		if err := earlier.read(ctx, c.cfg.Redis, c.cfg.Topic, ids, positions(recs)); err != nil {
+			return err
+		}
 	}
-	held, err := claimIDs(qctx, c.cfg.Redis, c.cfg.Topic, ids, pos, c.sync.unsynced, legacy.queue)
-	if err != nil {
-		return err
-	}
-	for i, at := range pos {
-		dup, err := legacy.heldElsewhere(i, at)
+	for i, r := range recs {
+		at := recordPos{r.Partition, r.Offset}
+		ms, err := schema.ReceivedAt(r.Value)
+		if earlier.copy(i) || err != nil || ms < minTime || ms >= maxTime {
+			c.claims[at] = earlier.copy(i)
+			continue
+		}
+		ix, err := c.claimIndexOf(ctx, r.Partition)
 		if err != nil {
 			return err
 		}
-		c.claims[at] = dup || heldElsewhere(held[i], at)
+		sec, f, pos := ms/1000, batchKey(ids[i]), uint64(r.Offset)<<6|batchClaimIndex
+		switch ix.claim(f, sec, pos) {
+		case claimNew:
+			k := logKey{r.Partition, sec / ix.span}
+			c.events.logClaim(k, f, sec-k.e*ix.span, pos)
+		case claimIsCopy:
+			c.claims[at] = true
+			continue
+		}
+		c.claims[at] = false
+	}
+	return nil
+}
+
+// earlierClaims is what the claims of the formats before say of a poll's batches: which
+// are second copies. The zero value says none is.
+type earlierClaims struct{ copies []bool }
+
+func (e *earlierClaims) copy(i int) bool { return i < len(e.copies) && e.copies[i] }
+
+// read looks the batches ids (at the records pos) of topic up: one pipeline of an
+// EXISTS of each batch's claim group's tables and a GET of its key of the format
+// before, then, for the batches whose group has a table (in the hours after an upgrade),
+// one held call per group.
+func (e *earlierClaims) read(ctx context.Context, rdb redis.UniversalClient, topic string, ids [][]byte, pos []recordPos) error {
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	exists, gets := make([]*redis.IntCmd, len(ids)), make([]*redis.StringCmd, len(ids))
+	_, _ = rdb.Pipelined(qctx, func(p redis.Pipeliner) error {
+		for i, id := range ids {
+			exists[i] = p.Exists(qctx, claimDir(topic, id), epochClaimDir(topic, id))
+			gets[i] = p.Get(qctx, legacyClaimKey(topic, id))
+		}
+		return nil
+	})
+	e.copies = make([]bool, len(ids))
+	var inTables []int
+	for i := range ids {
+		held, err := gets[i].Result()
+		switch {
+		case err == nil:
+			e.copies[i] = held != strconv.Itoa(int(pos[i].p))+":"+strconv.FormatInt(pos[i].o, 10)
+		case !errors.Is(err, redis.Nil):
+			return fmt.Errorf("claims of the format before: %w", err)
+		}
+		n, err := exists[i].Result()
+		if err != nil {
+			return fmt.Errorf("claims of the format before: %w", err)
+		}
+		if n > 0 {
+			inTables = append(inTables, i)
+		}
+	}
+	if len(inTables) == 0 {
+		return nil
+	}
+	return e.readTables(qctx, rdb, topic, ids, pos, inTables)
+}
+
+// readTables reads the claims of batches of (indexes into ids) from their groups'
+// bucket and epoch tables: one held call per group.
+func (e *earlierClaims) readTables(ctx context.Context, rdb redis.UniversalClient, topic string, ids [][]byte, pos []recordPos, of []int) error {
+	now := time.Now().UnixMilli()
+	byDir := map[string]int{}
+	var keys [][]string
+	var args [][]any
+	var batches [][]int
+	for _, i := range of {
+		dir := claimDir(topic, ids[i])
+		j, ok := byDir[dir]
+		if !ok {
+			j = len(keys)
+			byDir[dir] = j
+			keys = append(keys, []string{dir, epochClaimDir(topic, ids[i])})
+			args = append(args, append(append([]any{now}, claimTable.Args()...), epochClaimTable.Args()...))
+			batches = append(batches, nil)
+		}
+		args[j] = append(args[j], claimField(ids[i]))
+		batches[j] = append(batches[j], i)
+	}
+	cmds, err := claimLibrary.PipelinedKeys(ctx, rdb, "held", keys, args)
+	if err != nil {
+		return fmt.Errorf("claims of the format before: %w", err)
+	}
+	for j, cmd := range cmds {
+		vals, err := cmd.Slice()
+		if err != nil || len(vals) != len(batches[j]) {
+			return fmt.Errorf("claims of the format before: %d answers for %d batches (%v)", len(vals), len(batches[j]), err)
+		}
+		for k, v := range vals {
+			held, _ := v.(string)
+			i := batches[j][k]
+			e.copies[i] = e.copies[i] || heldElsewhere(held, pos[i])
+		}
 	}
 	return nil
 }
@@ -222,13 +367,13 @@ func heldElsewhere(held string, at recordPos) bool { return held != "" && held !
 // runs, so each call stays short.
 const claimsPerCall = 64
 
-// claimIDs claims batch ids of topic (at the records pos) in one pipeline: one call per
-// claim group and up to claimsPerCall batches, so a poll's batches of one group share
-// the call's fixed cost (and the directory's read). It returns, for each, the value of
-// the record that holds the claim, "" when this one took it now, and adds the keys it
-// wrote (or perhaps wrote) to unsynced. The commands each of also queues go in the same
-// pipeline (redisfn.Library.PipelinedKeys).
-func claimIDs(ctx context.Context, rdb redis.UniversalClient, topic string, ids [][]byte, pos []recordPos, unsynced map[string]bool, also ...func(redis.Pipeliner)) ([]string, error) {
+// claimIDs claims batch ids of topic (at the records pos) in Redis, in one pipeline
+// (the rejections' consumer's records of copies): one call per claim group and up to
+// claimsPerCall batches, so a poll's batches of one group share the call's fixed cost
+// (and the directory's read). It returns, for each, the value of the record that holds
+// the claim, "" when this one took it now, and adds the keys it wrote (or perhaps
+// wrote) to unsynced.
+func claimIDs(ctx context.Context, rdb redis.UniversalClient, topic string, ids [][]byte, pos []recordPos, unsynced map[string]bool) ([]string, error) {
 	now := time.Now().UnixMilli()
 	type call struct {
 		keys []string
@@ -254,7 +399,7 @@ func claimIDs(ctx context.Context, rdb redis.UniversalClient, topic string, ids 
 		keys[j], args[j] = cl.keys, cl.args
 		unsynced[cl.keys[0]] = true // written, or perhaps written
 	}
-	cmds, err := claimLibrary.PipelinedKeys(ctx, rdb, "claims", keys, args, also...)
+	cmds, err := claimLibrary.PipelinedKeys(ctx, rdb, "claims", keys, args)
 	if err != nil {
 		return nil, err
 	}
@@ -272,40 +417,6 @@ func claimIDs(ctx context.Context, rdb redis.UniversalClient, topic string, ids 
 		}
 	}
 	return held, nil
-}
-
-// legacyLookup reads the claims of the format before of a poll's batches, in the
-// pipeline of their claims (queue); the zero value reads nothing (legacyClaimsFor has
-// passed).
-type legacyLookup struct {
-	ctx   context.Context
-	topic string
-	ids   [][]byte
-	cmds  []*redis.StringCmd
-}
-
-// queue adds a GET of each batch's claim of the format before to p.
-func (l *legacyLookup) queue(p redis.Pipeliner) {
-	l.cmds = l.cmds[:0]
-	for _, id := range l.ids {
-		l.cmds = append(l.cmds, p.Get(l.ctx, legacyClaimKey(l.topic, id)))
-	}
-}
-
-// heldElsewhere reports whether batch i's claim of the format before names another
-// record than the one at at.
-func (l *legacyLookup) heldElsewhere(i int, at recordPos) (bool, error) {
-	if len(l.ids) == 0 {
-		return false, nil
-	}
-	held, err := l.cmds[i].Result()
-	if errors.Is(err, redis.Nil) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	return held != strconv.Itoa(int(at.p))+":"+strconv.FormatInt(at.o, 10), nil
 }
 
 // claimReplicaTimeout bounds the wait for a replica's acknowledgement of the claims

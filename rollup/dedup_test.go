@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -26,9 +27,11 @@ import (
 // edge died between Kafka's acknowledgement and the response, and the client retried)
 // is stored once, the copies' events kept as rejections of rule duplicate_batch; a batch
 // without an id, or with another id, is stored as usual; and
-// after a restart the claiming record's redelivery is not mistaken for a copy. A claim of
-// the format before (a key of its own) is honoured: a copy it names another record for
-// is skipped, the record it names is stored.
+// after a restart the claiming record's redelivery is not mistaken for a copy. Claims
+// of the formats before (a key of its own; a bucket table, written as the consumers
+// before this one did) are honoured: a copy they name another record for is skipped,
+// the record they name is stored. The consumer writes no claim of its own to a bucket
+// table.
 func TestSecondCopyOfABatchIsSkipped(t *testing.T) {
 	w := newWorld(t, 2)
 	rdb := apitest.Redis(t)
@@ -37,24 +40,32 @@ func TestSecondCopyOfABatchIsSkipped(t *testing.T) {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: schema.HeaderBatchID, Value: id})
 		return r
 	}
-	ids := make([][]byte, 4)
+	ids := make([][]byte, 6)
 	for i := range ids {
 		ids[i] = make([]byte, 16)
 		rand.Read(ids[i])
 	}
-	idA, idB, idOld, idOwn := ids[0], ids[1], ids[2], ids[3]
+	idA, idB, idOld, idOwn, idTable, idTableOwn := ids[0], ids[1], ids[2], ids[3], ids[4], ids[5]
 	a, pa := w.batch() // counted once in the expected totals
 	b, pb := w.batch()
 	c, pc := w.batch()
 	d, pd := w.batch()
+	e, pe := w.batch()
 	recs := []*kgo.Record{withID(a, pa, idA), withID(b, pb, idB), record(c, pc), withID(a, pa, idA), withID(b, pb, idB),
-		withID(a, pa, idOld), withID(d, pd, idOwn)}
+		withID(a, pa, idOld), withID(d, pd, idOwn), withID(a, pa, idTable), withID(e, pe, idTableOwn)}
 	res := w.prod.ProduceSync(context.Background(), recs...)
 	if err := res.FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	own := recs[len(recs)-1] // ProduceSync set its partition and offset
+	own, tableOwn := recs[6], recs[8] // ProduceSync set their partitions and offsets
+	defer ForgetClaims(ctx, rdb, schema.TopicEvents, ids)
+	// idTable: a copy an older consumer claimed at 0:999999 in its bucket table;
+	// idTableOwn: this very record, claimed there before the older consumer's INSERT.
+	if _, err := claimIDs(ctx, rdb, schema.TopicEvents, [][]byte{idTable, idTableOwn},
+		[]recordPos{{0, 999999}, {tableOwn.Partition, tableOwn.Offset}}, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
 	// idOld: a copy an older consumer stored at 0:999999; idOwn: this very record.
 	legacy := map[string]string{legacyClaimKey(schema.TopicEvents, idOld): "0:999999",
 		legacyClaimKey(schema.TopicEvents, idOwn): fmt.Sprintf("%d:%d", own.Partition, own.Offset)}
@@ -64,7 +75,6 @@ func TestSecondCopyOfABatchIsSkipped(t *testing.T) {
 		}
 		defer rdb.Del(ctx, k)
 	}
-	defer ForgetClaims(ctx, rdb, schema.TopicEvents, ids)
 	cfg := w.config("g-dedup")
 	cfg.Redis, cfg.RejectionSamples = rdb, 100
 	stop := w.start(cfg)
@@ -72,12 +82,15 @@ func TestSecondCopyOfABatchIsSkipped(t *testing.T) {
 	if err := stop(); err != nil {
 		t.Fatal(err)
 	}
-	if got := metric(t, cfg.Registerer, "svc_rollup_duplicate_batches_total"); got != 3 {
-		t.Fatalf("duplicate batches counted %v, want 3", got)
+	if got := metric(t, cfg.Registerer, "svc_rollup_duplicate_batches_total"); got != 4 {
+		t.Fatalf("duplicate batches counted %v, want 4", got)
+	}
+	if held := heldInTables(t, rdb, idA, idB); held[0] != "" || held[1] != "" {
+		t.Fatalf("the consumer claimed batches in a bucket table: %q", held)
 	}
 	// Each copy's events are kept as rejections of rule duplicate_batch under the copy's
-	// request (GET /batches, GET /rejections): here the copies of a (twice) and b.
-	want := uint64(2*len(a.Events) + len(b.Events))
+	// request (GET /batches, GET /rejections): here the copies of a (three times) and b.
+	want := uint64(3*len(a.Events) + len(b.Events))
 	var n uint64
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
 		if err := w.conn.QueryRow(ctx, `SELECT sum(rejections) FROM rejections WHERE rule = 'duplicate_batch'`).Scan(&n); err != nil {
@@ -99,6 +112,73 @@ func TestSecondCopyOfABatchIsSkipped(t *testing.T) {
 	w.waitExact(10 * time.Second)
 	if err := stop2(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// heldInTables is what the bucket and epoch tables hold of the claims on ids: the
+// holders' values, "" where none.
+func heldInTables(t *testing.T, rdb redis.UniversalClient, ids ...[]byte) []string {
+	t.Helper()
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		args := append(append([]any{time.Now().UnixMilli()}, claimTable.Args()...), epochClaimTable.Args()...)
+		vals, err := claimLibrary.Call(context.Background(), rdb, "held",
+			[]string{claimDir(schema.TopicEvents, id), epochClaimDir(schema.TopicEvents, id)}, append(args, claimField(id))...).Slice()
+		if err != nil || len(vals) != 1 {
+			t.Fatalf("held: %v, %v", vals, err)
+		}
+		out[i], _ = vals[0].(string)
+	}
+	return out
+}
+
+// TestBatchWindow: a second copy of a batch accepted up to a second short of
+// batchWindow after the stored one is skipped, whatever the client event ids' window
+// (here an hour); one accepted batchWindow after it is stored and holds the claim from
+// then on. A new group, which replays the claims from the logs (those of the records
+// up to the stored offset: the last copy, after it, is decided and counted again),
+// skips a copy accepted two hours after that holder: the replayed claim keeps its
+// kind's window, not the event ids' hour.
+func TestBatchWindow(t *testing.T) {
+	w := newWorld(t, 2)
+	rdb := apitest.Redis(t)
+	id := make([]byte, 16)
+	rand.Read(id)
+	t0 := time.Now().Add(-batchWindow - time.Hour).Truncate(time.Second)
+	var recs []*kgo.Record
+	for _, c := range []struct {
+		after  time.Duration
+		stored bool
+	}{{0, true}, {2 * time.Hour, false}, {batchWindow - time.Second, false}, {batchWindow, true}, {batchWindow + time.Second, false}} {
+		b := w.idBatch(0, t0.Add(c.after).UnixMilli(), "once-"+c.after.String())
+		if c.stored {
+			w.addAll(b)
+		}
+		r := record(b, 0)
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: schema.HeaderBatchID, Value: id})
+		recs = append(recs, r)
+	}
+	late := record(w.idBatch(0, t0.Add(batchWindow+2*time.Hour).UnixMilli(), "late"), 0)
+	late.Headers = append(late.Headers, kgo.RecordHeader{Key: schema.HeaderBatchID, Value: id})
+	for i, group := range []string{"g-batchwindow", "g-batchwindow-2"} {
+		if err := w.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		cfg := w.config(group)
+		cfg.Redis, cfg.EventIDWindow = rdb, time.Hour
+		stop := w.start(cfg)
+		w.waitExact(20 * time.Second)
+		if i > 0 {
+			time.Sleep(2 * time.Second) // time enough to have stored the copy
+			w.waitExact(10 * time.Second)
+		}
+		if err := stop(); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := metric(t, cfg.Registerer, "svc_rollup_duplicate_batches_total"), []float64{3, 2}[i]; got != want {
+			t.Fatalf("%s: duplicate batches counted %v, want %v", group, got, want)
+		}
+		recs = []*kgo.Record{late}
 	}
 }
 
@@ -185,9 +265,10 @@ func TestEpochClaimsAreHonoured(t *testing.T) {
 }
 
 // TestOneKeysClaimsSpreadOverMasters (make test-scale): the batch claims of one API
-// key's requests (batch ids as the edge makes them, schema.BatchID: the SHA-256 of the
-// key id and the Idempotency-Key) land on every master of a Redis Cluster, each in its
-// group's slot.
+// key's requests to many pixels (batch ids as the edge makes them, schema.BatchID: the
+// SHA-256 of the key id and the Idempotency-Key) are logged with their partitions'
+// claims, one hash tag per partition and epoch, and so land on every master of a Redis
+// Cluster, each log on the master of its slot.
 func TestOneKeysClaimsSpreadOverMasters(t *testing.T) {
 	if os.Getenv("SVC_REDIS_CLUSTER") == "" {
 		t.Skip("SVC_REDIS_CLUSTER is not set (make test-scale runs this against a local cluster)")
@@ -197,39 +278,44 @@ func TestOneKeysClaimsSpreadOverMasters(t *testing.T) {
 		t.Fatal("SVC_REDIS_CLUSTER is set but the client is not a cluster client")
 	}
 	ctx := context.Background()
+	db := fmt.Sprintf("bench_spread_%d", time.Now().UnixNano())
+	t.Cleanup(func() { _, _ = DropEventClaims(ctx, rdb, db) })
+	c := claimConsumer(rdb, db, DefaultEventIDWindow)
 	kid := uuid.New()
-	const n = 60
-	ids := make([][]byte, n)
-	keys, args := make([][]string, n), make([][]any, n)
-	for i := range ids {
+	const partitions = 32
+	for p := range int32(partitions) {
+		recs, _ := batchRecords(1, p, 0)
 		h := sha256.New()
 		h.Write(kid[:])
-		h.Write([]byte("spread-" + strconv.Itoa(i)))
-		ids[i] = h.Sum(nil)[:16]
-		keys[i] = []string{claimDir(schema.TopicEvents, ids[i])}
-		args[i] = append([]any{time.Now().UnixMilli(), claimField(ids[i]), claimValue(recordPos{0, int64(i)})}, claimTable.Args()...)
+		h.Write([]byte("spread-" + strconv.Itoa(int(p))))
+		recs[0].Headers[len(recs[0].Headers)-1].Value = h.Sum(nil)[:16]
+		c.held = recs
+		if err := c.claimBatches(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
-	t.Cleanup(func() { _ = ForgetClaims(ctx, rdb, schema.TopicEvents, ids) })
-	if _, err := claimLibrary.PipelinedKeys(ctx, rdb, "claim", keys, args); err != nil {
+	if err := c.writeEventLogs(ctx); err != nil {
 		t.Fatal(err)
 	}
+	e := time.Now().Unix() / int64(eventClaimSpan/time.Second)
 	perMaster := map[string]int{}
-	for i, k := range keys {
-		node, err := rdb.MasterForKey(ctx, k[0])
+	for p := range int32(partitions) {
+		key := c.eventLogKey(p, e)
+		node, err := rdb.MasterForKey(ctx, key)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if found, err := node.Exists(ctx, k[0]).Result(); err != nil || found != 1 {
-			t.Fatalf("claim %d: its group's directory is not on the master of its slot (%v)", i, err)
+		if n, err := node.LLen(ctx, key).Result(); err != nil || n != 1 {
+			t.Fatalf("partition %d: its claim log on the master of its slot has %d elements (%v), want 1", p, n, err)
 		}
 		perMaster[node.Options().Addr]++
 	}
 	masters := 0
 	_ = rdb.ForEachMaster(ctx, func(context.Context, *redis.Client) error { masters++; return nil })
 	if len(perMaster) != masters {
-		t.Errorf("one key's %d claims are on %d of %d masters: %v", n, len(perMaster), masters, perMaster)
+		t.Errorf("one key's claims on %d partitions are on %d of %d masters: %v", partitions, len(perMaster), masters, perMaster)
 	}
-	t.Logf("one key's claims per master: %v", perMaster)
+	t.Logf("one key's claim logs per master: %v", perMaster)
 }
 
 // BenchmarkBatchClaimRedis: Redis's own time for one batch claim (redis-us/claim, the
@@ -320,12 +406,16 @@ func fcallStats(t testing.TB, rdb redis.UniversalClient) (calls, usec int64) {
 	return calls, usec
 }
 
-// pipelineCounter counts the pipelines (round trips) a Redis client sends.
-type pipelineCounter struct{ n atomic.Int64 }
+// pipelineCounter counts the pipelines (n) and the commands sent alone (single) of a
+// Redis client: its round trips.
+type pipelineCounter struct{ n, single atomic.Int64 }
 
 func (*pipelineCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (*pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return next
+func (h *pipelineCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.single.Add(1)
+		return next(ctx, cmd)
+	}
 }
 func (h *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
@@ -334,9 +424,29 @@ func (h *pipelineCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 	}
 }
 
-// TestBatchClaimsOfAPollInOneRoundTrip: a poll's batch claims and, while they are read,
-// the look-ups of the claims of the format before go to Redis in one pipeline; a copy
-// named by either is still found.
+// batchRecords makes n records of one event each on partition p from offset off, each
+// with a batch id of its own (ids), accepted now.
+func batchRecords(n int, p int32, off int64) (recs []*kgo.Record, ids [][]byte) {
+	b := &schema.Batch{ReceivedAt: time.Now().UnixMilli(), RequestID: "req_batches",
+		Events: []schema.Event{{Name: "purchase", OccurredAt: time.Now().UnixMilli(), Consent: true}}}
+	b.Pixel[0], b.Pixel[1] = 0x50, byte(p)
+	for i := range n {
+		id := make([]byte, 16)
+		rand.Read(id)
+		r := record(b, p)
+		r.Offset = off + int64(i)
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: schema.HeaderBatchID, Value: id})
+		recs, ids = append(recs, r), append(ids, id)
+	}
+	return recs, ids
+}
+
+// TestBatchClaimsOfAPollInOneRoundTrip: a poll's batch claims are decided in memory;
+// while the claims of the formats before are read, their look-ups take one round trip
+// to Redis (one pipeline, no other command), and a second only when a batch's claim
+// group has a table of them. A copy named by a key of the format before, by a bucket
+// table or by an earlier poll's claim is found; after legacyClaimsFor, Redis is not
+// asked at all.
 func TestBatchClaimsOfAPollInOneRoundTrip(t *testing.T) {
 	base := apitest.Redis(t)
 	var rdb redis.UniversalClient // a client of its own, for the hook
@@ -350,20 +460,14 @@ func TestBatchClaimsOfAPollInOneRoundTrip(t *testing.T) {
 	}
 	defer rdb.Close()
 	ctx := context.Background()
-	ids := make([][]byte, 40)
-	held := make([]*kgo.Record, len(ids))
-	for i := range ids {
-		ids[i] = make([]byte, 16)
-		rand.Read(ids[i])
-		held[i] = &kgo.Record{Partition: 1, Offset: int64(i),
-			Headers: []kgo.RecordHeader{{Key: schema.HeaderBatchID, Value: ids[i]}}}
-	}
-	defer ForgetClaims(ctx, base, schema.TopicEvents, ids)
-	old := legacyClaimKey(schema.TopicEvents, ids[7])
-	if err := base.Set(ctx, old, "0:999999", time.Minute).Err(); err != nil {
+	db := fmt.Sprintf("bench_batchclaims_%d", time.Now().UnixNano())
+	defer DropEventClaims(ctx, base, db)
+	c := claimConsumer(rdb, db, DefaultEventIDWindow)
+	topic := "test-" + db // no claim tables of earlier runs
+	c.cfg.Topic = topic
+	if _, err := c.claimIndexOf(ctx, 1); err != nil { // the logs read first (a new owner's LRANGEs)
 		t.Fatal(err)
 	}
-	defer base.Del(ctx, old)
 	// The library loaded and the connection made first (its handshake is a pipeline of
 	// its own), so that the count below is the steady state's.
 	if err := claimLibrary.Load(ctx, base); err != nil {
@@ -374,44 +478,90 @@ func TestBatchClaimsOfAPollInOneRoundTrip(t *testing.T) {
 	}
 	hook := &pipelineCounter{}
 	rdb.AddHook(hook)
-	c := &consumer{cfg: Config{Redis: rdb, Topic: schema.TopicEvents}, held: held,
-		claims: map[recordPos]bool{}, sync: claimSync{unsynced: map[string]bool{}}}
-	if err := c.claimBatches(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := hook.n.Load(); got != 1 {
-		t.Fatalf("%d round trips for a poll's claims, want 1", got)
-	}
-	for i := range ids {
-		if dup := c.claims[recordPos{1, int64(i)}]; dup != (i == 7) {
-			t.Fatalf("batch %d: taken for a copy %v, want %v", i, dup, i == 7)
+	poll := func(recs []*kgo.Record, pipelines int64) {
+		t.Helper()
+		hook.n.Store(0)
+		hook.single.Store(0)
+		c.held = recs
+		if err := c.claimBatches(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got, one := hook.n.Load(), hook.single.Load(); got != pipelines || one != 0 {
+			t.Fatalf("a poll's batch claims took %d pipelines and %d commands, want %d and none", got, one, pipelines)
 		}
 	}
+	isCopy := func(recs []*kgo.Record, copies ...int) {
+		t.Helper()
+		for i, r := range recs {
+			if dup := c.claims[recordPos{r.Partition, r.Offset}]; dup != slices.Contains(copies, i) {
+				t.Fatalf("batch %d at offset %d: taken for a copy %v", i, r.Offset, dup)
+			}
+		}
+	}
+	// The first poll: batch 7 has a claim of the key format naming another record.
+	recs, ids := batchRecords(40, 1, 0)
+	defer ForgetClaims(ctx, base, topic, ids)
+	old := legacyClaimKey(topic, ids[7])
+	if err := base.Set(ctx, old, "0:999999", time.Minute).Err(); err != nil {
+		t.Fatal(err)
+	}
+	defer base.Del(ctx, old)
+	poll(recs, 1)
+	isCopy(recs, 7)
+	// The second: a copy of the first poll's batch 3, and a batch an older consumer
+	// claimed in its bucket table for another record (a second round trip reads it).
+	more, moreIDs := batchRecords(2, 1, 100)
+	defer ForgetClaims(ctx, base, topic, moreIDs)
+	if _, err := claimIDs(ctx, base, topic, moreIDs[1:], []recordPos{{0, 999999}}, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	again := *recs[3]
+	again.Offset = 99
+	second := []*kgo.Record{&again, more[0], more[1]}
+	poll(second, 2)
+	isCopy(second, 0, 2)
+	// After legacyClaimsFor: nothing asked of Redis, a copy still found.
+	defer func(at time.Time) { processStart = at }(processStart)
+	processStart = time.Now().Add(-legacyClaimsFor - time.Minute)
+	third, _ := batchRecords(5, 1, 200)
+	again2 := *recs[4]
+	again2.Offset = 205
+	third = append(third, &again2)
+	poll(third, 0)
+	isCopy(third, 5)
 }
 
 // BenchmarkClaimBatchesPoll: the consumer's batch claims of small polls (pollSize
-// records, as at 200k events/s on two cores), while the claims of the format before are
-// still read: wall time per record, the Redis round trip(s) included.
+// records, as at 200k events/s on two cores), in memory: "upgraded", while the claims
+// of the formats before are still read (legacyClaimsFor after the start: a round trip
+// a poll, the Redis time included; no claim group has a table of them), and "steady",
+// after. Time per record.
 func BenchmarkClaimBatchesPoll(b *testing.B) {
 	const pollSize = 4
 	rdb := apitest.Redis(b)
 	ctx := context.Background()
-	ids := make([][]byte, b.N)
-	held := make([]*kgo.Record, b.N)
-	for i := range ids {
-		ids[i] = make([]byte, 16)
-		rand.Read(ids[i])
-		held[i] = &kgo.Record{Partition: 2, Offset: int64(i),
-			Headers: []kgo.RecordHeader{{Key: schema.HeaderBatchID, Value: ids[i]}}}
-	}
-	b.Cleanup(func() { _ = ForgetClaims(ctx, rdb, schema.TopicEvents, ids) })
-	c := &consumer{cfg: Config{Redis: rdb, Topic: schema.TopicEvents},
-		claims: map[recordPos]bool{}, sync: claimSync{unsynced: map[string]bool{}}}
-	b.ResetTimer()
-	for i := 0; i < b.N; i += pollSize {
-		c.held = held[i:min(b.N, i+pollSize)]
-		if err := c.claimBatches(ctx); err != nil {
-			b.Fatal(err)
-		}
+	for _, name := range []string{"upgraded", "steady"} {
+		b.Run(name, func(b *testing.B) {
+			db := fmt.Sprintf("bench_batchclaims_%d", time.Now().UnixNano())
+			b.Cleanup(func() { _, _ = DropEventClaims(ctx, rdb, db) })
+			if name == "steady" {
+				defer func(at time.Time) { processStart = at }(processStart)
+				processStart = time.Now().Add(-legacyClaimsFor - time.Minute)
+			}
+			held, _ := batchRecords(b.N, 2, 0)
+			c := claimConsumer(rdb, db, DefaultEventIDWindow)
+			c.cfg.Topic = "test-" + db // no claim tables of earlier runs: one round trip a poll
+			b.ResetTimer()
+			for i := 0; i < b.N; i += pollSize {
+				c.held = held[i:min(b.N, i+pollSize)]
+				if err := c.claimBatches(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			if err := c.writeEventLogs(ctx); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
 }

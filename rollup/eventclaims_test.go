@@ -27,7 +27,7 @@ import (
 // later in the partition is a copy; other pixels' ids are not.
 func TestEventIndexDecides(t *testing.T) {
 	const window = 3600
-	ix := newEventIndex(window)
+	ix := newClaimIndex(window)
 	px, other := schema.UUID{1}, schema.UUID{2}
 	id := schema.ClientEventID([]byte("order-1"))
 	f := eventKey(px, id)
@@ -62,10 +62,14 @@ func TestEventIndexDecides(t *testing.T) {
 
 // TestEventIndexExpires: a claim is kept until the newest acceptance time seen is the
 // window and the margin past it, not a second less; then it no longer makes copies, and
-// its table, rebuilt as it fills, holds only live claims.
+// its table, rebuilt as it fills, holds only live claims. A window shorter than the
+// batch claims' keeps claims for batchWindow.
 func TestEventIndexExpires(t *testing.T) {
-	const window = 3600
-	ix := newEventIndex(window)
+	if got := newClaimIndex(3600).keep; got != int64(batchWindow/time.Second) {
+		t.Fatalf("an hour's window keeps claims %d s, want batchWindow", got)
+	}
+	const window = 30 * 3600
+	ix := newClaimIndex(window)
 	f := eventKey(schema.UUID{1}, schema.ClientEventID([]byte("a")))
 	t0 := int64(1_800_000_000)
 	ix.claim(f, t0, 1<<6)
@@ -81,12 +85,13 @@ func TestEventIndexExpires(t *testing.T) {
 	}
 	// Fill f's table far past its first size with claims that expire as they go: it
 	// stays small, holding the live claims only.
+	const step = 10 // seconds between claims
 	tbl := &ix.set.tables[f[0]]
 	for i := range 100_000 {
 		var h eventField
 		h[0] = f[0]
 		binary.BigEndian.PutUint64(h[1:9], uint64(i)*0x9E3779B97F4A7C15)
-		ix.claim(h, t0+window+margin+2+int64(i), uint64(i)<<6)
+		ix.claim(h, t0+window+margin+2+int64(i)*step, uint64(i)<<6)
 	}
 	live := 0
 	for k := range tbl.slots {
@@ -94,7 +99,7 @@ func TestEventIndexExpires(t *testing.T) {
 			live++
 		}
 	}
-	if live > int(window+margin)+2 || len(tbl.slots) > 4*(int(window+margin)+2)*2 {
+	if most := int(window+margin)/step + 2; live > most || len(tbl.slots) > 4*most*2 {
 		t.Fatalf("table of %d slots, %d live claims: expired claims kept", len(tbl.slots), live)
 	}
 }
@@ -105,7 +110,7 @@ func TestEventIndexExpires(t *testing.T) {
 // accepted before the horizon is expired on arrival and not kept.
 func TestEventIndexRebases(t *testing.T) {
 	const window = 3600
-	ix := newEventIndex(window)
+	ix := newClaimIndex(window)
 	px := schema.UUID{1}
 	f := eventKey(px, schema.ClientEventID([]byte("a")))
 	t0 := int64(1_800_000_000)
@@ -141,7 +146,7 @@ func TestEventIndexRebases(t *testing.T) {
 // the 256 tables went from 2048 to 4096 slots within 15% of the claims, most of them
 // within a few percent.
 func TestRebuildsOfAPartitionsTablesAreStaggered(t *testing.T) {
-	ix := newEventIndex(int64(DefaultEventIDWindow / time.Second))
+	ix := newClaimIndex(int64(DefaultEventIDWindow / time.Second))
 	rng := rand.New(rand.NewPCG(11, 12))
 	sec := int64(1_800_000_000)
 	doubled := map[int]int{} // table index -> claims held when it passed 4096 slots
@@ -181,7 +186,7 @@ func TestRebuildsOfAPartitionsTablesAreStaggered(t *testing.T) {
 func TestEventLogReplays(t *testing.T) {
 	const window = 48 * 3600
 	rng := rand.New(rand.NewPCG(1, 2))
-	a, b := newEventIndex(window), newEventIndex(window)
+	a, b := newClaimIndex(window), newClaimIndex(window)
 	now := int64(1_800_000_000)
 	logs := map[int64][]byte{}
 	var fields []eventField
@@ -306,7 +311,7 @@ func TestEventClaimFootprint(t *testing.T) {
 	// copy in a new record (offsets past them) is a copy.
 	d := claimConsumer(rdb, db, DefaultEventIDWindow)
 	start = time.Now()
-	if _, err := d.eventIndexOf(ctx, 0); err != nil {
+	if _, err := d.claimIndexOf(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("a new owner read the %d claims back in %v", d.events.held(), time.Since(start).Round(time.Millisecond))
@@ -382,7 +387,7 @@ func logMemory(t testing.TB, rdb redis.UniversalClient, db string) (bytes int64,
 // into a partition's index that already holds 2 million claims in each of five epochs
 // (the 48 h window's steady state: a new id misses every epoch). ns/op is per claim.
 func BenchmarkEventIndexClaim(b *testing.B) {
-	ix := newEventIndex(int64(DefaultEventIDWindow / time.Second))
+	ix := newClaimIndex(int64(DefaultEventIDWindow / time.Second))
 	rng := rand.New(rand.NewPCG(5, 6))
 	field := func() (f eventField) {
 		for j := range f {

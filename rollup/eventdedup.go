@@ -32,13 +32,13 @@ import (
 // All copies of a pixel's events go to one partition (the record key is the pixel), so
 // "first" is the partition's order, which one consumer at a time follows, and the claims
 // are the partition's own: the consumer that owns a partition keeps its claims in memory
-// (eventIndex: a lookup probes one hash table, no round trip) and appends every new
+// (claimIndex: a lookup probes one hash table, no round trip) and appends every new
 // claim to the partition's claim log in Redis before the INSERT that relies on it (one
 // RPUSH per partition and epoch per flush, WAITed for before its INSERT). A consumer
 // that is assigned a partition reads its log back before deciding anything for it; the
 // decisions are a function of the partition's records in order, so replaying the log's
 // claims of the records up to the stored offset, then deciding the records after it
-// again in order, reaches the same ones (eventIndexOf; a record that is already stored
+// again in order, reaches the same ones (claimIndexOf; a record that is already stored
 // is replayed too: its claims may have been logged after the log was read, by a
 // consumer the partition was taken from).
 //
@@ -80,17 +80,24 @@ func eventKey(pixel, id schema.UUID) (f eventField) {
 	return f
 }
 
-// eventIndex is one partition's claims on client event ids.
-type eventIndex struct {
+// claimIndex is one partition's claims: on client event ids, and on batch ids
+// (dedup.go), told apart by their positions' index (batchClaimIndex for a batch).
+type claimIndex struct {
 	span   int64 // eventClaimSpan, seconds (the epochs of the logs)
-	window int64 // seconds
+	window int64 // seconds: a client event id's
+	keep   int64 // seconds: the longer of window and batchWindow, what a claim is kept for
 	set    claimSet
 	newest int64 // the latest acceptance time seen, seconds
 }
 
-func newEventIndex(window int64) *eventIndex {
-	return &eventIndex{span: int64(eventClaimSpan / time.Second), window: window, set: newClaimSet(uint8(rand.Uint32()))}
+func newClaimIndex(window int64) *claimIndex {
+	return &claimIndex{span: int64(eventClaimSpan / time.Second), window: window,
+		keep: claimKeep(window), set: newClaimSet(uint8(rand.Uint32()))}
 }
+
+// claimKeep is how long (seconds) a partition's claims are kept, in memory and in the
+// logs, for the client event ids' window: the longer of it and batchWindow.
+func claimKeep(window int64) int64 { return max(window, int64(batchWindow/time.Second)) }
 
 // claimOutcome is what a claim decided.
 type claimOutcome uint8
@@ -101,19 +108,25 @@ const (
 	claimIsCopy                     // another record holds it within the window: a copy
 )
 
-// claim claims f for the event accepted at sec (Unix seconds, after 1970 and before
-// 2106) at position pos.
-func (ix *eventIndex) claim(f eventField, sec int64, pos uint64) claimOutcome {
+// claim claims f for the event (or, at index batchClaimIndex, the batch) accepted at
+// sec (Unix seconds, after 1970 and before 2106) at position pos: a copy is one
+// accepted less than the window of its kind (the client event ids', or batchWindow)
+// after the claim held.
+func (ix *claimIndex) claim(f eventField, sec int64, pos uint64) claimOutcome {
 	if sec > ix.newest {
 		ix.newest = sec
-		ix.set.horizon = uint32(max(sec-ix.window-int64(eventIDLagMargin/time.Second), 1))
+		ix.set.horizon = uint32(max(sec-ix.keep-int64(eventIDLagMargin/time.Second), 1))
+	}
+	window := ix.window
+	if pos&(1<<6-1) == batchClaimIndex {
+		window = int64(batchWindow / time.Second)
 	}
 	held, p, ok := ix.set.get(&f)
 	if ok {
 		if int64(held) == sec && p == uint32(pos) {
 			return claimHeld
 		}
-		if sec-int64(held) < ix.window {
+		if sec-int64(held) < window {
 			return claimIsCopy
 		}
 	}
@@ -122,7 +135,7 @@ func (ix *eventIndex) claim(f eventField, sec int64, pos uint64) claimOutcome {
 }
 
 // held is the number of claims held.
-func (ix *eventIndex) held() int { return ix.set.held() }
+func (ix *claimIndex) held() int { return ix.set.held() }
 
 // appendLogEntry appends one packed claim of a log: field, seconds into the epoch (2
 // bytes), position (uvarint).
@@ -133,8 +146,8 @@ func appendLogEntry(dst []byte, f eventField, rel int64, pos uint64) []byte {
 }
 
 // replay applies the claims of one log element of epoch e, in order, but those of
-// records after offset upTo (see eventIndexOf).
-func (ix *eventIndex) replay(e int64, blob []byte, upTo int64) error {
+// records after offset upTo (see claimIndexOf).
+func (ix *claimIndex) replay(e int64, blob []byte, upTo int64) error {
 	for len(blob) > 0 {
 		if len(blob) < len(eventField{})+3 {
 			return errors.New("event claim log: truncated entry")
@@ -159,7 +172,7 @@ type eventClaims struct {
 	window  int64 // seconds
 	scan    schema.ClientIDs
 	fields  []eventField          // the fields of the record being claimed (scratch)
-	index   map[int32]*eventIndex // per owned partition, once its log is read
+	index   map[int32]*claimIndex // per owned partition, once its log is read
 	pending map[logKey][]byte     // claims decided, not yet in their log; after a flush, its buffers emptied for the next
 	last    logKey                // the log lastBuf gathers for; its claims are not in pending yet
 	lastBuf []byte
@@ -172,7 +185,7 @@ type logKey struct {
 }
 
 func newEventClaims(window time.Duration) eventClaims {
-	return eventClaims{window: int64(window / time.Second), index: map[int32]*eventIndex{},
+	return eventClaims{window: int64(window / time.Second), index: map[int32]*claimIndex{},
 		pending: map[logKey][]byte{}, last: logKey{p: -1}}
 }
 
@@ -241,7 +254,7 @@ func (c *consumer) claimEvents(ctx context.Context) error {
 			c.eventDup[at] = 0
 			continue
 		}
-		ix, err := c.eventIndexOf(ctx, r.Partition)
+		ix, err := c.claimIndexOf(ctx, r.Partition)
 		if err != nil {
 			return err
 		}
@@ -267,7 +280,7 @@ func (c *consumer) carriesEventIDs(r *kgo.Record) bool {
 // claimRecord claims the client event ids of r in ix, queues the new claims for their
 // log, and returns the copies (bit i: the event at index i). A record that fails the
 // decode's checks (a dead letter) claims nothing.
-func (c *consumer) claimRecord(ix *eventIndex, r *kgo.Record) uint64 {
+func (c *consumer) claimRecord(ix *claimIndex, r *kgo.Record) uint64 {
 	ec := &c.events
 	s := &ec.scan
 	if _, err := checkRecord(r, s); err != nil {
@@ -294,14 +307,14 @@ func (c *consumer) claimRecord(ix *eventIndex, r *kgo.Record) uint64 {
 	return copies
 }
 
-// eventIndexOf returns partition p's claims, reading its logs on first use: the claims
+// claimIndexOf returns partition p's claims, reading its logs on first use: the claims
 // of the records up to the partition's stored offset. The records after it come again
 // (offsets are committed after their INSERT) and are decided again, in order, from the
 // state the consumer that first decided them had: replaying their logged claims first
 // would let a later record's claim decide an earlier one (a first copy taken for a copy
 // of a later claim afresh, or a claim expired by a later record's time). A caller that
 // did not read the stored offset (tests) replays every claim.
-func (c *consumer) eventIndexOf(ctx context.Context, p int32) (*eventIndex, error) {
+func (c *consumer) claimIndexOf(ctx context.Context, p int32) (*claimIndex, error) {
 	if ix := c.events.index[p]; ix != nil {
 		return ix, nil
 	}
@@ -309,9 +322,9 @@ func (c *consumer) eventIndexOf(ctx context.Context, p int32) (*eventIndex, erro
 	if !known {
 		upTo = math.MaxInt64
 	}
-	ix := newEventIndex(c.events.window)
+	ix := newClaimIndex(c.events.window)
 	now := time.Now().Unix()
-	lo := (now - ix.window - int64((eventIDLagMargin+eventClaimSpan)/time.Second)) / ix.span
+	lo := (now - ix.keep - int64((eventIDLagMargin+eventClaimSpan)/time.Second)) / ix.span
 	hi := (now+int64(time.Hour/time.Second))/ix.span + 1
 	qctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -326,7 +339,7 @@ func (c *consumer) eventIndexOf(ctx context.Context, p int32) (*eventIndex, erro
 
 // readEventLog replays the log at key (of epoch e) into ix, 64 elements at a time, up
 // to the records at offset upTo.
-func (c *consumer) readEventLog(ctx context.Context, ix *eventIndex, key string, e, upTo int64) error {
+func (c *consumer) readEventLog(ctx context.Context, ix *claimIndex, key string, e, upTo int64) error {
 	const page = 64
 	for from := int64(0); ; from += page {
 		blobs, err := c.cfg.Redis.LRange(ctx, key, from, from+page-1).Result()
@@ -361,7 +374,7 @@ func (c *consumer) writeEventLogs(ctx context.Context) error {
 		return nil
 	}
 	span := int64(eventClaimSpan / time.Second)
-	keep := time.Duration(ec.window)*time.Second + eventIDLagMargin
+	keep := time.Duration(claimKeep(ec.window))*time.Second + eventIDLagMargin
 	pipe := c.cfg.Redis.Pipeline()
 	for k, blob := range ec.pending {
 		key := c.eventLogKey(k.p, k.e)

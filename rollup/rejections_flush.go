@@ -76,8 +76,9 @@ func (c *rejConsumer) claimCopies(ctx context.Context) error {
 	if c.cfg.Redis == nil {
 		return nil
 	}
-	ids, pos := unclaimed(c.held, c.claims)
+	recs, ids := unclaimed(c.held, c.claims)
 	if len(ids) > 0 {
+		pos := positions(recs)
 		qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		held, err := claimIDs(qctx, c.cfg.Redis, schema.TopicRejections, ids, pos, c.sync.unsynced)
 		cancel()

@@ -53,3 +53,28 @@ func TestScanClientIDs(t *testing.T) {
 		}
 	}
 }
+
+// TestReceivedAt: ReceivedAt reads what DecodeBatch reads for received_at, for every
+// golden batch, and refuses a value cut before it or of another magic.
+func TestReceivedAt(t *testing.T) {
+	for name, b := range goldenBatches {
+		v := AppendBatch(nil, ptr(b))
+		var d Batch
+		if err := DecodeBatch(v, &d); err != nil {
+			t.Fatal(name, err)
+		}
+		got, err := ReceivedAt(v)
+		if err != nil || got != d.ReceivedAt {
+			t.Fatalf("%s: ReceivedAt %d, %v; DecodeBatch %d", name, got, err, d.ReceivedAt)
+		}
+		for n := 0; n < 4+3*16+1; n++ {
+			if _, err := ReceivedAt(v[:n]); !errors.Is(err, ErrRecord) {
+				t.Fatalf("%s: the first %d bytes read as %v", name, n, err)
+			}
+		}
+		bad := append([]byte("XX"), v[2:]...)
+		if _, err := ReceivedAt(bad); !errors.Is(err, ErrRecord) {
+			t.Fatalf("%s: another magic read as %v", name, err)
+		}
+	}
+}

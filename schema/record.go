@@ -239,6 +239,23 @@ func (r *reader) varint(what string) int64 {
 // error b is unspecified and the error wraps ErrRecord.
 func DecodeBatch(value []byte, b *Batch) error { return decode(value, b, nil) }
 
+// ReceivedAt reads a record value's received_at (unix ms) without decoding the rest:
+// the consumer's batch claims need only it. It checks the magic and version as
+// DecodeBatch does; a value that passes may still fail DecodeBatch further on.
+func ReceivedAt(value []byte) (int64, error) {
+	r := reader{b: value}
+	head := r.bytes(4, "header")
+	if r.err != nil {
+		return 0, r.err
+	}
+	if head[0] != recordMagic0 || head[1] != recordMagic1 || head[2] < recordV1 || head[2] > recordVersion {
+		return 0, fmt.Errorf("%w: bad magic or version", ErrRecord)
+	}
+	r.bytes(3*16, "ids")
+	ms := r.varint("received_at")
+	return ms, r.err
+}
+
 // decode decodes value into b; with ids set, it does not keep b.Events but notes the
 // events whose id came from the client in ids (ScanClientIDs). Either way it checks
 // the whole record alike: a record one accepts, the other does.

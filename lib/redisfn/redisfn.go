@@ -110,19 +110,12 @@ func (l *Library) Pipelined(ctx context.Context, c redis.Cmdable, fn string, key
 }
 
 // PipelinedKeys is Pipelined for runs of several keys each: fn over keys[i] with args[i].
-// Each of also queues more commands into the same pipeline, after the calls (one round
-// trip for both); it runs again, and its commands are sent again, when the library had
-// to be loaded, so they must be read-only or have the same effect twice, and the caller
-// reads their results (errors included: only the calls' are checked here).
-func (l *Library) PipelinedKeys(ctx context.Context, c redis.Cmdable, fn string, keys [][]string, args [][]any, also ...func(redis.Pipeliner)) ([]*redis.Cmd, error) {
+func (l *Library) PipelinedKeys(ctx context.Context, c redis.Cmdable, fn string, keys [][]string, args [][]any) ([]*redis.Cmd, error) {
 	cmds := make([]*redis.Cmd, len(keys))
 	run := func() (missing bool) {
 		_, _ = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for i, k := range keys {
 				cmds[i] = p.FCall(ctx, l.Function(fn), k, args[i]...)
-			}
-			for _, queue := range also {
-				queue(p)
 			}
 			return nil
 		})
