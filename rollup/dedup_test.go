@@ -59,7 +59,7 @@ func TestSecondCopyOfABatchIsSkipped(t *testing.T) {
 	}
 	ctx := context.Background()
 	own, tableOwn := recs[6], recs[8] // ProduceSync set their partitions and offsets
-	defer ForgetClaims(ctx, rdb, schema.TopicEvents, ids)
+	defer dropClaimGroups(t, rdb, schema.TopicEvents, ids)
 	// idTable: a copy an older consumer claimed at 0:999999 in its bucket table;
 	// idTableOwn: this very record, claimed there before the older consumer's INSERT.
 	if _, err := claimIDs(ctx, rdb, schema.TopicEvents, [][]byte{idTable, idTableOwn},
@@ -112,6 +112,22 @@ func TestSecondCopyOfABatchIsSkipped(t *testing.T) {
 	w.waitExact(10 * time.Second)
 	if err := stop2(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// scratchTopic is a topic name of a test's own, for claims in Redis that no consumer
+// reads: a bench's consumer on the same Redis would otherwise find their tables (and read
+// them as claims older consumers wrote) for the 31 h they live.
+func scratchTopic() string { return fmt.Sprintf("test-%d", time.Now().UnixNano()) }
+
+// dropClaimGroups removes the bucket tables of the claim groups of ids in topic, whole
+// (ForgetClaims leaves a group's emptied table: a consumer would go on looking there).
+func dropClaimGroups(t *testing.T, rdb redis.UniversalClient, topic string, ids [][]byte) {
+	t.Helper()
+	for _, id := range ids {
+		if _, err := process.UnlinkPattern(context.Background(), rdb, "svc:claim2:"+claimGroup(topic, id)+":*"); err != nil {
+			t.Error(err)
+		}
 	}
 }
 
@@ -190,12 +206,13 @@ func TestClaimOutlivesTheRetryWindow(t *testing.T) {
 	}
 	rdb := apitest.Redis(t)
 	ctx := context.Background()
+	topic := scratchTopic() // not the topic a consumer on this Redis reads
 	id := make([]byte, 16)
 	rand.Read(id)
-	defer ForgetClaims(ctx, rdb, schema.TopicEvents, [][]byte{id})
+	defer ForgetClaims(ctx, rdb, topic, [][]byte{id})
 	claim := func(at time.Time, pos recordPos) string {
 		args := append([]any{at.UnixMilli(), claimField(id), claimValue(pos)}, claimTable.Args()...)
-		v, err := claimLibrary.Call(ctx, rdb, "claim", []string{claimDir(schema.TopicEvents, id)}, args...).Text()
+		v, err := claimLibrary.Call(ctx, rdb, "claim", []string{claimDir(topic, id)}, args...).Text()
 		if err != nil && err != redis.Nil {
 			t.Fatal(err)
 		}
@@ -209,7 +226,7 @@ func TestClaimOutlivesTheRetryWindow(t *testing.T) {
 	if v := claim(now.Add(claimTable.Life), second); v != claimValue(first) {
 		t.Fatalf("25 h later the second copy sees %q, want the first record's claim", v)
 	}
-	if err := ForgetClaims(ctx, rdb, schema.TopicEvents, [][]byte{id}); err != nil {
+	if err := ForgetClaims(ctx, rdb, topic, [][]byte{id}); err != nil {
 		t.Fatal(err)
 	}
 	if v := claim(now, second); v != "" {
@@ -231,20 +248,21 @@ return 1`)
 func TestEpochClaimsAreHonoured(t *testing.T) {
 	rdb := apitest.Redis(t)
 	ctx := context.Background()
+	topic := scratchTopic() // not the topic a consumer on this Redis reads
 	id := make([]byte, 16)
 	rand.Read(id)
-	defer ForgetClaims(ctx, rdb, schema.TopicEvents, [][]byte{id})
+	defer ForgetClaims(ctx, rdb, topic, [][]byte{id})
 	now := time.Now()
 	first, second := recordPos{2, 7}, recordPos{2, 70}
 	args := append([]any{now.UnixMilli(), claimField(id), claimValue(first)}, epochClaimTable.Args()...)
-	if err := epochClaimScript.Run(ctx, rdb, []string{epochClaimDir(schema.TopicEvents, id)}, args...).Err(); err != nil {
+	if err := epochClaimScript.Run(ctx, rdb, []string{epochClaimDir(topic, id)}, args...).Err(); err != nil {
 		t.Fatal(err)
 	}
 	claim := func(epochs bool) string {
-		keys := []string{claimDir(schema.TopicEvents, id)}
+		keys := []string{claimDir(topic, id)}
 		args := append([]any{now.UnixMilli(), claimField(id), claimValue(second)}, claimTable.Args()...)
 		if epochs {
-			keys = append(keys, epochClaimDir(schema.TopicEvents, id))
+			keys = append(keys, epochClaimDir(topic, id))
 			args = append(args, epochClaimTable.Args()...)
 		}
 		v, err := claimLibrary.Call(ctx, rdb, "claim", keys, args...).Text()
@@ -328,6 +346,7 @@ func TestOneKeysClaimsSpreadOverMasters(t *testing.T) {
 func BenchmarkBatchClaimRedis(b *testing.B) {
 	rdb := apitest.Redis(b)
 	ctx := context.Background()
+	topic := scratchTopic() // not the topic a consumer on this Redis reads
 	newIDs := func(n int) [][]byte {
 		ids := make([][]byte, n)
 		for i := range ids {
@@ -339,7 +358,7 @@ func BenchmarkBatchClaimRedis(b *testing.B) {
 	claimAll := func(ids [][]byte, at time.Time) {
 		keys, args := make([][]string, len(ids)), make([][]any, len(ids))
 		for i, id := range ids {
-			keys[i] = []string{claimDir(schema.TopicEvents, id)}
+			keys[i] = []string{claimDir(topic, id)}
 			args[i] = append([]any{at.UnixMilli(), claimField(id), claimValue(recordPos{1, int64(i)})}, claimTable.Args()...)
 		}
 		if _, err := claimLibrary.PipelinedKeys(ctx, rdb, "claim", keys, args); err != nil {
@@ -354,7 +373,7 @@ func BenchmarkBatchClaimRedis(b *testing.B) {
 	}
 	ids := newIDs(b.N)
 	all = append(all, ids...)
-	b.Cleanup(func() { _ = ForgetClaims(ctx, rdb, schema.TopicEvents, all) })
+	b.Cleanup(func() { _ = ForgetClaims(ctx, rdb, topic, all) })
 	unsynced := map[string]bool{}
 	pos := make([]recordPos, b.N)
 	for i := range pos {
@@ -363,7 +382,7 @@ func BenchmarkBatchClaimRedis(b *testing.B) {
 	calls0, us0 := fcallStats(b, rdb)
 	b.ResetTimer()
 	for i := 0; i < b.N; i += 1000 {
-		if _, err := claimIDs(ctx, rdb, schema.TopicEvents, ids[i:min(b.N, i+1000)], pos[i:min(b.N, i+1000)], unsynced); err != nil {
+		if _, err := claimIDs(ctx, rdb, topic, ids[i:min(b.N, i+1000)], pos[i:min(b.N, i+1000)], unsynced); err != nil {
 			b.Fatal(err)
 		}
 	}
