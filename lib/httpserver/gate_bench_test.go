@@ -30,8 +30,9 @@ import (
 // per call), without reading requests and writing replies; and redis-cpu-us/req, the
 // main thread's CPU time (INFO cpu), which includes those. Before the timer starts, the key has 30 hours of
 // answers behind it (one every 3 h), so the records' tables hold every age a lookup may
-// meet, as in steady use. The consumer's batch claim, the third part of POST /events'
-// Redis work, is rollup's BenchmarkBatchClaimRedis. Point it at a Redis nothing else uses
+// meet, as in steady use. The consumer's batch claim, once the third part of POST
+// /events' Redis work, is in the claim logs since issue 30 (rollup's
+// BenchmarkClaimBatchesPoll). Point it at a Redis nothing else uses
 // (SVC_REDIS_URL) for a clean figure.
 func BenchmarkIdempotentRequestRedis(b *testing.B) {
 	ctx := context.Background()
