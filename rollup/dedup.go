@@ -262,15 +262,7 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 			return err
 		}
 		sec, f, pos := ms/1000, batchKey(ids[i]), uint64(r.Offset)<<6|batchClaimIndex
-		switch ix.claim(f, sec, pos) {
-		case claimNew:
-			k := logKey{r.Partition, sec / ix.span}
-			c.events.logClaim(k, f, sec-k.e*ix.span, pos)
-		case claimIsCopy:
-			c.claims[at] = true
-			continue
-		}
-		c.claims[at] = false
+		c.claims[at] = c.events.claim(ix, r.Partition, f, sec, pos) == claimIsCopy
 	}
 	return nil
 }
@@ -323,38 +315,13 @@ func (e *earlierClaims) read(ctx context.Context, rdb redis.UniversalClient, top
 // readTables reads the claims of batches of (indexes into ids) from their groups'
 // bucket and epoch tables: one held call per group.
 func (e *earlierClaims) readTables(ctx context.Context, rdb redis.UniversalClient, topic string, ids [][]byte, pos []recordPos, of []int) error {
-	now := time.Now().UnixMilli()
-	byDir := map[string]int{}
-	var keys [][]string
-	var args [][]any
-	var batches [][]int
-	for _, i := range of {
-		dir := claimDir(topic, ids[i])
-		j, ok := byDir[dir]
-		if !ok {
-			j = len(keys)
-			byDir[dir] = j
-			keys = append(keys, []string{dir, epochClaimDir(topic, ids[i])})
-			args = append(args, append(append([]any{now}, claimTable.Args()...), epochClaimTable.Args()...))
-			batches = append(batches, nil)
-		}
-		args[j] = append(args[j], claimField(ids[i]))
-		batches[j] = append(batches[j], i)
-	}
-	cmds, err := claimLibrary.PipelinedKeys(ctx, rdb, "held", keys, args)
+	calls := groupCalls(topic, ids, of, func(i int) []any { return []any{claimField(ids[i])} })
+	held, err := runCalls(ctx, rdb, "held", calls, len(ids))
 	if err != nil {
 		return fmt.Errorf("claims of the format before: %w", err)
 	}
-	for j, cmd := range cmds {
-		vals, err := cmd.Slice()
-		if err != nil || len(vals) != len(batches[j]) {
-			return fmt.Errorf("claims of the format before: %d answers for %d batches (%v)", len(vals), len(batches[j]), err)
-		}
-		for k, v := range vals {
-			held, _ := v.(string)
-			i := batches[j][k]
-			e.copies[i] = e.copies[i] || heldElsewhere(held, pos[i])
-		}
+	for _, i := range of {
+		e.copies[i] = e.copies[i] || heldElsewhere(held[i], pos[i])
 	}
 	return nil
 }
@@ -374,43 +341,66 @@ const claimsPerCall = 64
 // the claim, "" when this one took it now, and adds the keys it wrote (or perhaps
 // wrote) to unsynced.
 func claimIDs(ctx context.Context, rdb redis.UniversalClient, topic string, ids [][]byte, pos []recordPos, unsynced map[string]bool) ([]string, error) {
-	now := time.Now().UnixMilli()
-	type call struct {
-		keys []string
-		args []any
-		of   []int // indexes into ids
+	all := make([]int, len(ids))
+	for i := range all {
+		all[i] = i
 	}
-	var calls []*call
-	open := map[string]*call{}
-	for i, id := range ids {
-		dir := claimDir(topic, id)
+	calls := groupCalls(topic, ids, all, func(i int) []any { return []any{claimField(ids[i]), claimValue(pos[i])} })
+	for _, cl := range calls {
+		unsynced[cl.keys[0]] = true // written, or perhaps written
+	}
+	return runCalls(ctx, rdb, "claims", calls, len(ids))
+}
+
+// claimCall is one call of a claims function over one claim group's tables: its keys,
+// its arguments (the timing, then each batch's) and its batches (indexes into ids).
+type claimCall struct {
+	keys []string
+	args []any
+	of   []int
+}
+
+// groupCalls splits the batches of (indexes into ids) of topic into calls of one claim
+// group each, at most claimsPerCall batches a call, each batch's arguments argsOf(i).
+func groupCalls(topic string, ids [][]byte, of []int, argsOf func(i int) []any) []*claimCall {
+	now := time.Now().UnixMilli()
+	var calls []*claimCall
+	open := map[string]*claimCall{}
+	for _, i := range of {
+		dir := claimDir(topic, ids[i])
 		cl := open[dir]
 		if cl == nil || len(cl.of) == claimsPerCall {
-			cl = &call{keys: []string{dir, epochClaimDir(topic, id)},
+			cl = &claimCall{keys: []string{dir, epochClaimDir(topic, ids[i])},
 				args: append(append([]any{now}, claimTable.Args()...), epochClaimTable.Args()...)}
 			open[dir] = cl
 			calls = append(calls, cl)
 		}
-		cl.args = append(cl.args, claimField(id), claimValue(pos[i]))
+		cl.args = append(cl.args, argsOf(i)...)
 		cl.of = append(cl.of, i)
 	}
+	return calls
+}
+
+// runCalls runs function fn (claims or held) over calls in one pipeline and returns, for
+// each of the n batches, the value of the record that holds its claim ("" for none, or
+// for a batch no call holds).
+func runCalls(ctx context.Context, rdb redis.UniversalClient, fn string, calls []*claimCall, n int) ([]string, error) {
 	keys, args := make([][]string, len(calls)), make([][]any, len(calls))
 	for j, cl := range calls {
 		keys[j], args[j] = cl.keys, cl.args
-		unsynced[cl.keys[0]] = true // written, or perhaps written
 	}
-	cmds, err := claimLibrary.PipelinedKeys(ctx, rdb, "claims", keys, args)
+	cmds, err := claimLibrary.PipelinedKeys(ctx, rdb, fn, keys, args)
 	if err != nil {
 		return nil, err
 	}
-	held := make([]string, len(ids))
+	held := make([]string, n)
 	for j, cl := range calls {
 		vals, err := cmds[j].Slice()
 		if err != nil {
 			return nil, err
 		}
 		if len(vals) != len(cl.of) {
-			return nil, fmt.Errorf("claims: %d answers for %d batches", len(vals), len(cl.of))
+			return nil, fmt.Errorf("%s: %d answers for %d batches", fn, len(vals), len(cl.of))
 		}
 		for k, v := range vals {
 			held[cl.of[k]], _ = v.(string)

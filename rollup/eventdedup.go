@@ -100,6 +100,17 @@ func newEventClaims(window time.Duration) eventClaims {
 		pending: map[logKey][]byte{}, last: logKey{p: -1}}
 }
 
+// claim claims f in ix, partition p's index, for the event or batch accepted at sec at
+// position pos (claimIndex.claim), and queues a new claim for its log.
+func (ec *eventClaims) claim(ix *claimIndex, p int32, f eventField, sec int64, pos uint64) claimOutcome {
+	o := ix.claim(f, sec, pos)
+	if o == claimNew {
+		k := logKey{p, sec / ix.span}
+		ec.logClaim(k, f, sec-k.e*ix.span, pos)
+	}
+	return o
+}
+
 // logClaim queues a new claim for the log k.
 func (ec *eventClaims) logClaim(k logKey, f eventField, rel int64, pos uint64) {
 	if k != ec.last {
@@ -207,12 +218,8 @@ func (c *consumer) claimRecord(ix *claimIndex, r *kgo.Record) uint64 {
 	var copies uint64
 	for i, f := range fs {
 		pos := uint64(r.Offset)<<6 | uint64(s.Index[i])
-		switch ix.claim(f, sec, pos) {
-		case claimIsCopy:
+		if ec.claim(ix, r.Partition, f, sec, pos) == claimIsCopy {
 			copies |= 1 << s.Index[i]
-		case claimNew:
-			k := logKey{r.Partition, sec / ix.span}
-			ec.logClaim(k, f, sec-k.e*ix.span, pos)
 		}
 	}
 	return copies

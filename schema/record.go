@@ -239,17 +239,28 @@ func (r *reader) varint(what string) int64 {
 // error b is unspecified and the error wraps ErrRecord.
 func DecodeBatch(value []byte, b *Batch) error { return decode(value, b, nil) }
 
+// header reads the record's first 4 bytes and checks its magic and version.
+func (r *reader) header() ([]byte, error) {
+	head := r.bytes(4, "header")
+	if r.err != nil {
+		return nil, r.err
+	}
+	if head[0] != recordMagic0 || head[1] != recordMagic1 {
+		return nil, fmt.Errorf("%w: bad magic", ErrRecord)
+	}
+	if head[2] < recordV1 || head[2] > recordVersion {
+		return nil, fmt.Errorf("%w: unsupported version %d", ErrRecord, head[2])
+	}
+	return head, nil
+}
+
 // ReceivedAt reads a record value's received_at (unix ms) without decoding the rest:
 // the consumer's batch claims need only it. It checks the magic and version as
 // DecodeBatch does; a value that passes may still fail DecodeBatch further on.
 func ReceivedAt(value []byte) (int64, error) {
 	r := reader{b: value}
-	head := r.bytes(4, "header")
-	if r.err != nil {
-		return 0, r.err
-	}
-	if head[0] != recordMagic0 || head[1] != recordMagic1 || head[2] < recordV1 || head[2] > recordVersion {
-		return 0, fmt.Errorf("%w: bad magic or version", ErrRecord)
+	if _, err := r.header(); err != nil {
+		return 0, err
 	}
 	r.bytes(3*16, "ids")
 	ms := r.varint("received_at")
@@ -261,15 +272,9 @@ func ReceivedAt(value []byte) (int64, error) {
 // the whole record alike: a record one accepts, the other does.
 func decode(value []byte, b *Batch, ids *ClientIDs) error {
 	r := reader{b: value}
-	head := r.bytes(4, "header")
-	if r.err != nil {
-		return r.err
-	}
-	if head[0] != recordMagic0 || head[1] != recordMagic1 {
-		return fmt.Errorf("%w: bad magic", ErrRecord)
-	}
-	if head[2] < recordV1 || head[2] > recordVersion {
-		return fmt.Errorf("%w: unsupported version %d", ErrRecord, head[2])
+	head, err := r.header()
+	if err != nil {
+		return err
 	}
 	b.Sandbox = head[3]&flagSandbox != 0
 	copy(b.Workspace[:], r.bytes(16, "workspace"))

@@ -190,8 +190,13 @@ func (f *Fence) Unsure(ctx context.Context) (map[string][]Slice, error) {
 // readRegistrations queues the reads of every INSERT's slices and of the live
 // registrations.
 func (f *Fence) readRegistrations(ctx context.Context, p redis.Cmdable) (*redis.MapStringStringCmd, *redis.StringSliceCmd) {
-	return p.HGetAll(ctx, f.inserts),
-		p.ZRangeByScore(ctx, f.flushes, &redis.ZRangeBy{Min: strconv.FormatInt(f.now().UnixMilli(), 10), Max: "+inf"})
+	return p.HGetAll(ctx, f.inserts), f.liveRegistrations(ctx, p, f.now().UnixMilli())
+}
+
+// liveRegistrations queues the read of the INSERTs registered within their lease at now
+// (Unix ms).
+func (f *Fence) liveRegistrations(ctx context.Context, p redis.Cmdable, now int64) *redis.StringSliceCmd {
+	return p.ZRangeByScore(ctx, f.flushes, &redis.ZRangeBy{Min: strconv.FormatInt(now, 10), Max: "+inf"})
 }
 
 // unsureOf is the slices of the INSERTs of all without a live registration.
@@ -242,7 +247,7 @@ func (f *Fence) Open(ctx context.Context, ids []string) ([]string, error) {
 func (f *Fence) OpenNow(ctx context.Context) ([]string, error) {
 	var live, unsure *redis.StringSliceCmd
 	_, err := f.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		live = p.ZRangeByScore(ctx, f.flushes, &redis.ZRangeBy{Min: strconv.FormatInt(f.now().UnixMilli(), 10), Max: "+inf"})
+		live = f.liveRegistrations(ctx, p, f.now().UnixMilli())
 		unsure = p.HKeys(ctx, f.inserts)
 		return nil
 	})
@@ -322,7 +327,7 @@ func members(ids []string) []any {
 func (f *Fence) Active(ctx context.Context) ([]string, error) {
 	now := f.now().UnixMilli()
 	_ = f.rdb.ZRemRangeByScore(ctx, f.flushes, "-inf", strconv.FormatInt(now-int64(time.Hour/time.Millisecond), 10)).Err()
-	ids, err := f.rdb.ZRangeByScore(ctx, f.flushes, &redis.ZRangeBy{Min: strconv.FormatInt(now, 10), Max: "+inf"}).Result()
+	ids, err := f.liveRegistrations(ctx, f.rdb, now).Result()
 	if err != nil {
 		return nil, fmt.Errorf("privacy: list registered inserts: %w", err)
 	}
