@@ -69,6 +69,7 @@ type consumer struct {
 	events   eventClaims               // the client event-id claims of owned partitions (eventdedup.go)
 	eventDup map[recordPos]uint64      // held records whose event ids were claimed: bit i = event i is a copy
 	sync     claimSync                 // claim keys written, not yet known to be on a replica
+	older    *olderClaims              // older consumers' claims in Redis (olderclaims.go); nil until the first claim
 	failures int                       // consecutive failed steps (flush or read-back)
 	flushBad bool                      // the last flush failed
 	retryAt  time.Time

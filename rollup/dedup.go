@@ -5,9 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -35,9 +33,8 @@ import (
 // rejections' consumer still claims its records' batch ids there (claimIDs): its
 // records of copies are few.
 //
-// Claims of the formats before are honoured for legacyClaimsFor after the process
-// starts (earlierClaims): an older consumer may have written one in the rollout of
-// this version. Of those, bucket tables are named by claim group: 256 groups per
+// Claims older consumers wrote in Redis are honoured (olderclaims.go): an older consumer
+// may have written one before the rollout of this version. Of those, bucket tables are named by claim group: 256 groups per
 // topic, by the batch id's last byte, each group a table under the hash tag
 // {<topic>:<byte, hex>}; the field is the batch id's first 10 bytes, the value the
 // claiming record's partition and offset (uvarints).
@@ -171,19 +168,6 @@ func ForgetClaims(ctx context.Context, rdb redis.Cmdable, topic string, ids [][]
 	return err
 }
 
-// Claims of the formats before (bucket and epoch tables, and before those one key each,
-// svc:batch:<topic>:<batch id, hex> = the holder's "partition:offset", 25 h) are
-// honoured for legacyClaimsFor after the process starts: an older consumer may have
-// written one within that time (an upgrade's rollout taking under an hour), and a retry
-// that found no answer makes a second copy that must be caught.
-const legacyClaimsFor = 26 * time.Hour
-
-var processStart = time.Now()
-
-func legacyClaimKey(topic string, id []byte) string {
-	return "svc:batch:" + topic + ":" + hex.EncodeToString(id)
-}
-
 type recordPos struct {
 	p int32
 	o int64
@@ -231,9 +215,9 @@ func positions(recs []*kgo.Record) []recordPos {
 
 // claimBatches claims the batch ids of held records not checked yet, in order, in their
 // partitions' claimIndex, queues the new claims for their logs (written by the flush
-// before its INSERT, as the event ids'), and remembers which records are copies. While
-// claims of the formats before may exist, it reads them first (earlierClaims: one
-// round trip, a second where a claim group's table exists). A record whose
+// before its INSERT, as the event ids'), and remembers which records are copies. Where
+// older consumers' claims may exist, it reads them first (olderclaims.go: nothing in a
+// deployment that never ran them or ran them more than a day before). A record whose
 // received_at cannot be read (a dead letter) claims nothing. mu must be held; the
 // stored offsets of the records' partitions read. Without Redis it does nothing.
 func (c *consumer) claimBatches(ctx context.Context) error {
@@ -244,11 +228,9 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	var earlier earlierClaims
-	if time.Since(processStart) <= legacyClaimsFor {
-		if err := earlier.read(ctx, c.cfg.Redis, c.cfg.Topic, ids, positions(recs)); err != nil {
-			return err
-		}
+	earlier, err := c.earlierClaims(ctx, recs, ids)
+	if err != nil {
+		return err
 	}
 	for i, r := range recs {
 		at := recordPos{r.Partition, r.Offset}
@@ -263,65 +245,6 @@ func (c *consumer) claimBatches(ctx context.Context) error {
 		}
 		sec, f, pos := ms/1000, batchKey(ids[i]), uint64(r.Offset)<<6|batchClaimIndex
 		c.claims[at] = c.events.claim(ix, r.Partition, f, sec, pos) == claimIsCopy
-	}
-	return nil
-}
-
-// earlierClaims is what the claims of the formats before say of a poll's batches: which
-// are second copies. The zero value says none is.
-type earlierClaims struct{ copies []bool }
-
-func (e *earlierClaims) copy(i int) bool { return i < len(e.copies) && e.copies[i] }
-
-// read looks the batches ids (at the records pos) of topic up: one pipeline of an
-// EXISTS of each batch's claim group's tables and a GET of its key of the format
-// before, then, for the batches whose group has a table (in the hours after an upgrade),
-// one held call per group.
-func (e *earlierClaims) read(ctx context.Context, rdb redis.UniversalClient, topic string, ids [][]byte, pos []recordPos) error {
-	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	exists, gets := make([]*redis.IntCmd, len(ids)), make([]*redis.StringCmd, len(ids))
-	_, _ = rdb.Pipelined(qctx, func(p redis.Pipeliner) error {
-		for i, id := range ids {
-			exists[i] = p.Exists(qctx, claimDir(topic, id), epochClaimDir(topic, id))
-			gets[i] = p.Get(qctx, legacyClaimKey(topic, id))
-		}
-		return nil
-	})
-	e.copies = make([]bool, len(ids))
-	var inTables []int
-	for i := range ids {
-		held, err := gets[i].Result()
-		switch {
-		case err == nil:
-			e.copies[i] = held != strconv.Itoa(int(pos[i].p))+":"+strconv.FormatInt(pos[i].o, 10)
-		case !errors.Is(err, redis.Nil):
-			return fmt.Errorf("claims of the format before: %w", err)
-		}
-		n, err := exists[i].Result()
-		if err != nil {
-			return fmt.Errorf("claims of the format before: %w", err)
-		}
-		if n > 0 {
-			inTables = append(inTables, i)
-		}
-	}
-	if len(inTables) == 0 {
-		return nil
-	}
-	return e.readTables(qctx, rdb, topic, ids, pos, inTables)
-}
-
-// readTables reads the claims of batches of (indexes into ids) from their groups'
-// bucket and epoch tables: one held call per group.
-func (e *earlierClaims) readTables(ctx context.Context, rdb redis.UniversalClient, topic string, ids [][]byte, pos []recordPos, of []int) error {
-	calls := groupCalls(topic, ids, of, func(i int) []any { return []any{claimField(ids[i])} })
-	held, err := runCalls(ctx, rdb, "held", calls, len(ids))
-	if err != nil {
-		return fmt.Errorf("claims of the format before: %w", err)
-	}
-	for _, i := range of {
-		e.copies[i] = e.copies[i] || heldElsewhere(held[i], pos[i])
 	}
 	return nil
 }

@@ -460,12 +460,12 @@ func batchRecords(n int, p int32, off int64) (recs []*kgo.Record, ids [][]byte) 
 	return recs, ids
 }
 
-// TestBatchClaimsOfAPollInOneRoundTrip: a poll's batch claims are decided in memory;
-// while the claims of the formats before are read, their look-ups take one round trip
-// to Redis (one pipeline, no other command), and a second only when a batch's claim
-// group has a table of them. A copy named by a key of the format before, by a bucket
-// table or by an earlier poll's claim is found; after legacyClaimsFor, Redis is not
-// asked at all.
+// TestBatchClaimsOfAPollInOneRoundTrip: a poll's batch claims are decided in memory.
+// Where claims older consumers wrote may exist, their look-ups take one round trip to
+// Redis (one pipeline, no other command) while a key of the key format may be left, and
+// one more only when a batch's claim group has a table; a consumer that found none of
+// either at its start, or one past legacyClaimsFor, asks Redis nothing. A copy named by
+// a key of the format before, by a bucket table or by an earlier poll's claim is found.
 func TestBatchClaimsOfAPollInOneRoundTrip(t *testing.T) {
 	base := apitest.Redis(t)
 	var rdb redis.UniversalClient // a client of its own, for the hook
@@ -481,11 +481,49 @@ func TestBatchClaimsOfAPollInOneRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	db := fmt.Sprintf("bench_batchclaims_%d", time.Now().UnixNano())
 	defer DropEventClaims(ctx, base, db)
-	c := claimConsumer(rdb, db, DefaultEventIDWindow)
+	newConsumer := func(topic string, want int32) *consumer {
+		t.Helper()
+		c := claimConsumer(rdb, db, DefaultEventIDWindow)
+		c.cfg.Topic = topic
+		if _, err := c.claimIndexOf(ctx, 1); err != nil { // the logs read first (a new owner's LRANGEs)
+			t.Fatal(err)
+		}
+		var err error
+		if c.older, err = readOlderClaims(ctx, rdb, topic); err != nil { // as the first claim does
+			t.Fatal(err)
+		}
+		<-c.older.done
+		if got := c.older.keys.Load(); got != want {
+			t.Fatalf("the scan for claims of the key format in %s ended in state %d, want %d", topic, got, want)
+		}
+		return c
+	}
+	// Claims older consumers left in topic: batch 7 of the first poll has a key of the
+	// key format naming another record; more[1] (whose claim group no batch of the
+	// first poll shares) is claimed in its group's bucket table for another record.
 	topic := "test-" + db // no claim tables of earlier runs
-	c.cfg.Topic = topic
-	if _, err := c.claimIndexOf(ctx, 1); err != nil { // the logs read first (a new owner's LRANGEs)
+	recs, ids := batchRecords(40, 1, 0)
+	defer ForgetClaims(ctx, base, topic, ids)
+	more, moreIDs := batchRecords(2, 1, 100)
+	defer ForgetClaims(ctx, base, topic, moreIDs)
+	used := map[byte]bool{}
+	for _, id := range ids {
+		used[id[15]] = true
+	}
+	for used[moreIDs[1][15]] {
+		moreIDs[1][15]++ // the record's header holds the same bytes
+	}
+	old := legacyClaimKey(topic, ids[7])
+	if err := base.Set(ctx, old, "0:999999", time.Minute).Err(); err != nil {
 		t.Fatal(err)
+	}
+	defer base.Del(ctx, old)
+	if _, err := claimIDs(ctx, base, topic, moreIDs[1:], []recordPos{{0, 999999}}, map[string]bool{}); err != nil {
+		t.Fatal(err)
+	}
+	c := newConsumer(topic, keysSome)
+	if n := countTrue(c.older.groups[:]); n != 1 || !c.older.groups[moreIDs[1][15]] {
+		t.Fatalf("%d claim groups with a table, want only %s", n, claimGroup(topic, moreIDs[1]))
 	}
 	// The library loaded and the connection made first (its handshake is a pipeline of
 	// its own), so that the count below is the steady state's.
@@ -497,7 +535,7 @@ func TestBatchClaimsOfAPollInOneRoundTrip(t *testing.T) {
 	}
 	hook := &pipelineCounter{}
 	rdb.AddHook(hook)
-	poll := func(recs []*kgo.Record, pipelines int64) {
+	poll := func(c *consumer, recs []*kgo.Record, pipelines int64, copies ...int) {
 		t.Helper()
 		hook.n.Store(0)
 		hook.single.Store(0)
@@ -508,53 +546,39 @@ func TestBatchClaimsOfAPollInOneRoundTrip(t *testing.T) {
 		if got, one := hook.n.Load(), hook.single.Load(); got != pipelines || one != 0 {
 			t.Fatalf("a poll's batch claims took %d pipelines and %d commands, want %d and none", got, one, pipelines)
 		}
-	}
-	isCopy := func(recs []*kgo.Record, copies ...int) {
-		t.Helper()
 		for i, r := range recs {
 			if dup := c.claims[recordPos{r.Partition, r.Offset}]; dup != slices.Contains(copies, i) {
 				t.Fatalf("batch %d at offset %d: taken for a copy %v", i, r.Offset, dup)
 			}
 		}
 	}
-	// The first poll: batch 7 has a claim of the key format naming another record.
-	recs, ids := batchRecords(40, 1, 0)
-	defer ForgetClaims(ctx, base, topic, ids)
-	old := legacyClaimKey(topic, ids[7])
-	if err := base.Set(ctx, old, "0:999999", time.Minute).Err(); err != nil {
-		t.Fatal(err)
-	}
-	defer base.Del(ctx, old)
-	poll(recs, 1)
-	isCopy(recs, 7)
-	// The second: a copy of the first poll's batch 3, and a batch an older consumer
-	// claimed in its bucket table for another record (a second round trip reads it).
-	more, moreIDs := batchRecords(2, 1, 100)
-	defer ForgetClaims(ctx, base, topic, moreIDs)
-	if _, err := claimIDs(ctx, base, topic, moreIDs[1:], []recordPos{{0, 999999}}, map[string]bool{}); err != nil {
-		t.Fatal(err)
-	}
+	// The first poll: the keys' GETs, no group with a table.
+	poll(c, recs, 1, 7)
+	// The second: a copy of the first poll's batch 3, and more[1] (its group's table
+	// read in a second round trip).
 	again := *recs[3]
 	again.Offset = 99
-	second := []*kgo.Record{&again, more[0], more[1]}
-	poll(second, 2)
-	isCopy(second, 0, 2)
+	poll(c, []*kgo.Record{&again, more[0], more[1]}, 2, 0, 2)
+	// A consumer of a topic no older consumer wrote in asks nothing, and finds copies.
+	fresh := newConsumer("test-fresh-"+db, keysNone)
+	freshRecs, _ := batchRecords(6, 1, 0)
+	again2 := *freshRecs[4]
+	again2.Offset = 6
+	poll(fresh, append(freshRecs, &again2), 0, 6)
 	// After legacyClaimsFor: nothing asked of Redis, a copy still found.
 	defer func(at time.Time) { processStart = at }(processStart)
 	processStart = time.Now().Add(-legacyClaimsFor - time.Minute)
 	third, _ := batchRecords(5, 1, 200)
-	again2 := *recs[4]
-	again2.Offset = 205
-	third = append(third, &again2)
-	poll(third, 0)
-	isCopy(third, 5)
+	again3 := *recs[4]
+	again3.Offset = 205
+	poll(c, append(third, &again3), 0, 5)
 }
 
 // BenchmarkClaimBatchesPoll: the consumer's batch claims of small polls (pollSize
-// records, as at 200k events/s on two cores), in memory: "upgraded", while the claims
-// of the formats before are still read (legacyClaimsFor after the start: a round trip
-// a poll, the Redis time included; no claim group has a table of them), and "steady",
-// after. Time per record.
+// records, as at 200k events/s on two cores), in memory: "upgraded", where an older
+// consumer left a claim of the key format (a round trip a poll, the Redis time
+// included; no claim group has a table), and "steady", where none left anything. Time
+// per record.
 func BenchmarkClaimBatchesPoll(b *testing.B) {
 	const pollSize = 4
 	rdb := apitest.Redis(b)
@@ -563,13 +587,21 @@ func BenchmarkClaimBatchesPoll(b *testing.B) {
 		b.Run(name, func(b *testing.B) {
 			db := fmt.Sprintf("bench_batchclaims_%d", time.Now().UnixNano())
 			b.Cleanup(func() { _, _ = DropEventClaims(ctx, rdb, db) })
-			if name == "steady" {
-				defer func(at time.Time) { processStart = at }(processStart)
-				processStart = time.Now().Add(-legacyClaimsFor - time.Minute)
-			}
 			held, _ := batchRecords(b.N, 2, 0)
 			c := claimConsumer(rdb, db, DefaultEventIDWindow)
-			c.cfg.Topic = "test-" + db // no claim tables of earlier runs: one round trip a poll
+			c.cfg.Topic = "test-" + db // no claim tables of earlier runs
+			if name == "upgraded" {
+				old := legacyClaimKey(c.cfg.Topic, []byte("an older claim"))
+				if err := rdb.Set(ctx, old, "0:1", time.Minute).Err(); err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { rdb.Del(ctx, old) })
+			}
+			var err error
+			if c.older, err = readOlderClaims(ctx, rdb, c.cfg.Topic); err != nil {
+				b.Fatal(err)
+			}
+			<-c.older.done
 			b.ResetTimer()
 			for i := 0; i < b.N; i += pollSize {
 				c.held = held[i:min(b.N, i+pollSize)]
@@ -583,4 +615,13 @@ func BenchmarkClaimBatchesPoll(b *testing.B) {
 			}
 		})
 	}
+}
+
+func countTrue(bs []bool) (n int) {
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
