@@ -223,6 +223,33 @@ func TestCompareRatios(t *testing.T) {
 	}
 }
 
+// TestCompareRuns: several runs a side compare by their medians (the mean of the middle
+// two for an even count), each run's p99 listed.
+func TestCompareRuns(t *testing.T) {
+	rep := func(p99, rate float64) *Report {
+		return &Report{Title: "t", AchievedRate: rate, Latency: Summary{P99: p99}}
+	}
+	as := []*Report{rep(10, 1000), rep(30, 1000), rep(11, 1000), rep(12, 1000)}
+	bs := []*Report{rep(12, 1000), rep(13, 1000), rep(90, 1000)}
+	got := map[string]Metric{}
+	for _, m := range CompareRunMetrics(as, bs) {
+		got[m.Name] = m
+	}
+	if m := got["latency p99 (ms)"]; m.A != 11.5 || m.B != 13 {
+		t.Errorf("p99 medians A %v B %v, want 11.5 and 13", m.A, m.B)
+	}
+	if m := got["achieved rate (req/s)"]; m.A != 1000 || m.B != 1000 {
+		t.Errorf("rate medians %v %v", m.A, m.B)
+	}
+	var buf bytes.Buffer
+	PrintCompareRuns(&buf, as, bs, []string{"a1", "a2", "a3", "a4"}, []string{"b1", "b2", "b3"})
+	for _, want := range []string{"4 runs", "3 runs", "1.13x", "A 30 a2", "B 90 b3"} {
+		if !strings.Contains(buf.String(), want) {
+			t.Errorf("compare of runs lacks %q:\n%s", want, buf.String())
+		}
+	}
+}
+
 func sampleReport() *Report {
 	rep := &Report{Scenario: "ingest", Title: "ingest <test>", Rate: 100, Duration: 3,
 		Machine: Machine{Cores: 2}, Params: map[string]any{"batch": 50}, Events: EventCounts{Sent: 15000, Accepted: 15000},

@@ -10,7 +10,7 @@
 //	svc bench vegeta  [flags]   the ingest scenario driven by vegeta (a tool we did not write)
 //	svc bench direct  [flags]   the same batches straight into ClickHouse over HTTP
 //	svc bench zones   [flags]   the cost of local-day rollups (15-minute buckets), on ClickHouse
-//	svc bench compare A.json B.json
+//	svc bench compare A.json B.json   each figure of A and B, and B/A (lists of runs: medians)
 //	svc bench report A.json   summary again, HTML rewritten
 //
 // Load is open-model: request i is due at start + i/rate whatever the target does, and
@@ -77,7 +77,7 @@ scenarios:
   vegeta    the ingest scenario (same flags and requests) driven by vegeta, as a second opinion
   direct    the same batches inserted straight into ClickHouse over HTTP (one INSERT per batch)
   zones     what local-day rollups cost: rows per pixel-day, 90-day reads per zone, flush CPU (ClickHouse only)
-  compare   A.json B.json: the figures of two reports and their ratios
+  compare   A.json B.json: the figures of two reports and their ratios; A1.json,A2.json,… B1.json,…: the medians of several runs
   report    A.json: print the summary again and rewrite A.html (a soak is judged again)
 `)
 }
@@ -346,18 +346,35 @@ func runID() string { return fmt.Sprintf("%x", rand.Uint32()) }
 
 func compareMain(args []string) error {
 	if len(args) != 2 {
-		return errors.New("usage: svc bench compare A.json B.json")
+		return errors.New("usage: svc bench compare A.json[,A2.json…] B.json[,B2.json…]")
 	}
-	a, err := ReadReport(args[0])
+	as, err := readReports(args[0])
 	if err != nil {
 		return err
 	}
-	b, err := ReadReport(args[1])
+	bs, err := readReports(args[1])
 	if err != nil {
 		return err
 	}
-	PrintCompare(os.Stdout, a, b, args[0], args[1])
+	if len(as) == 1 && len(bs) == 1 {
+		PrintCompare(os.Stdout, as[0], bs[0], args[0], args[1])
+		return nil
+	}
+	PrintCompareRuns(os.Stdout, as, bs, strings.Split(args[0], ","), strings.Split(args[1], ","))
 	return nil
+}
+
+// readReports reads the reports of a comma-separated list of paths.
+func readReports(list string) ([]*Report, error) {
+	var reps []*Report
+	for _, path := range strings.Split(list, ",") {
+		r, err := ReadReport(path)
+		if err != nil {
+			return nil, err
+		}
+		reps = append(reps, r)
+	}
+	return reps, nil
 }
 
 // reportMain re-renders a JSON report: summary table and HTML next to it.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -392,6 +393,68 @@ func PrintCompare(w io.Writer, a, b *Report, nameA, nameB string) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", m.Name, num(m.A), num(m.B), rs)
 	}
 	tw.Flush()
+}
+
+// PrintCompareRuns writes the comparison of several runs of A and of B (the same two
+// scenarios repeated, interleaved): each figure's median over A's runs and over B's, and
+// B/A of the medians, then every run's latency p99. One run's p99 on two shared cores
+// moves by a third from run to run (a few slow seconds decide it), so the median of
+// several is the figure to set against a target.
+func PrintCompareRuns(w io.Writer, as, bs []*Report, namesA, namesB []string) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(w, "A: %d runs (%s, %.0f req/s)\nB: %d runs (%s, %.0f req/s)\nmedians over the runs\n\n",
+		len(as), as[0].Title, as[0].Rate, len(bs), bs[0].Title, bs[0].Rate)
+	fmt.Fprintf(tw, "figure\tA\tB\tB/A\t\n")
+	for _, m := range CompareRunMetrics(as, bs) {
+		r := m.Ratio()
+		rs := "n/a"
+		if !math.IsNaN(r) {
+			rs = fmt.Sprintf("%.2fx", r)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", m.Name, num(m.A), num(m.B), rs)
+	}
+	tw.Flush()
+	fmt.Fprintln(w, "\nlatency p99 (ms) of each run:")
+	for i, a := range as {
+		fmt.Fprintf(w, "  A %s %s\n", num(a.Latency.P99), filepath.Base(namesA[i]))
+	}
+	for i, b := range bs {
+		fmt.Fprintf(w, "  B %s %s\n", num(b.Latency.P99), filepath.Base(namesB[i]))
+	}
+}
+
+// CompareRunMetrics lists CompareMetrics' figures, each A the median over as and each B
+// the median over bs (a figure missing from a run is left out of its median).
+func CompareRunMetrics(as, bs []*Report) []Metric {
+	valuesA, valuesB := map[string][]float64{}, map[string][]float64{}
+	for _, a := range as {
+		for _, m := range CompareMetrics(a, bs[0]) {
+			valuesA[m.Name] = append(valuesA[m.Name], m.A)
+		}
+	}
+	for _, b := range bs {
+		for _, m := range CompareMetrics(as[0], b) {
+			valuesB[m.Name] = append(valuesB[m.Name], m.B)
+		}
+	}
+	ms := CompareMetrics(as[0], bs[0])
+	for i := range ms {
+		ms[i].A, ms[i].B = median(valuesA[ms[i].Name]), median(valuesB[ms[i].Name])
+	}
+	return ms
+}
+
+// median is the middle value of vs (the mean of the two middle ones for an even count).
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 func num(v float64) string {

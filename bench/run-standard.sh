@@ -256,23 +256,46 @@ ingest_step() { # ingest_step NAME ARGS...: svc bench ingest, then its vegeta tw
   vegeta_step "$name" "$@"
 }
 
-# ids_step NAME ARGS...: after ingest step NAME (A), the same load with every event
-# carrying a client event_id of its own (B: what event-id deduplication costs), as
-# NAME-ids, then B again (NAME-ids-2) and A again (NAME-2), and the two pairs side by side;
-# with "vegeta" too, B once more driven by vegeta (vegeta-NAME-ids: the recommended use,
-# an Idempotency-Key and event ids of its own on every request).
+# ids_step ROUNDS NAME ARGS...: after ingest step NAME (A), the same load with every event
+# carrying a client event_id of its own (B: what event-id deduplication costs), in the
+# order A B B A, ROUNDS times: NAME-ids, NAME-ids-2, NAME-2, then NAME-3, NAME-ids-3,
+# NAME-ids-4, NAME-4, and so on. Each pair side by side, then the medians of all runs of
+# A against those of B (svc bench compare of two lists: one run's p99 moves by a third
+# between identical runs here, so the medians are the figure). With "vegeta" too, B once
+# more driven by vegeta (vegeta-NAME-ids: the recommended use, an Idempotency-Key and
+# event ids of its own on every request).
 # The order A B B A: a step meets what the steps before it left (Redis records, ClickHouse
 # parts, a warm or cold consumer), which favours whichever runs first; in the second pair
 # B runs first, so the two ratios err in opposite directions, and their mean does not.
 ids_step() {
-  local name=$1; shift
+  local rounds=$1 name=$2; shift 2
   want ids || return 0
-  step "$name-ids" ingest "$@" -event-ids -db "$db" -catch-up 15m
-  step "$name-ids-2" ingest "$@" -event-ids -db "$db" -catch-up 15m
-  step "$name-2" ingest "$@" -catch-up 15m
-  compare_pair "$name" "$name-ids" "A first"
-  compare_pair "$name-2" "$name-ids-2" "B first"
+  local r a1 b1 b2 a2 as="" bs=""
+  for r in $(seq 1 "$rounds"); do
+    a1=$name-$((2 * r - 1)) b1=$name-ids-$((2 * r - 1)) b2=$name-ids-$((2 * r)) a2=$name-$((2 * r))
+    if [ "$r" = 1 ]; then a1=$name b1=$name-ids; else step "$a1" ingest "$@" -catch-up 15m; fi
+    step "$b1" ingest "$@" -event-ids -db "$db" -catch-up 15m
+    step "$b2" ingest "$@" -event-ids -db "$db" -catch-up 15m
+    step "$a2" ingest "$@" -catch-up 15m
+    compare_pair "$a1" "$b1" "A first"
+    compare_pair "$a2" "$b2" "B first"
+    as="$as $a1 $a2" bs="$bs $b1 $b2"
+  done
+  compare_runs "$name" "$as" "$bs"
   vegeta_step "$name-ids" "$@" -event-ids -db "$db" # with "vegeta": B driven by vegeta (json targets)
+}
+
+# compare_runs NAME "A1 A2…" "B1 B2…": svc bench compare of the runs' medians (those whose
+# report exists), into the summary.
+compare_runs() {
+  local n ra="" rb=""
+  for n in $2; do [ -f "$out/$n.json" ] && ra="$ra${ra:+,}$out/$n.json"; done
+  for n in $3; do [ -f "$out/$n.json" ] && rb="$rb${rb:+,}$out/$n.json"; done
+  if [ -n "$ra" ] && [ -n "$rb" ]; then
+    echo "== $1, every run: without event ids (A) against with them (B), medians" | tee -a "$out/summary.txt"
+    "$svc" bench compare "$ra" "$rb" | tee -a "$out/summary.txt"
+    echo >>"$out/summary.txt"
+  fi
 }
 
 # compare_pair A B ORDER: svc bench compare of two reports, into the summary.
@@ -285,7 +308,7 @@ compare_pair() {
 }
 
 want ingest200k && ingest_step ingest-200k -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
-want ingest200k && ids_step ingest-200k -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
+want ingest200k && ids_step 2 ingest-200k -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
 # The same load against the edge alone: `svc ingest` with its own embedded broker and no
 # consumer, so neither the rollup consumer nor ClickHouse's inserts share the two cores.
 # The difference to ingest-200k is what the pipeline's back half costs the edge's tail.
@@ -311,7 +334,7 @@ want ingest200k && edge_step ingest-200k-edge ingest -rate 4000 -duration "$(dur
 want ingest300k && ingest_step ingest-300k -rate 6000 -duration "$(dur 30)" -batch 50
 # The throughput target: 10,000 req/s of 50 events for 60 s, every request 202.
 want ingest500k && ingest_step ingest-500k -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024
-want ingest500k && ids_step ingest-500k -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024
+want ingest500k && ids_step 1 ingest-500k -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024
 # The same as the issue first measured it: no Idempotency-Key (so no idempotency record in
 # Redis per request; the consumer's batch claim still makes each batch count once).
 want ingest500k && ingest_step ingest-500k-plain -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024 -no-idempotency-key
