@@ -110,6 +110,7 @@ func (c Config) codec(bc kafkabroker.Config) kgo.CompressionCodec {
 func NewProducer(bc kafkabroker.Config, seeds []string, c Config) (*kgo.Client, error) {
 	return kgo.NewClient(
 		kgo.SeedBrokers(seeds...),
+		kgo.Dialer(kafkabroker.Dial),
 		kgo.DefaultProduceTopic(schema.TopicEvents),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.RecordDeliveryTimeout(c.DeliveryTimeout),

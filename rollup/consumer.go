@@ -14,6 +14,7 @@ import (
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/lib/kafkabroker"
 	"svc/lib/logs"
 	"svc/schema"
 	"svc/schema/sink"
@@ -95,6 +96,7 @@ func newConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.Opt)
 	}
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
+		kgo.Dialer(kafkabroker.Dial),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"svc/lib/kafkabroker"
 	"svc/lib/logs"
 	"svc/schema"
 	"svc/schema/rejection"
@@ -144,6 +145,7 @@ func newRejConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.O
 	c.seedThrough = c.now().Add(time.Minute)
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(seeds...),
+		kgo.Dialer(kafkabroker.Dial),
 		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(schema.TopicRejections),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

@@ -137,7 +137,7 @@ func StartEmbedded(c Config, topics ...string) (*Embedded, error) {
 	opts := []kfake.Opt{
 		kfake.Ports(port),
 		kfake.ListenFn(func(network, _ string) (net.Listener, error) {
-			return net.Listen(network, net.JoinHostPort(host, strconv.Itoa(port)))
+			return listenInProcess(network, net.JoinHostPort(host, strconv.Itoa(port)))
 		}),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(c.Partitions),

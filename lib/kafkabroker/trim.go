@@ -42,7 +42,7 @@ type floorSnapshot struct {
 // startTrimmer runs a trimmer against the broker at addrs until the returned stop is
 // called.
 func startTrimmer(addrs []string, hold segmentHold, retain, interval time.Duration, log *slog.Logger) (stop func(), err error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.WithLogger(logs.Kgo(log)))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...), kgo.Dialer(Dial), kgo.WithLogger(logs.Kgo(log)))
 	if err != nil {
 		return nil, err
 	}
