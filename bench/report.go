@@ -381,10 +381,15 @@ func CompareMetrics(a, b *Report) []Metric {
 
 // PrintCompare writes the comparison table: each figure of A and B and B/A.
 func PrintCompare(w io.Writer, a, b *Report, nameA, nameB string) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "A: %s (%s, %.0f req/s)\nB: %s (%s, %.0f req/s)\n\n", nameA, a.Title, a.Rate, nameB, b.Title, b.Rate)
+	printMetrics(w, CompareMetrics(a, b))
+}
+
+// printMetrics writes the table of figures: each figure's A, B and B/A.
+func printMetrics(w io.Writer, ms []Metric) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "figure\tA\tB\tB/A\t\n")
-	for _, m := range CompareMetrics(a, b) {
+	for _, m := range ms {
 		r := m.Ratio()
 		rs := "n/a"
 		if !math.IsNaN(r) {
@@ -401,19 +406,9 @@ func PrintCompare(w io.Writer, a, b *Report, nameA, nameB string) {
 // moves by a third from run to run (a few slow seconds decide it), so the median of
 // several is the figure to set against a target.
 func PrintCompareRuns(w io.Writer, as, bs []*Report, namesA, namesB []string) {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(w, "A: %d runs (%s, %.0f req/s)\nB: %d runs (%s, %.0f req/s)\nmedians over the runs\n\n",
 		len(as), as[0].Title, as[0].Rate, len(bs), bs[0].Title, bs[0].Rate)
-	fmt.Fprintf(tw, "figure\tA\tB\tB/A\t\n")
-	for _, m := range CompareRunMetrics(as, bs) {
-		r := m.Ratio()
-		rs := "n/a"
-		if !math.IsNaN(r) {
-			rs = fmt.Sprintf("%.2fx", r)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t\n", m.Name, num(m.A), num(m.B), rs)
-	}
-	tw.Flush()
+	printMetrics(w, CompareRunMetrics(as, bs))
 	fmt.Fprintln(w, "\nlatency p99 (ms) of each run:")
 	for i, a := range as {
 		fmt.Fprintf(w, "  A %s %s\n", num(a.Latency.P99), filepath.Base(namesA[i]))

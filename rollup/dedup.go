@@ -34,10 +34,10 @@ import (
 // records of copies are few.
 //
 // Claims older consumers wrote in Redis are honoured (olderclaims.go): an older consumer
-// may have written one before the rollout of this version. Of those, bucket tables are named by claim group: 256 groups per
-// topic, by the batch id's last byte, each group a table under the hash tag
-// {<topic>:<byte, hex>}; the field is the batch id's first 10 bytes, the value the
-// claiming record's partition and offset (uvarints).
+// may have written one before the rollout of this version. Of those, bucket tables are
+// named by claim group: 256 groups per topic, by the batch id's last byte, each group a
+// table under the hash tag {<topic>:<byte, hex>}; the field is the batch id's first 10
+// bytes, the value the claiming record's partition and offset (uvarints).
 
 // batchWindow: a second copy of a batch accepted (by its edge's clock) less than this
 // after the record that holds the claim is skipped. A second copy is produced only by a
