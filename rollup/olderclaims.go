@@ -5,13 +5,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"svc/lib/process"
 )
 
 // Claims older consumers wrote in Redis. Before the claim logs, batch claims were fields
@@ -54,7 +56,6 @@ const (
 // consumers wrote in its topic.
 type olderClaims struct {
 	groups [256]bool     // claim groups (by a batch id's last byte) with a table of a format before
-	any    bool          // some group has a table
 	keys   atomic.Int32  // keysUnknown, keysNone or keysSome
 	done   chan struct{} // closed when the scan has ended
 }
@@ -84,13 +85,13 @@ func readOlderClaims(ctx context.Context, rdb redis.UniversalClient, topic strin
 			return nil, fmt.Errorf("claims of the formats before: %w", err)
 		}
 		o.groups[g] = n > 0
-		o.any = o.any || n > 0
 	}
 	sctx, scancel := context.WithDeadline(ctx, processStart.Add(legacyClaimsFor))
 	go func() {
 		defer scancel()
 		defer close(o.done)
-		found, err := anyKey(sctx, rdb, globEscape("svc:batch:"+topic+":")+"*")
+		// A Kafka topic's name has no glob character (letters, digits, '.', '_', '-').
+		found, err := anyKey(sctx, rdb, "svc:batch:"+topic+":*")
 		if err == nil && !found {
 			o.keys.Store(keysNone)
 		} else {
@@ -108,8 +109,10 @@ func anyKey(ctx context.Context, rdb redis.UniversalClient, pattern string) (boo
 		var cursor uint64
 		for {
 			keys, next, err := c.Scan(ctx, cursor, pattern, 1000).Result()
+			if len(keys) > 0 {
+				found.Store(true)
+			}
 			if err != nil || len(keys) > 0 || next == 0 {
-				found.Store(found.Load() || len(keys) > 0)
 				return err
 			}
 			cursor = next
@@ -120,29 +123,12 @@ func anyKey(ctx context.Context, rdb redis.UniversalClient, pattern string) (boo
 			}
 		}
 	}
-	var err error
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		err = c.ForEachMaster(ctx, scan)
-	case *redis.Client:
-		err = scan(ctx, c)
-	default:
-		err = fmt.Errorf("a Redis client of type %T", rdb)
-	}
+	err := process.EachMaster(ctx, rdb, scan)
 	return found.Load(), err
 }
 
-// globEscape escapes the glob characters of a SCAN pattern in s.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}
+// hasTables reports whether some claim group had a table.
+func (o *olderClaims) hasTables() bool { return slices.Contains(o.groups[:], true) }
 
 // earlierClaims reads what the claims of the formats before say of a poll's batches (ids,
 // of recs), while they may exist: the first call takes stock (readOlderClaims).
@@ -158,7 +144,7 @@ func (c *consumer) earlierClaims(ctx context.Context, recs []*kgo.Record, ids []
 		c.older = o
 	}
 	var e earlierClaims
-	if c.older.keys.Load() == keysNone && !c.older.any {
+	if c.older.keys.Load() == keysNone && !c.older.hasTables() {
 		return e, nil
 	}
 	return e, e.read(ctx, c.cfg.Redis, c.cfg.Topic, c.older, ids, positions(recs))
