@@ -41,6 +41,13 @@ type Sink struct {
 	decodeOnly bool
 	// receivedMs and occurredMs keep the millisecond times per row for EachAge.
 	receivedMs, occurredMs []int64
+	// spare holds the rows in the table's sorting key while a flush sorts them (then it
+	// and c trade places, spareTable pointing into spare as table into c), order the
+	// sort's buffers (order.go).
+	spare      sinkColumns
+	spareTable []namedColumn
+	spareMs    []int64
+	order      rowOrder
 }
 
 type sinkColumns struct {
@@ -82,8 +89,8 @@ func (c *sinkColumns) columns() []namedColumn {
 // records of topic.
 func New(conn driver.Conn, table, topic string) *Sink {
 	s := &Sink{conn: conn, topic: topic}
-	s.c.email.Size = 32
-	s.table = s.c.columns()
+	s.c.email.Size, s.spare.email.Size = 32, 32
+	s.table, s.spareTable = s.c.columns(), s.spare.columns()
 	names := make([]string, len(s.table))
 	for i, nc := range s.table {
 		names[i] = nc.name
@@ -183,8 +190,9 @@ func trimCurrency(c *[3]byte) []byte {
 // nothing.
 var ErrNotSent = errors.New("no row sent")
 
-// Flush writes every buffered row in one INSERT, stamped inserted_at = now. The rows
-// stay buffered either way: call Reset after a success. On error the outcome is
+// Flush writes every buffered row in one INSERT, stamped inserted_at = now, in the events
+// table's sorting key (order.go). The rows stay buffered either way (in that order):
+// call Reset after a success. On error the outcome is
 // unknown, the INSERT may or may not have landed (read MaxOffsets, then Drop), unless
 // the error is ErrNotSent.
 //
@@ -192,6 +200,9 @@ var ErrNotSent = errors.New("no row sent")
 func (s *Sink) Flush(ctx context.Context, now time.Time) error {
 	if s.Len() == 0 {
 		return nil
+	}
+	if err := s.sortRows(); err != nil {
+		return fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	s.stamp(now)
 	b, err := s.conn.PrepareBatch(ctx, s.query)
@@ -218,6 +229,28 @@ func (s *Sink) stamp(now time.Time) {
 		c.topic.Append(s.topic)
 		c.inserted.Data = append(c.inserted.Data, at)
 	}
+}
+
+// sortRows puts the buffered rows in the events table's sorting key (order.go).
+func (s *Sink) sortRows() error {
+	perm := s.order.order(&s.c)
+	if perm == nil {
+		return nil
+	}
+	for i, nc := range s.table {
+		if nc.col == &s.c.topic || nc.col == &s.c.inserted {
+			continue // the same on every row: stamped after the sort
+		}
+		if err := gatherColumn(s.spareTable[i].col, nc.col, perm); err != nil {
+			return err
+		}
+	}
+	s.c, s.spare = s.spare, s.c // table and spareTable point at the fields: now the sorted rows
+	s.spareMs = gather(s.spareMs, s.receivedMs, perm)
+	s.receivedMs, s.spareMs = s.spareMs, s.receivedMs
+	s.spareMs = gather(s.spareMs, s.occurredMs, perm)
+	s.occurredMs, s.spareMs = s.spareMs, s.occurredMs
+	return nil
 }
 
 // load gives the buffered columns to the driver's columns of one prepared INSERT:
