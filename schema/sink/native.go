@@ -2,7 +2,6 @@ package sink
 
 import (
 	"bytes"
-	"fmt"
 	"reflect"
 	"unsafe"
 
@@ -60,61 +59,19 @@ func decodeInto(dst column.Interface, src proto.Column) error {
 	return dst.Decode(proto.NewReader(bytes.NewReader(b.Buf)), src.Rows())
 }
 
-// compactColumn keeps the rows i of col with keep[i] (len(keep) is the row count).
+// compactColumn keeps the rows i of col with keep[i] (len(keep) is the row count), in
+// place.
 func compactColumn(col proto.Column, keep []bool) error {
-	switch c := col.(type) {
-	case *proto.ColUUID:
-		*c = compact(*c, keep)
-	case *proto.ColUInt8:
-		*c = compact(*c, keep)
-	case *proto.ColDate:
-		*c = compact(*c, keep)
-	case *proto.ColDecimal64:
-		*c = compact(*c, keep)
-	case *proto.ColInt32:
-		*c = compact(*c, keep)
-	case *proto.ColInt64:
-		*c = compact(*c, keep)
-	case *proto.ColDateTime:
-		c.Data = compact(c.Data, keep)
-	case *proto.ColFixedStr:
-		out := c.Buf[:0]
-		for i, k := range keep {
-			if k {
-				out = append(out, c.Buf[i*c.Size:(i+1)*c.Size]...) // never ahead of the source
-			}
-		}
-		c.Buf = out
-	case *proto.ColStr:
-		compactStrings(c, keep)
-	default:
-		return fmt.Errorf("compact: no rule for %T", col)
-	}
-	return nil
+	return gatherColumn(col, col, keptRows(keep))
 }
 
-// compactStrings keeps the strings i of c with keep[i], in place.
-func compactStrings(c *proto.ColStr, keep []bool) {
-	end, w := 0, 0
-	for i, k := range keep {
-		if !k {
-			continue
-		}
-		p := c.Pos[i]
-		start := end
-		end += copy(c.Buf[end:], c.Buf[p.Start:p.End]) // never ahead of the source
-		c.Pos[w] = proto.Position{Start: start, End: end}
-		w++
-	}
-	c.Buf, c.Pos = c.Buf[:end], c.Pos[:w]
-}
-
-func compact[S ~[]E, E any](s S, keep []bool) S {
-	out := s[:0]
+// keptRows lists the rows i with keep[i], ascending.
+func keptRows(keep []bool) []uint32 {
+	rows := make([]uint32, 0, len(keep))
 	for i, k := range keep {
 		if k {
-			out = append(out, s[i])
+			rows = append(rows, uint32(i))
 		}
 	}
-	return out
+	return rows
 }

@@ -219,7 +219,8 @@ func (o *rowOrder) compareSort(c *sinkColumns, gRank, nRank, dRank []uint32, min
 	return o.perm
 }
 
-// gatherColumn sets dst to src's rows in perm's order.
+// gatherColumn sets dst to src's rows in perm's order. dst may be src when perm is
+// ascending (a compaction: no row is written before it is read).
 func gatherColumn(dst, src proto.Column, perm []uint32) error {
 	switch d := dst.(type) {
 	case *proto.ColUUID:
@@ -237,17 +238,17 @@ func gatherColumn(dst, src proto.Column, perm []uint32) error {
 	case *proto.ColDateTime:
 		d.Data = gather(d.Data, src.(*proto.ColDateTime).Data, perm)
 	case *proto.ColFixedStr:
-		s := src.(*proto.ColFixedStr)
-		d.Size, d.Buf = s.Size, d.Buf[:0]
+		buf, size := src.(*proto.ColFixedStr).Buf, src.(*proto.ColFixedStr).Size
+		d.Size, d.Buf = size, d.Buf[:0]
 		for _, i := range perm {
-			d.Buf = append(d.Buf, s.Buf[int(i)*s.Size:int(i+1)*s.Size]...)
+			d.Buf = append(d.Buf, buf[int(i)*size:int(i+1)*size]...)
 		}
 	case *proto.ColStr:
-		s := src.(*proto.ColStr)
+		buf, pos := src.(*proto.ColStr).Buf, src.(*proto.ColStr).Pos
 		d.Buf, d.Pos = d.Buf[:0], d.Pos[:0]
 		for _, i := range perm {
-			p := s.Pos[i]
-			d.AppendBytes(s.Buf[p.Start:p.End])
+			p := pos[i]
+			d.AppendBytes(buf[p.Start:p.End])
 		}
 	default:
 		return fmt.Errorf("gather: no rule for %T", dst)

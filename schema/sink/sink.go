@@ -324,14 +324,15 @@ func (s *Sink) Drop(drop func(partition int32, offset int64) bool) {
 	}
 	c.topic.Reset() // refilled by the next Flush
 	c.inserted.Reset()
+	rows := keptRows(keep)
 	for _, nc := range s.table {
 		if nc.col != &c.topic && nc.col != &c.inserted {
-			if err := compactColumn(nc.col, keep); err != nil {
+			if err := gatherColumn(nc.col, nc.col, rows); err != nil {
 				panic(err) // a column type without a rule: a programming error
 			}
 		}
 	}
-	s.receivedMs, s.occurredMs = compact(s.receivedMs, keep), compact(s.occurredMs, keep)
+	s.receivedMs, s.occurredMs = gather(s.receivedMs, s.receivedMs, rows), gather(s.occurredMs, s.occurredMs, rows)
 }
 
 // MaxOffsets returns, for each of partitions that has rows of topic in table, the
