@@ -74,10 +74,24 @@ if want vegeta && [ -z "$vegeta" ]; then
   fi
 fi
 
+# Redis rewrites its append-only file automatically (auto-aof-rewrite-min-size, 1 GB for
+# the local server, deploy/local/services.sh); a step at 500k events/s with event ids grows
+# the file by about 1 GB, so a step could meet a rewrite in its middle however recently the
+# one before it rewrote (rewrite_aof). For the suite's duration the threshold is 4 GB, so
+# that rewrite_aof's rewrite before a step (past half-way) leaves room for any step; the
+# setting before is put back at the end.
+aof_min=$(redis-cli -u "${SVC_REDIS_URL:-redis://127.0.0.1:6379/0}" config get auto-aof-rewrite-min-size 2>/dev/null | tail -1) || true
+if [ "${aof_min:-x}" -ge 0 ] 2>/dev/null && [ "$aof_min" -lt $((4 << 30)) ]; then
+  redis-cli -u "${SVC_REDIS_URL:-redis://127.0.0.1:6379/0}" config set auto-aof-rewrite-min-size $((4 << 30)) >/dev/null 2>&1 || aof_min=""
+else
+  aof_min=""
+fi
+
 dev_pid=""
 rollup_pid=""
 cleanup() {
   set +e
+  [ -n "$aof_min" ] && redis-cli -u "${SVC_REDIS_URL:-redis://127.0.0.1:6379/0}" config set auto-aof-rewrite-min-size "$aof_min" >/dev/null 2>&1
   for p in $rollup_pid $dev_pid; do
     kill "$p" 2>/dev/null
   done
