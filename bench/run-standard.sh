@@ -80,9 +80,10 @@ fi
 # one before it rewrote (rewrite_aof). For the suite's duration the threshold is 4 GB, so
 # that rewrite_aof's rewrite before a step (past half-way) leaves room for any step; the
 # setting before is put back at the end.
-aof_min=$(redis-cli -u "${SVC_REDIS_URL:-redis://127.0.0.1:6379/0}" config get auto-aof-rewrite-min-size 2>/dev/null | tail -1) || true
+redis_cli=(redis-cli -u "${SVC_REDIS_URL:-redis://127.0.0.1:6379/0}") # the target's Redis
+aof_min=$("${redis_cli[@]}" config get auto-aof-rewrite-min-size 2>/dev/null | tail -1) || true
 if [ "${aof_min:-x}" -ge 0 ] 2>/dev/null && [ "$aof_min" -lt $((4 << 30)) ]; then
-  redis-cli -u "${SVC_REDIS_URL:-redis://127.0.0.1:6379/0}" config set auto-aof-rewrite-min-size $((4 << 30)) >/dev/null 2>&1 || aof_min=""
+  "${redis_cli[@]}" config set auto-aof-rewrite-min-size $((4 << 30)) >/dev/null 2>&1 || aof_min=""
 else
   aof_min=""
 fi
@@ -91,7 +92,7 @@ dev_pid=""
 rollup_pid=""
 cleanup() {
   set +e
-  [ -n "$aof_min" ] && redis-cli -u "${SVC_REDIS_URL:-redis://127.0.0.1:6379/0}" config set auto-aof-rewrite-min-size "$aof_min" >/dev/null 2>&1
+  [ -n "$aof_min" ] && "${redis_cli[@]}" config set auto-aof-rewrite-min-size "$aof_min" >/dev/null 2>&1
   for p in $rollup_pid $dev_pid; do
     kill "$p" 2>/dev/null
   done
@@ -185,19 +186,18 @@ drain() {
 # step that meets it is measured in run Y (HISTORY.md); the summary says when one ran.
 rewrite_aof() {
   local name=$1 start=$SECONDS info cur base pct min
-  local cli=(redis-cli -u "${SVC_REDIS_URL:-redis://127.0.0.1:6379/0}")
-  info=$("${cli[@]}" info persistence 2>/dev/null | tr -d '\r') || true
+  info=$("${redis_cli[@]}" info persistence 2>/dev/null | tr -d '\r') || true
   cur=$(awk -F: '$1 == "aof_current_size" {print $2}' <<<"$info")
   base=$(awk -F: '$1 == "aof_base_size" {print $2}' <<<"$info")
   [ -n "$cur" ] && [ -n "$base" ] || return 0 # no AOF (or no answer): nothing forks for it
-  pct=$("${cli[@]}" config get auto-aof-rewrite-percentage 2>/dev/null | tail -1) || true
-  min=$("${cli[@]}" config get auto-aof-rewrite-min-size 2>/dev/null | tail -1) || true
+  pct=$("${redis_cli[@]}" config get auto-aof-rewrite-percentage 2>/dev/null | tail -1) || true
+  min=$("${redis_cli[@]}" config get auto-aof-rewrite-min-size 2>/dev/null | tail -1) || true
   [ "${pct:-0}" -gt 0 ] 2>/dev/null && [ "${min:-x}" -ge 0 ] 2>/dev/null || return 0 # automatic rewrites off, or CONFIG refused
   local at=$((base + base * pct / 100)); [ "$at" -lt "$min" ] && at=$min
   [ $((cur - base)) -lt $(((at - base) / 2)) ] && return 0
-  "${cli[@]}" bgrewriteaof >/dev/null 2>&1 || true
+  "${redis_cli[@]}" bgrewriteaof >/dev/null 2>&1 || true
   while [ $((SECONDS - start)) -lt 120 ]; do
-    "${cli[@]}" info persistence 2>/dev/null | grep -Eq '^aof_rewrite_(in_progress|scheduled):1' || break
+    "${redis_cli[@]}" info persistence 2>/dev/null | grep -Eq '^aof_rewrite_(in_progress|scheduled):1' || break
     sleep 0.5
   done
   echo "   (before $name: Redis rewrote its append-only file of $((cur >> 20)) MB (half-way to its next automatic rewrite at $((at >> 20)) MB) in $((SECONDS - start)) s)" | tee -a "$out/summary.txt"

@@ -58,20 +58,3 @@ func decodeInto(dst column.Interface, src proto.Column) error {
 	src.EncodeColumn(&b)
 	return dst.Decode(proto.NewReader(bytes.NewReader(b.Buf)), src.Rows())
 }
-
-// compactColumn keeps the rows i of col with keep[i] (len(keep) is the row count), in
-// place.
-func compactColumn(col proto.Column, keep []bool) error {
-	return gatherColumn(col, col, keptRows(keep))
-}
-
-// keptRows lists the rows i with keep[i], ascending.
-func keptRows(keep []bool) []uint32 {
-	rows := make([]uint32, 0, len(keep))
-	for i, k := range keep {
-		if k {
-			rows = append(rows, uint32(i))
-		}
-	}
-	return rows
-}

@@ -19,9 +19,9 @@ func TestCompactColumn(t *testing.T) {
 		dt.Data = append(dt.Data, proto.DateTime(i))
 		u = append(u, uuid.UUID{byte(i)})
 	}
-	keep := []bool{false, true, true, false}
+	kept := []uint32{1, 2} // in place, as Drop compacts
 	for _, c := range []proto.Column{&s, &f, &dt, &u} {
-		if err := compactColumn(c, keep); err != nil {
+		if err := gatherColumn(c, c, kept); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -41,7 +41,7 @@ func TestCompactColumn(t *testing.T) {
 		t.Fatalf("fixed-width after compact: %v %v", dt.Data, u)
 	}
 	var ip proto.ColIPv4
-	if err := compactColumn(&ip, nil); err == nil {
+	if err := gatherColumn(&ip, &ip, nil); err == nil {
 		t.Fatal("compact of a column type without a rule: no error")
 	}
 }

@@ -237,19 +237,27 @@ func (s *Sink) sortRows() error {
 	if perm == nil {
 		return nil
 	}
+	if err := s.gatherRows(s.spareTable, perm); err != nil {
+		return err
+	}
+	s.c, s.spare = s.spare, s.c // table and spareTable point at the fields: now the sorted rows
+	s.receivedMs, s.spareMs = gather(s.spareMs, s.receivedMs, perm), s.receivedMs
+	s.occurredMs, s.spareMs = gather(s.spareMs, s.occurredMs, perm), s.occurredMs
+	return nil
+}
+
+// gatherRows sets each column of dst (table, or spareTable) to the buffered rows listed
+// in rows, in that order (dst may be table when rows ascend), but kafka_topic and
+// inserted_at, the same on every row, which stamp fills for each flush.
+func (s *Sink) gatherRows(dst []namedColumn, rows []uint32) error {
 	for i, nc := range s.table {
 		if nc.col == &s.c.topic || nc.col == &s.c.inserted {
-			continue // the same on every row: stamped after the sort
+			continue
 		}
-		if err := gatherColumn(s.spareTable[i].col, nc.col, perm); err != nil {
+		if err := gatherColumn(dst[i].col, nc.col, rows); err != nil {
 			return err
 		}
 	}
-	s.c, s.spare = s.spare, s.c // table and spareTable point at the fields: now the sorted rows
-	s.spareMs = gather(s.spareMs, s.receivedMs, perm)
-	s.receivedMs, s.spareMs = s.spareMs, s.receivedMs
-	s.spareMs = gather(s.spareMs, s.occurredMs, perm)
-	s.occurredMs, s.spareMs = s.spareMs, s.occurredMs
 	return nil
 }
 
@@ -313,26 +321,21 @@ func (s *Sink) Partitions() map[int32]int64 {
 // Drop removes every buffered row for which drop(partition, offset) is true.
 func (s *Sink) Drop(drop func(partition int32, offset int64) bool) {
 	c := &s.c
-	keep := make([]bool, s.Len())
-	any := false
-	for i := range keep {
-		keep[i] = !drop(c.partition[i], c.offset[i])
-		any = any || !keep[i]
+	kept := make([]uint32, 0, s.Len())
+	for i := range c.offset {
+		if !drop(c.partition[i], c.offset[i]) {
+			kept = append(kept, uint32(i))
+		}
 	}
-	if !any {
+	if len(kept) == s.Len() {
 		return
 	}
 	c.topic.Reset() // refilled by the next Flush
 	c.inserted.Reset()
-	rows := keptRows(keep)
-	for _, nc := range s.table {
-		if nc.col != &c.topic && nc.col != &c.inserted {
-			if err := gatherColumn(nc.col, nc.col, rows); err != nil {
-				panic(err) // a column type without a rule: a programming error
-			}
-		}
+	if err := s.gatherRows(s.table, kept); err != nil { // in place: kept ascends
+		panic(err) // a column type without a rule: a programming error
 	}
-	s.receivedMs, s.occurredMs = gather(s.receivedMs, s.receivedMs, rows), gather(s.occurredMs, s.occurredMs, rows)
+	s.receivedMs, s.occurredMs = gather(s.receivedMs, s.receivedMs, kept), gather(s.occurredMs, s.occurredMs, kept)
 }
 
 // MaxOffsets returns, for each of partitions that has rows of topic in table, the

@@ -324,7 +324,7 @@ func TestSinkRefusesAnotherColumnType(t *testing.T) {
 
 // TestSinkColumnsAreTheDeclaration: the sink's INSERT names exactly the columns of
 // schema.EventFields, in their order, with their types, each kept in the ch-go column
-// type of its ClickHouse type (compactColumn has a rule for each).
+// type of its ClickHouse type (gatherColumn has a rule for each).
 func TestSinkColumnsAreTheDeclaration(t *testing.T) {
 	buffers := map[string]string{
 		"UUID": "*proto.ColUUID", "UInt8": "*proto.ColUInt8", "Int32": "*proto.ColInt32", "Int64": "*proto.ColInt64",
@@ -341,11 +341,11 @@ func TestSinkColumnsAreTheDeclaration(t *testing.T) {
 	for _, nc := range (&sinkColumns{}).columns() {
 		sink = append(sink, nc.name+" "+nc.chType)
 		if want, ok := buffers[nc.chType]; !ok {
-			t.Errorf("column %s: no buffer type known for %s (add it here and to compactColumn)", nc.name, nc.chType)
+			t.Errorf("column %s: no buffer type known for %s (add it here and to gatherColumn)", nc.name, nc.chType)
 		} else if got := fmt.Sprintf("%T", nc.col); got != want {
 			t.Errorf("column %s %s is buffered in a %s, want %s", nc.name, nc.chType, got, want)
 		}
-		if err := compactColumn(nc.col, nil); err != nil {
+		if err := gatherColumn(nc.col, nc.col, nil); err != nil {
 			t.Errorf("column %s: %v", nc.name, err)
 		}
 	}
