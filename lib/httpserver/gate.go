@@ -47,8 +47,8 @@ end
 // outcome, its bucket or record or false, take's limits.Results values...}.
 var reserveGateLibrary = redisfn.New("reserve_gate", idempotency.LuaBuckets+idempotency.LuaRecords+limits.LuaTake+`
 local function reserve_gate(KEYS, ARGV)
-  local n, ra = tonumber(ARGV[1]), {}
-  for i = 2, n + 1 do ra[#ra + 1] = ARGV[i] end
+  local n = tonumber(ARGV[1])
+  local ra = {unpack(ARGV, 2, n + 1)}
   local r = reserve(KEYS[1], ra)
   local cost = 1
   if r[1] == 2 or r[1] == 3 or r[3] == 1 then cost = 0 end
@@ -56,9 +56,8 @@ local function reserve_gate(KEYS, ARGV)
   local w = take(KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[g]), tonumber(ARGV[g + 1]), tonumber(ARGV[g + 2]),
     tonumber(ARGV[g + 3]), tonumber(ARGV[g + 4]), cost)
   if r[1] == 0 and w[1] ~= 1 then unreserve(KEYS[1], ra) end
-  local out = {r[1], r[2] or false}
-  for i = 1, #w do out[#out + 1] = w[i] end
-  return out
+  -- one table made at its size: reserve's two values, then take's limits.Results (7)
+  return {r[1], r[2] or false, w[1], w[2], w[3], w[4], w[5], w[6], w[7]}
 end
 `, "reserve_gate")
 

@@ -78,8 +78,11 @@ local B_STEP = 8
 local B_MARGIN = 600000
 local B_AHEAD = 8
 
+-- The handle names every field it will hold (false: not read yet), so that Lua sizes
+-- its table once instead of growing it field by field within the call.
 local function b_open(base, now, life, every, skew)
-  return {base = base, now = tonumber(now), life = life, every = every, skew = skew}
+  return {base = base, now = tonumber(now), life = life, every = every, skew = skew,
+    dir = false, level = false, split = 0, count = 0, key = false, swept = false}
 end
 
 local function b_hash(f)
