@@ -22,7 +22,8 @@ func TestConfigFromEnvAndValidate(t *testing.T) {
 		t.Fatalf("defaults invalid: %v", err)
 	}
 	if cfg.Group != "svc-rollup" || cfg.BatchRows != 200000 || cfg.BatchInterval != time.Second ||
-		cfg.EventIDWindow != 48*time.Hour || (Config{}).eventIDWindow() != 48*time.Hour { // the documented 48 h
+		cfg.EventIDWindow != 48*time.Hour || (Config{}).eventIDWindow() != 48*time.Hour || // the documented 48 h
+		cfg.LoopNice != 10 {
 		t.Fatalf("defaults: %+v", cfg)
 	}
 	for name, c := range map[string]struct{ k, v, want string }{
@@ -36,6 +37,9 @@ func TestConfigFromEnvAndValidate(t *testing.T) {
 		"window":    {"SVC_EVENT_ID_WINDOW", "169h", "SVC_EVENT_ID_WINDOW"},
 		"window ms": {"SVC_EVENT_ID_WINDOW", "1500ms", "SVC_EVENT_ID_WINDOW"},
 		"window 3s": {"SVC_EVENT_ID_WINDOW", "3s", ""},
+		"nice high": {"SVC_ROLLUP_LOOP_NICE", "20", "SVC_ROLLUP_LOOP_NICE"},
+		"nice low":  {"SVC_ROLLUP_LOOP_NICE", "-1", "SVC_ROLLUP_LOOP_NICE"},
+		"nice off":  {"SVC_ROLLUP_LOOP_NICE", "0", ""},
 	} {
 		vars = map[string]string{c.k: c.v}
 		cfg := ConfigFromEnv(r)

@@ -134,7 +134,7 @@ func (c *consumer) run(ctx context.Context) error {
 	wmDone := make(chan struct{})
 	go func() { defer close(wmDone); c.wm.run(wctx) }()
 	defer func() { stopWM(); <-wmDone }()
-	err := pollLoop(ctx, loop{cl: c.cl, mu: &c.mu, work: c.work, die: c.die,
+	err := pollLoop(ctx, loop{cl: c.cl, mu: &c.mu, nice: c.cfg.LoopNice, log: c.log, work: c.work, die: c.die,
 		wake: func() (time.Duration, bool) { return c.nextWake(time.Now()) },
 		got: func(fs kgo.Fetches) {
 			fs.EachError(func(t string, p int32, err error) {

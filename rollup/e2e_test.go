@@ -1,10 +1,13 @@
 package rollup
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -70,6 +73,11 @@ func TestBinaryKilledAndRestarted(t *testing.T) {
 		svctest.WaitFor(t, 20*time.Second, "svc rollup owning all 4 partitions", func() bool {
 			return len(ownedPartitions(p.Output())) == 4
 		})
+		if i == 0 { // SVC_ROLLUP_LOOP_NICE's default: the poll loops' threads at nice 10
+			if n := threadsAtNice(t, p.Cmd.Process.Pid, 10); n != 2 {
+				t.Fatalf("svc rollup has %d threads at nice 10, want 2 (the events' and the rejections' poll loops)", n)
+			}
+		}
 		time.Sleep(time.Duration(200+rand.IntN(1000)) * time.Millisecond)
 		p.Kill() // SIGKILL
 	}
@@ -108,4 +116,26 @@ func ownedPartitions(log string) map[int]bool {
 		}
 	}
 	return owned
+}
+
+// threadsAtNice counts the threads of process pid at nice value nice (/proc: the 19th
+// field of a thread's stat, after the command's closing parenthesis).
+func threadsAtNice(t *testing.T, pid, nice int) int {
+	t.Helper()
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, task := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 16 && f[16] == strconv.Itoa(nice) {
+			n++
+		}
+	}
+	return n
 }

@@ -3,6 +3,7 @@ package rollup
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 type loop struct {
 	cl   *kgo.Client
 	mu   *sync.Mutex
+	nice int                          // the loop's thread's nice value (Config.LoopNice; 0: any thread)
+	log  *slog.Logger                 // where a failure to set it goes
 	work func(context.Context) error  // handle and flush what is held; errKilled ends the loop
 	wake func() (time.Duration, bool) // how long until the next step, and whether to poll meanwhile
 	got  func(kgo.Fetches)            // take a poll's records (and errors)
@@ -25,6 +28,11 @@ type loop struct {
 // is killed. With kgo.BlockRebalanceOnPoll a rebalance waits between a poll and
 // AllowRebalance, so its callbacks always meet the state work left.
 func pollLoop(ctx context.Context, l loop) error {
+	if l.nice > 0 {
+		if err := process.LowerThreadPriority(l.nice); err != nil {
+			l.log.Warn("the poll loop runs at its process's priority", "err", err.Error())
+		}
+	}
 	for ctx.Err() == nil {
 		l.mu.Lock()
 		err := l.work(ctx)

@@ -171,7 +171,7 @@ func newRejConsumer(cfg Config, conn driver.Conn, seeds []string, extra ...kgo.O
 
 // run polls until ctx is cancelled, then flushes, commits and leaves the group.
 func (c *rejConsumer) run(ctx context.Context) error {
-	err := pollLoop(ctx, loop{cl: c.cl, mu: &c.mu, work: c.work, wake: c.nextWake, die: c.die,
+	err := pollLoop(ctx, loop{cl: c.cl, mu: &c.mu, nice: c.cfg.LoopNice, log: c.log, work: c.work, wake: c.nextWake, die: c.die,
 		got: func(fs kgo.Fetches) { fs.EachRecord(func(r *kgo.Record) { c.held = append(c.held, r) }) }})
 	if err != nil {
 		return err

@@ -120,6 +120,8 @@ var Table = []Setting{
 		ReadBy: []string{Dev, Rollup}, Meaning: "rows of the `rejections` table are kept at least this long; a UTC day of them is dropped once all its rows are older by a day more (so that `GET /pixels`' oldest local day is complete in every zone; checked hourly; 0 keeps everything)"},
 	{Name: "SVC_ROLLUP_FETCH_MAX_BYTES", Group: GroupRollup, Kind: Int, Default: "0",
 		ReadBy: []string{Dev, Rollup}, Meaning: "bytes one fetch of the events' consumer may bring (a partition a quarter of it); 0: 64 KiB from the embedded broker, whose fetch answers hold back its acknowledgements of produced batches (at 200k events/s this took the p99 of a 202 from 42–65 ms to 14–24 ms), and franz-go's 50 MiB from a Kafka cluster (0 or 16384–268435456)"},
+	{Name: "SVC_ROLLUP_LOOP_NICE", Group: GroupRollup, Kind: Int, Default: "10",
+		ReadBy: []string{Dev, Rollup}, Meaning: "nice value of the OS thread each of the consumer's poll loops runs on, a thread of its own, so that the process's other threads (the edge's, in `svc dev`) get the CPU first (0–19; 0: any thread, as Go schedules it)"},
 	{Name: "SVC_EVENT_ID_WINDOW", Group: GroupRollup, Kind: Duration, Default: "48h",
 		ReadBy: []string{Dev, Rollup}, Meaning: "how long a client `event_id` deduplicates: a copy of a pixel's event the edge accepts less than this after the stored one is dropped before the INSERT; at or past it the copy is stored and starts a new window (whole seconds, 1s–168h; Redis holds a claim of about 17 B per event with an `event_id`, and per batch with an Idempotency-Key, for the window (at least 25 h, the batches' own) plus 1–13 hours, the owning rollup consumer 20–40 B for that plus 1 hour: `deploy/README.md`)"},
 
