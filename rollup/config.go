@@ -86,9 +86,11 @@ type Config struct {
 	// Decoding, claims, sorting and encoding a flush run on that thread, so the kernel
 	// gives the process's other threads the CPU first. Go's scheduler has no priorities:
 	// in `svc dev`, where the edge shares the process, a flush's bursts delayed the edge's
-	// handlers; at 200,000 events/s with event ids the 202's p90 fell from 5.72 to 4.91 ms
-	// and its p99 from 13.2 to 12.2 ms (medians of seven runs a side, the same CPU), at
-	// 500,000 the p99 from 190 to 159 ms, caught up as soon (bench/HISTORY.md, stop 48).
+	// handlers; at 200,000 events/s with event ids the 202's p90 fell from 5.60 to 4.94 ms
+	// (medians of eleven runs a side, lower in ten pairs of eleven; the p99 12.9 against
+	// 12.4 ms, within the noise) for about 3% more of svc's CPU (the thread's hand-offs),
+	// at 500,000 the p99 from 190 to 159 ms in one pair, caught up as soon
+	// (bench/HISTORY.md, stop 48).
 	// The consumer still gets what the edge leaves: at nice 10 about a tenth of the CPU
 	// its group's nice-0 threads contend for. A nice value ranks threads within their CPU
 	// group (a systemd unit's or a pod's: the process's own).
