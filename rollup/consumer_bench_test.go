@@ -1,7 +1,6 @@
 package rollup
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -192,11 +191,10 @@ func produceBench(b *testing.B, seeds []string, records int) {
 
 // processCPU is process pid's user+system CPU time so far (/proc/<pid>/stat).
 func processCPU(b *testing.B, pid int) time.Duration {
-	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	f, err := procStat("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		b.Fatal(err)
 	}
-	f := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
 	ut, _ := strconv.ParseInt(f[11], 10, 64)
 	st, _ := strconv.ParseInt(f[12], 10, 64)
 	return time.Duration(ut+st) * (time.Second / 100) // USER_HZ

@@ -118,8 +118,7 @@ func ownedPartitions(log string) map[int]bool {
 	return owned
 }
 
-// threadsAtNice counts the threads of process pid at nice value nice (/proc: the 19th
-// field of a thread's stat, after the command's closing parenthesis).
+// threadsAtNice counts the threads of process pid at nice value nice (procStat's [16]).
 func threadsAtNice(t *testing.T, pid, nice int) int {
 	t.Helper()
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
@@ -128,14 +127,23 @@ func threadsAtNice(t *testing.T, pid, nice int) int {
 	}
 	n := 0
 	for _, task := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
+		f, err := procStat(fmt.Sprintf("/proc/%d/task/%s/stat", pid, task.Name()))
 		if err != nil {
 			continue // the thread ended meanwhile
 		}
-		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
 		if len(f) > 16 && f[16] == strconv.Itoa(nice) {
 			n++
 		}
 	}
 	return n
+}
+
+// procStat is the fields of a process's or thread's /proc stat file after the command's
+// closing parenthesis: the state is [0], user and system CPU [11] and [12], nice [16].
+func procStat(path string) ([]string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])), nil
 }
