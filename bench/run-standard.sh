@@ -16,6 +16,9 @@
 #                      client event_id of its own (-event-ids), then both again in the
 #                      other order, and the comparison of each pair
 #   BENCH_VEGETA=path  a vegeta binary to use instead of installing one
+#   BENCH_ROUNDS=2     rounds of A B B A at 200k with "ids" (four runs a side; 1 at 500k
+#                      unless BENCH_ROUNDS_500K): more rounds, medians of more runs
+#   BENCH_ROUNDS_500K=1
 #   BENCH_FLOOD_ARGS="-rate 40 -flood-rate 100"  flags appended to the flood step (the
 #                      last of a repeated flag wins): a short check at low rates
 set -euo pipefail
@@ -322,7 +325,7 @@ compare_pair() {
 }
 
 want ingest200k && ingest_step ingest-200k -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
-want ingest200k && ids_step 2 ingest-200k -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
+want ingest200k && ids_step "${BENCH_ROUNDS:-2}" ingest-200k -rate 4000 -duration "$(dur 30)" -batch 50 -invalid 0.02 -retry 0.01
 # The same load against the edge alone: `svc ingest` with its own embedded broker and no
 # consumer, so neither the rollup consumer nor ClickHouse's inserts share the two cores.
 # The difference to ingest-200k is what the pipeline's back half costs the edge's tail.
@@ -348,7 +351,7 @@ want ingest200k && edge_step ingest-200k-edge ingest -rate 4000 -duration "$(dur
 want ingest300k && ingest_step ingest-300k -rate 6000 -duration "$(dur 30)" -batch 50
 # The throughput target: 10,000 req/s of 50 events for 60 s, every request 202.
 want ingest500k && ingest_step ingest-500k -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024
-want ingest500k && ids_step 1 ingest-500k -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024
+want ingest500k && ids_step "${BENCH_ROUNDS_500K:-1}" ingest-500k -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024
 # The same as the issue first measured it: no Idempotency-Key (so no idempotency record in
 # Redis per request; the consumer's batch claim still makes each batch count once).
 want ingest500k && ingest_step ingest-500k-plain -rate 10000 -duration "$(dur 60)" -batch 50 -workers 1024 -no-idempotency-key
