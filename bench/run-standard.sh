@@ -29,6 +29,11 @@ svc=$root/bin/svc
 [ -x "$svc" ] || { echo "bin/svc missing: run make build" >&2; exit 1; }
 scale=${BENCH_SCALE:-1}
 only=${BENCH_ONLY:-ingest200k ingest300k ingest500k vegeta ids flood e2e read soak direct}
+for v in BENCH_ROUNDS BENCH_ROUNDS_500K; do
+  case "${!v:-1}" in
+  '' | *[!0-9]* | 0) echo "$v=${!v}: want a whole number of rounds, 1 or more" >&2; exit 2 ;;
+  esac
+done
 stamp=$(date -u +%Y%m%d-%H%M%S)
 out=$root/bench/results/$stamp
 mkdir -p "$out"
