@@ -409,6 +409,7 @@ func PrintCompareRuns(w io.Writer, as, bs []*Report, namesA, namesB []string) {
 	fmt.Fprintf(w, "A: %d runs (%s, %.0f req/s)\nB: %d runs (%s, %.0f req/s)\nmedians over the runs\n\n",
 		len(as), as[0].Title, as[0].Rate, len(bs), bs[0].Title, bs[0].Rate)
 	printMetrics(w, CompareRunMetrics(as, bs))
+	printRatioInterval(w, as, bs)
 	fmt.Fprintln(w, "\nlatency p99 (ms) of each run:")
 	for i, a := range as {
 		fmt.Fprintf(w, "  A %s %s\n", num(a.Latency.P99), filepath.Base(namesA[i]))
