@@ -52,17 +52,20 @@ func quantile(s []float64, q float64) float64 {
 
 // printRatioInterval writes the 90% bootstrap interval of the p99s' ratio of medians.
 func printRatioInterval(w io.Writer, as, bs []*Report) {
-	pa, pb := make([]float64, len(as)), make([]float64, len(bs))
-	for i, a := range as {
-		pa[i] = a.Latency.P99
-	}
-	for i, b := range bs {
-		pb[i] = b.Latency.P99
-	}
+	pa, pb := p99s(as), p99s(bs)
 	lo, hi := RatioInterval(pa, pb, 0.9)
 	if math.IsNaN(lo) {
 		return
 	}
 	fmt.Fprintf(w, "\nlatency p99, B/A of the medians: %.2fx; 90%% bootstrap interval %.2fx to %.2fx (%d resamples of each side's runs)\n",
 		median(pb)/median(pa), lo, hi, Resamples)
+}
+
+// p99s is each report's latency p99.
+func p99s(reps []*Report) []float64 {
+	v := make([]float64, len(reps))
+	for i, r := range reps {
+		v[i] = r.Latency.P99
+	}
+	return v
 }
