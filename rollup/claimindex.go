@@ -18,7 +18,7 @@ type claimIndex struct {
 	span   int64 // eventClaimSpan, seconds (the epochs of the logs)
 	window int64 // seconds: a client event id's
 	keep   int64 // seconds: the longer of window and batchWindow, what a claim is kept for
-	set    claimSet
+	set    *claimSet
 	newest int64 // the latest acceptance time seen, seconds
 }
 

@@ -45,21 +45,27 @@ import (
 // that the edge's requests waited behind; with staggered sizes the doublings spread
 // evenly over the growth (TestRebuildsOfAPartitionsTablesAreStaggered).
 type claimSet struct {
-	tables  [256]idTable
+	tables  *[256]idTable
 	horizon uint32 // claims accepted before it are expired
 	spread  uint8  // added to a table's index to pick its sizes (newClaimSet)
 	touched uint64 // what touch read (kept so that the reads are made)
 }
 
 // newClaimSet returns an empty set whose tables' sizes are staggered by spread (a random
-// byte: partitions' sets are staggered against one another too).
-func newClaimSet(spread uint8) claimSet { return claimSet{spread: spread} }
+// byte: partitions' sets are staggered against one another too). Its tables' mapped
+// slots (claimmem.go) are released when the set is collected.
+func newClaimSet(spread uint8) *claimSet {
+	s := &claimSet{tables: new([256]idTable), spread: spread}
+	releaseWithSet(s, s.tables)
+	return s
+}
 
 type idTable struct {
-	slots []claimSlot // sizeOf slots, whole cache lines
-	base  uint32      // a slot's time counts seconds from it
-	used  int         // slots not empty, expired ones included
-	live  int         // claims not expired at the last rebuild, plus those inserted since
+	slots  []claimSlot // sizeOf slots or more, whole cache lines
+	base   uint32      // a slot's time counts seconds from it
+	used   int         // slots not empty, expired ones included
+	live   int         // claims not expired at the last rebuild, plus those inserted since
+	mapped bool        // slots are mapped outside Go's heap (newSlots)
 }
 
 type claimSlot struct{ key, meta uint64 }
@@ -177,8 +183,8 @@ func sizeOf(live int, k uint8) int {
 	return size
 }
 
-// rebuild moves the live claims into a table of sizeOf their number and k whose base is
-// the horizon, dropping the expired ones.
+// rebuild moves the live claims into a table of sizeOf their number and k (or a little
+// more: newSlots fills whole pages) whose base is the horizon, dropping the expired ones.
 func (t *idTable) rebuild(horizon uint32, k uint8) {
 	live := 0
 	for k := range t.slots {
@@ -186,9 +192,11 @@ func (t *idTable) rebuild(horizon uint32, k uint8) {
 			live++
 		}
 	}
-	size := sizeOf(live, k)
-	old, oldBase := t.slots, t.base
-	t.slots, t.base = make([]claimSlot, size), horizon
+	old, oldBase, oldMapped := t.slots, t.base, t.mapped
+	t.slots, t.mapped = newSlots(sizeOf(live, k))
+	t.base = horizon
+	size := uint64(len(t.slots))
+	defer releaseSlots(old, oldMapped)
 	for k := range old {
 		sl := old[k]
 		rel := sl.rel()
@@ -199,7 +207,7 @@ func (t *idTable) rebuild(horizon uint32, k uint8) {
 		sl.meta = sl.meta&^(maxRelative<<8) | uint64(sec-horizon+1)<<8
 		i := t.home(sl.key)
 		for t.slots[i].rel() != 0 {
-			if i++; i == uint64(size) {
+			if i++; i == size {
 				i = 0
 			}
 		}

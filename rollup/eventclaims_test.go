@@ -283,6 +283,7 @@ func TestEventClaimFootprint(t *testing.T) {
 	var m0, m1 runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&m0)
+	tables0 := claimTableBytes.Load()
 	u0 := redisUsec(t, rdb)
 	start := time.Now()
 	for i := 0; i < len(rs); i += 200 { // polls of 200 records
@@ -300,9 +301,13 @@ func TestEventClaimFootprint(t *testing.T) {
 		t.Fatalf("%d claims held, want %d", claims, len(rs)*50)
 	}
 	bytes, keys := logMemory(t, rdb, db)
-	t.Logf("%d claims: consumer %.0f ns and %.1f B of heap a claim (with the Redis round trips); Redis %.3f µs and %.1f B a claim (%d keys)",
-		claims, float64(took.Nanoseconds())/float64(claims), float64(m1.HeapAlloc-m0.HeapAlloc)/float64(claims),
+	tables := claimTableBytes.Load() - tables0
+	t.Logf("%d claims: consumer %.0f ns a claim (with the Redis round trips), %.1f B of tables a claim (mapped outside the heap from 16 KiB a table) and %.1f B of heap; Redis %.3f µs and %.1f B a claim (%d keys)",
+		claims, float64(took.Nanoseconds())/float64(claims), float64(tables)/float64(claims), float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc))/float64(claims),
 		float64(u1-u0)/float64(claims), float64(bytes)/float64(claims), keys)
+	if per := float64(tables) / float64(claims); per < 19 || per > 41 {
+		t.Fatalf("%.1f B of tables a claim; the capacity model (deploy/README.md) counts 20 to 40", per)
+	}
 	if per := float64(bytes) / float64(claims); per > 24 {
 		t.Fatalf("Redis %.1f B a claim; the capacity model (deploy/README.md) counts 19 to 21", per)
 	}

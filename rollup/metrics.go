@@ -59,6 +59,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		skipped: register(reg, prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "svc_rollup_skipped_records_total", Help: "Records skipped because ClickHouse already holds them (redelivery after a crash or rebalance)."})),
 	}
+	register(reg, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "svc_rollup_claim_table_bytes", Help: "Memory of the claim tables (client event ids and batch ids) of the partitions the process's consumers own; tables of 16 KiB or more are mapped outside Go's heap."},
+		func() float64 { return float64(claimTableBytes.Load()) }))
 	return m
 }
 
