@@ -2,15 +2,23 @@ package rollup
 
 import "syscall"
 
+// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14; the syscall package predates it).
+const madvPopulateWrite = 23
+
 // mapZeroed maps n bytes of zeroed memory outside Go's heap, advised to be backed by
 // transparent huge pages (honoured where /sys/kernel/mm/transparent_hugepage/enabled is
-// "madvise" or "always").
+// "madvise" or "always"), then populated: a table is written all over as it is built,
+// and faulting its pages in one call costs less than one fault a page (the growth of
+// 4 million claims into an empty index, BenchmarkClaimIndexGrowth: 128–134 ns a claim
+// populated, 154–163 not, 110–120 with every table in the heap, which reuses the memory
+// the collector freed). A kernel without the populate advice faults as it goes.
 func mapZeroed(n int) ([]byte, bool) {
 	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
 	if err != nil {
 		return nil, false
 	}
-	_ = syscall.Madvise(b, syscall.MADV_HUGEPAGE) // advice: without it, 4 KiB pages
+	_ = syscall.Madvise(b, syscall.MADV_HUGEPAGE) // advice, like the next
+	_ = syscall.Madvise(b, madvPopulateWrite)
 	return b, true
 }
 
