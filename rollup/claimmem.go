@@ -2,7 +2,6 @@ package rollup
 
 import (
 	"os"
-	"runtime"
 	"sync/atomic"
 	"unsafe"
 )
@@ -93,9 +92,5 @@ func releaseSlots(s []claimSlot, mapped bool) {
 func releaseTables(ts *[256]idTable) {
 	for i := range ts {
 		releaseSlots(ts[i].slots, ts[i].mapped)
-		ts[i] = idTable{}
 	}
 }
-
-// releaseWithSet registers releaseTables of ts for when s is collected.
-func releaseWithSet(s *claimSet, ts *[256]idTable) { runtime.AddCleanup(s, releaseTables, ts) }

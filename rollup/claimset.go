@@ -3,6 +3,7 @@ package rollup
 import (
 	"encoding/binary"
 	"math/bits"
+	"runtime"
 )
 
 // claimSet holds one partition's claims on client event ids, of every epoch: 256
@@ -56,7 +57,7 @@ type claimSet struct {
 // slots (claimmem.go) are released when the set is collected.
 func newClaimSet(spread uint8) *claimSet {
 	s := &claimSet{tables: new([256]idTable), spread: spread}
-	releaseWithSet(s, s.tables)
+	runtime.AddCleanup(s, releaseTables, s.tables)
 	return s
 }
 
