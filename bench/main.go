@@ -28,6 +28,7 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -98,6 +99,7 @@ type common struct {
 	note         string
 	quiet        bool
 	sample       time.Duration
+	cpuProfile   string
 	// catchUp, when its limit is set, is what the run waits for after the load before it
 	// reads the CPU again for Report.CaughtUp (catchup.go; ingest's -catch-up).
 	catchUp catchUp
@@ -124,6 +126,7 @@ func (c *common) register(fs *flag.FlagSet, rate float64, dur time.Duration) {
 	fs.StringVar(&c.note, "note", envOr("BENCH_NOTE", ""), "what else shared the machine (goes into the report)")
 	fs.BoolVar(&c.quiet, "quiet", false, "no live progress line")
 	fs.DurationVar(&c.sample, "sample", time.Second, "how often to sample the target's /metrics")
+	fs.StringVar(&c.cpuProfile, "cpuprofile", "", "write the generator's own CPU profile over the load to this file (go tool pprof)")
 }
 
 func envOr(k, def string) string {
@@ -271,8 +274,10 @@ func runLoad(ctx context.Context, c *common, rep *Report, do func(w int, i int64
 			}
 		}
 	}()
+	stopProfile := startCPUProfile(c.cpuProfile)
 	run.Run(ctx)
 	end := time.Now()
+	stopProfile()
 	close(done)
 	if !c.quiet {
 		fmt.Fprintln(os.Stderr)
@@ -286,6 +291,25 @@ func runLoad(ctx context.Context, c *common, rep *Report, do func(w int, i int64
 		s.CPU.SetPerEvent(rep.Events.Accepted)
 		rep.CaughtUp = s
 	}
+}
+
+// startCPUProfile starts the generator's CPU profile into path (nothing when path is
+// empty) and returns what stops it; a profile that cannot start is reported, not fatal.
+func startCPUProfile(path string) (stop func()) {
+	if path == "" {
+		return func() {}
+	}
+	f, err := os.Create(path)
+	if err == nil {
+		if err = pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: no CPU profile: %v\n", err)
+		return func() {}
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }
 }
 
 // finishLoad fills rep from a finished run: the recorder's figures over elapsed, the
