@@ -221,6 +221,15 @@ func (l *load) finish() {
 	l.wg.Wait()
 }
 
+// perSecond is the 202s of each of the first n seconds after the start.
+func (l *load) perSecond(n int) string {
+	var b strings.Builder
+	for k := 0; k < n; k++ {
+		fmt.Fprintf(&b, " %.0f", l.rate(float64(k), float64(k+1)))
+	}
+	return strings.TrimSpace(b.String())
+}
+
 // rate is the 202s per second between seconds from and to after the start.
 func (l *load) rate(from, to float64) float64 {
 	n := int64(0)
@@ -355,16 +364,19 @@ func TestScaleOutSurvivesLosingAnEdgeAndAConsumer(t *testing.T) {
 	s.consumers[0].Kill()
 	killedAt := time.Now()
 	gap, gaps := in.failoverGap(killedAt, 20*time.Second)
-	if rest := 8*time.Second - time.Since(l.start); rest > 0 {
-		time.Sleep(rest) // the throughput window below ends 8 s after the start
+	if rest := 10*time.Second - time.Since(l.start); rest > 0 {
+		time.Sleep(rest) // the throughput window below ends 10 s after the start
 	}
 	l.finish()
 	if t.Failed() {
 		return
 	}
-	before, after := l.rate(1, 3), l.rate(5, 8)
-	t.Logf("accepted %d events (%d copies of an event_id); 202/s before the kill %.0f, after %.0f; a killed consumer's partitions consumed again after %.1fs (%s)",
-		l.accepted.Load(), l.copies.Load(), before, after, gap.Seconds(), formatGaps(gaps))
+	// Recovery is measured once the killed edge's reservations have lapsed (the pending
+	// TTL, 3 s after the kill at 3 s, and a retry's 50 ms): until then the retries of the
+	// batches it held are answered idempotency_key_in_use, by design.
+	before, after := l.rate(1, 3), l.rate(6.5, 10)
+	t.Logf("accepted %d events (%d copies of an event_id); 202/s before the kill %.0f, after %.0f (each second: %s); a killed consumer's partitions consumed again after %.1fs (%s)",
+		l.accepted.Load(), l.copies.Load(), before, after, l.perSecond(10), gap.Seconds(), formatGaps(gaps))
 	if after < before/3 {
 		t.Fatalf("throughput did not recover: %.0f/s after vs %.0f/s before", after, before)
 	}
