@@ -98,7 +98,11 @@ func (l *load) stored() int64 { return l.accepted.Load() - l.copies.Load() }
 func (s *scaleSetup) startLoad(t *testing.T, workers int) *load {
 	l := &load{s: s, dead: make([]atomic.Bool, len(s.edges)), buckets: make([]atomic.Int64, 400),
 		perPixel: make([]atomic.Int64, len(s.pixels)),
-		start:    time.Now(), stop: make(chan struct{}), client: &http.Client{Timeout: 10 * time.Second}}
+		start:    time.Now(), stop: make(chan struct{}),
+		// Keep-alive connections for every request in flight (workers and their twins): with
+		// net/http's default of two idle connections a host, the surviving edge's share
+		// would be redialed request by request after the kill, a cost of this client's.
+		client: &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 4 * workers}}}
 	for w := 0; w < workers; w++ {
 		l.wg.Add(1)
 		go func(w int) {
