@@ -1,9 +1,6 @@
 package rollup
 
-import "syscall"
-
-// madvPopulateWrite is MADV_POPULATE_WRITE (Linux 5.14; the syscall package predates it).
-const madvPopulateWrite = 23
+import "golang.org/x/sys/unix"
 
 // mapZeroed maps n bytes of zeroed memory outside Go's heap, advised to be backed by
 // transparent huge pages (honoured where /sys/kernel/mm/transparent_hugepage/enabled is
@@ -11,16 +8,17 @@ const madvPopulateWrite = 23
 // and faulting its pages in one call costs less than one fault a page (the growth of
 // 4 million claims into an empty index, BenchmarkClaimIndexGrowth: 128–134 ns a claim
 // populated, 154–163 not, 110–120 with every table in the heap, which reuses the memory
-// the collector freed). A kernel without the populate advice faults as it goes.
+// the collector freed). A kernel without the populate advice (before Linux 5.14) faults
+// as it goes.
 func mapZeroed(n int) ([]byte, bool) {
-	b, err := syscall.Mmap(-1, 0, n, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_PRIVATE|syscall.MAP_ANON)
+	b, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANON)
 	if err != nil {
 		return nil, false
 	}
-	_ = syscall.Madvise(b, syscall.MADV_HUGEPAGE) // advice, like the next
-	_ = syscall.Madvise(b, madvPopulateWrite)
+	_ = unix.Madvise(b, unix.MADV_HUGEPAGE) // advice, like the next
+	_ = unix.Madvise(b, unix.MADV_POPULATE_WRITE)
 	return b, true
 }
 
 // unmap releases memory mapZeroed mapped.
-func unmap(b []byte) { _ = syscall.Munmap(b) }
+func unmap(b []byte) { _ = unix.Munmap(b) }

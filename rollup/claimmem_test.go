@@ -99,9 +99,7 @@ func BenchmarkClaimIndexGrowth(b *testing.B) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	fields := make([]eventField, 4_000_000)
 	for i := range fields {
-		for j := range fields[i] {
-			fields[i][j] = byte(rng.Uint32())
-		}
+		fields[i] = randomField(rng)
 	}
 	b.ResetTimer()
 	for range b.N {

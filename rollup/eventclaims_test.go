@@ -150,11 +150,8 @@ func TestRebuildsOfAPartitionsTablesAreStaggered(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 12))
 	sec := int64(1_800_000_000)
 	doubled := map[int]int{} // table index -> claims held when it passed 4096 slots
-	var f eventField
 	for n := 1; len(doubled) < 256; n++ {
-		for j := range f {
-			f[j] = byte(rng.Uint32())
-		}
+		f := randomField(rng)
 		if got := ix.claim(f, sec, uint64(n)); got != claimNew {
 			t.Fatalf("claim %d: outcome %d", n, got)
 		}
@@ -191,10 +188,7 @@ func TestEventLogReplays(t *testing.T) {
 	logs := map[int64][]byte{}
 	var fields []eventField
 	for i := range 120_000 {
-		var f eventField
-		for j := range f {
-			f[j] = byte(rng.Uint32())
-		}
+		f := randomField(rng)
 		sec := now + int64(i/1000)
 		pos := uint64(i)<<6 | uint64(i%50)
 		if a.claim(f, sec, pos) == claimNew {
@@ -388,18 +382,21 @@ func logMemory(t testing.TB, rdb redis.UniversalClient, db string) (bytes int64,
 	return bytes, keys
 }
 
+// randomField is a field of uniform bytes, as a claim's are (a SHA-256 XOR a pixel id).
+func randomField(rng *rand.Rand) (f eventField) {
+	for j := range f {
+		f[j] = byte(rng.Uint32())
+	}
+	return f
+}
+
 // BenchmarkEventIndexClaim is the index's cost a claim, in memory only: fresh fields
 // into a partition's index that already holds 2 million claims in each of five epochs
 // (the 48 h window's steady state: a new id misses every epoch). ns/op is per claim.
 func BenchmarkEventIndexClaim(b *testing.B) {
 	ix := newClaimIndex(int64(DefaultEventIDWindow / time.Second))
 	rng := rand.New(rand.NewPCG(5, 6))
-	field := func() (f eventField) {
-		for j := range f {
-			f[j] = byte(rng.Uint32())
-		}
-		return f
-	}
+	field := func() eventField { return randomField(rng) }
 	now := int64(1_800_000_000)
 	for e := range int64(5) {
 		for i := range 2_000_000 {
