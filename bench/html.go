@@ -319,7 +319,7 @@ th{background:#f5f5f5}td.n{text-align:right;font-variant-numeric:tabular-nums}
 svg{display:block;margin:12px 0;border:1px solid #eee}.note{color:#555}
 </style></head><body>
 <h1>svc bench: {{.R.Title}}</h1>
-<p class="note">{{.R.Started.Format "2006-01-02 15:04:05 MST"}} · target {{.R.Target}} · machine {{.R.Machine.Host}}, {{.R.Machine.Cores}} cores ({{.R.Machine.CPUModel}}), {{printf "%.0f" .R.Machine.MemoryGiB}} GiB, {{.R.Machine.GoVersion}}{{if .R.Machine.Note}} · {{.R.Machine.Note}}{{end}}</p>
+<p class="note">{{.R.Started.Format "2006-01-02 15:04:05 MST"}} · target {{.R.Target}} · machine {{.R.Machine.Host}}, {{.R.Machine.Cores}} cores ({{.R.Machine.CPUModel}}), {{printf "%.0f" .R.Machine.MemoryGiB}} GiB, {{.R.Machine.GoVersion}}{{if .R.Machine.Storage}}, data on {{.R.Machine.Storage}}{{end}}{{if .R.Machine.Note}} · {{.R.Machine.Note}}{{end}}</p>
 <p class="note"><code>{{.R.Command}}</code></p>
 <table>
 <tr><th>target rate</th><td class="n">{{printf "%.0f" .R.Rate}} req/s for {{printf "%.0f" .R.Duration}} s</td></tr>
@@ -331,6 +331,7 @@ svg{display:block;margin:12px 0;border:1px solid #eee}.note{color:#555}
 {{if .R.CPU.PerEvent}}<tr><th>CPU per event (µs)</th><td class="n">{{.R.CPU.PerEventLine}}</td></tr>{{end}}{{end}}
 {{with .R.CaughtUp}}{{if .CPU}}<tr><th>CPU per event, caught up (µs)</th><td class="n">{{.CaughtUpLine}}</td></tr>{{end}}{{end}}
 {{with .R.Redis}}<tr><th>Redis per request</th><td class="n">{{printf "%.2f" .UsecPerRequest}} µs in {{printf "%.2f" .CallsPerRequest}} commands (INFO commandstats, {{.Requests}} requests){{range .TopCommands}} · {{.}}{{end}}{{with .Held}} · Redis held {{.}} at the start{{end}}</td></tr>{{end}}
+{{with .R.ClickHouse}}<tr><th>ClickHouse's work</th><td class="n">{{.Line $.R.Events.Accepted}}</td></tr>{{end}}
 </table>
 <table><tr><th>latency (ms)</th><th>n</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>
 <tr><td>from due time</td><td class="n">{{.R.Latency.Count}}</td><td class="n">{{ms .R.Latency.P50}}</td><td class="n">{{ms .R.Latency.P90}}</td><td class="n">{{ms .R.Latency.P99}}</td><td class="n">{{ms .R.Latency.P999}}</td><td class="n">{{ms .R.Latency.Max}}</td></tr>

@@ -266,9 +266,11 @@ func ingestMain(ctx context.Context, scenario string, args []string) error {
 	}
 	noteForks := watchForks(ctx, fx.Redis())
 	noteRedis := watchRedisWork(ctx, fx.Redis())
+	noteClickHouse := watchClickHouseWork(f.chHTTP, f.chDB)
 	runLoad(ctx, &f.common, rep, do, extra)
 	<-probesDone
 	noteForks(rep)
+	noteClickHouse(rep)
 	var answers int64 // the stored answers: svc's own HSETs
 	if !f.noIdem {
 		answers = rep.Requests.OK - retries.Load()

@@ -50,7 +50,9 @@ type Report struct {
 	CaughtUp *CaughtUp `json:"caught_up,omitempty"`
 	// Redis is what Redis's commands cost per request (INFO commandstats).
 	Redis *RedisWork `json:"redis,omitempty"`
-	Soak  *Soak      `json:"soak,omitempty"`
+	// ClickHouse is what ClickHouse's logs say of its INSERTs and merges (chwork.go).
+	ClickHouse *ClickHouseWork `json:"clickhouse,omitempty"`
+	Soak       *Soak           `json:"soak,omitempty"`
 	// Flood is the flood scenario's invalid traffic and what it left (flood.go).
 	Flood *FloodResult `json:"flood,omitempty"`
 	// External is the load generator's own report when it was not svc bench (vegeta).
@@ -130,6 +132,7 @@ type Machine struct {
 	MemoryGiB float64  `json:"memory_gib"`
 	GoVersion string   `json:"go_version"`
 	Load      []string `json:"loadavg_start"`
+	Storage   string   `json:"storage,omitempty"` // the working directory's filesystem (storage.go)
 	Note      string   `json:"note,omitempty"`
 }
 
@@ -275,6 +278,9 @@ func PrintSummary(w io.Writer, rep *Report) {
 		if h := r.Held(); h != "" {
 			fmt.Fprintf(tw, "redis held\t%s at the start (its commands' times grow with it)\n", h)
 		}
+	}
+	if w := rep.ClickHouse; w != nil {
+		fmt.Fprintf(tw, "clickhouse's work\t%s\n", w.Line(rep.Events.Accepted))
 	}
 	if s := rep.Soak; s != nil {
 		fmt.Fprintf(tw, "soak\t%s\n", s.Verdict)

@@ -20,6 +20,9 @@ import (
 // DescribeMachine returns the machine's cores, CPU model, memory and load.
 func DescribeMachine(note string) Machine {
 	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), Note: note}
+	if s, ok := DescribeStorage("."); ok {
+		m.Storage = s.String()
+	}
 	m.Host, _ = os.Hostname()
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
 		for _, l := range strings.Split(string(b), "\n") {

@@ -9,6 +9,9 @@
 #
 #   deploy/local/services.sh up     install if missing, start, wait until both answer
 #   deploy/local/services.sh down   stop both (by pid file)
+#
+# SVC_CLICKHOUSE_QUERY_LOG=1 (read when ClickHouse starts): log every query in
+# system.query_log, for the bench's split of ClickHouse's work (bench/METHOD.md).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -78,7 +81,21 @@ start_clickhouse() {
   mkdir -p "$d"
   sed -e "s#@DATA@#$d#g" -e "s#@TCP_PORT@#$ch_port#g" -e "s#@HTTP_PORT@#$ch_http_port#g" \
     "$root/deploy/local/clickhouse.xml" >"$d/config.xml"
+  query_log "$d"
   clickhouse_start "$d"
+}
+
+# query_log DIR: with SVC_CLICKHOUSE_QUERY_LOG=1, every session's queries go to
+# system.query_log (the bench reads its INSERTs' CPU from there: bench/METHOD.md); without
+# it only sessions that ask. 18.16 keeps the table without a TTL: about 1 KB a query.
+query_log() {
+  mkdir -p "$1/users.d"
+  if [ "${SVC_CLICKHOUSE_QUERY_LOG:-0}" = 1 ]; then
+    printf '<yandex><profiles><default><log_queries>1</log_queries></default></profiles></yandex>\n' \
+      >"$1/users.d/query_log.xml"
+  else
+    rm -f "$1/users.d/query_log.xml"
+  fi
 }
 
 # shellcheck source=proc.sh

@@ -1,0 +1,205 @@
+package bench
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+)
+
+// ClickHouse's share of a run, from its own logs. The CPU per event counts ClickHouse's
+// process as one number; system.query_log and system.part_log split it into the INSERTs
+// into the events table (each runs the materialized views on its own thread, so their
+// CPU is the views' too) and the merges in the run's database. The local server keeps
+// part_log always and logs every query with SVC_CLICKHOUSE_QUERY_LOG=1
+// (deploy/local/services.sh); current releases keep both by default. Without the
+// tables the report has no such line.
+//
+// part_log rows carry their database, so merges and parts are the run's own. 18.16's
+// query_log names no database: the INSERTs counted are every INSERT INTO events the
+// server finished from the run's start, the run's only where nothing else writes such
+// rows (as in `make bench`); a server that records the database (current releases)
+// is asked for the run's database.
+
+// ClickHouseWork is what ClickHouse's logs say it did for a run.
+type ClickHouseWork struct {
+	// Inserts is the INSERTs into events (query_log); InsertSeconds their summed
+	// duration; UserSeconds and SystemSeconds the CPU of their threads (ProfileEvents).
+	Inserts       int64   `json:"inserts"`
+	InsertSeconds float64 `json:"insert_s"`
+	UserSeconds   float64 `json:"insert_user_s"`
+	SystemSeconds float64 `json:"insert_system_s"`
+	// QueryLog is false when the server had no query_log (the fields above are 0).
+	QueryLog bool `json:"query_log"`
+	// PartsWritten is the parts INSERTs wrote in the run's database (the events
+	// table's and each view's); Merges, MergeSeconds (wall time, summed) and MergedRows
+	// its merges (part_log).
+	PartsWritten int64   `json:"parts_written"`
+	Merges       int64   `json:"merges"`
+	MergeSeconds float64 `json:"merge_s"`
+	MergedRows   int64   `json:"merged_rows"`
+}
+
+// clickHouseLogs reads a run's ClickHouseWork from server ch's logs.
+type clickHouseLogs struct {
+	hc      *fasthttp.HostClient
+	base    string
+	db      string
+	from    int64 // the run's start, the server's Unix time
+	timeout time.Duration
+}
+
+// watchClickHouseWork notes the server's time before a run; the function it returns
+// reads the run's ClickHouseWork into rep after it (nothing when db or ch is empty, or
+// the server keeps no part_log).
+func watchClickHouseWork(ch, db string) func(rep *Report) {
+	if ch == "" || db == "" {
+		return func(*Report) {}
+	}
+	l, err := newClickHouseLogs(ch, db)
+	if err != nil {
+		return func(*Report) {}
+	}
+	return func(rep *Report) {
+		w, err := l.read()
+		if err != nil {
+			rep.Notes = append(rep.Notes, "ClickHouse's logs could not be read: "+err.Error())
+			return
+		}
+		rep.ClickHouse = w
+	}
+}
+
+// newClickHouseLogs starts reading the logs of server ch for database db from now.
+func newClickHouseLogs(ch, db string) (*clickHouseLogs, error) {
+	hc, err := hostClient(ch, 1, 30*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	l := &clickHouseLogs{hc: hc, base: ch, db: strings.ReplaceAll(db, "'", ""), timeout: 30 * time.Second}
+	out, err := chQuery(hc, ch, "SELECT toUnixTimestamp(now())", l.timeout)
+	if err != nil {
+		return nil, err
+	}
+	l.from, err = strconv.ParseInt(strings.TrimSpace(out), 10, 64)
+	return l, err
+}
+
+// read flushes the server's logs and reads them; nil, nil when it keeps no part_log.
+func (l *clickHouseLogs) read() (*ClickHouseWork, error) {
+	l.hc.CloseIdleConnections() // the server closes them after keep_alive_timeout
+	if _, err := chQuery(l.hc, l.base, "SYSTEM FLUSH LOGS", l.timeout); err != nil {
+		return nil, err
+	}
+	tables, err := l.columns()
+	if err != nil || !tables["part_log"] {
+		return nil, err
+	}
+	w := &ClickHouseWork{}
+	out, err := chQuery(l.hc, l.base, fmt.Sprintf(`SELECT countIf(CAST(event_type AS Int8) = 1),
+countIf(CAST(event_type AS Int8) = 2), sumIf(duration_ms, CAST(event_type AS Int8) = 2) / 1000,
+sumIf(rows, CAST(event_type AS Int8) = 2) FROM system.part_log
+WHERE database = '%s' AND event_time >= toDateTime(%d) FORMAT TSV`, l.db, l.from), l.timeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := scanTSV(out, &w.PartsWritten, &w.Merges, &w.MergeSeconds, &w.MergedRows); err != nil {
+		return nil, fmt.Errorf("part_log: %w", err)
+	}
+	if !tables["query_log"] {
+		return w, nil
+	}
+	out, err = chQuery(l.hc, l.base, l.insertsQuery(tables["query_log.current_database"], tables["query_log.ProfileEvents map"]), l.timeout)
+	if err != nil {
+		return nil, err
+	}
+	if err := scanTSV(out, &w.Inserts, &w.InsertSeconds, &w.UserSeconds, &w.SystemSeconds); err != nil {
+		return nil, fmt.Errorf("query_log: %w", err)
+	}
+	w.QueryLog = true
+	return w, nil
+}
+
+// columns reports which logs the server keeps ("part_log", "query_log") and what its
+// query_log has: "query_log.current_database" (current releases), and "query_log.ProfileEvents map" when
+// ProfileEvents is a Map (21.x and later) rather than 18.16's Names and Values arrays.
+func (l *clickHouseLogs) columns() (map[string]bool, error) {
+	out, err := chQuery(l.hc, l.base, `SELECT table, name, type FROM system.columns WHERE database = 'system'
+AND table IN ('part_log', 'query_log') AND name IN ('event_time', 'current_database', 'ProfileEvents') FORMAT TSV`, l.timeout)
+	if err != nil {
+		return nil, err
+	}
+	has := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Split(line, "\t")
+		if len(f) != 3 {
+			continue
+		}
+		switch f[1] {
+		case "event_time":
+			has[f[0]] = true
+		case "current_database":
+			has[f[0]+".current_database"] = true
+		case "ProfileEvents":
+			has[f[0]+".ProfileEvents map"] = strings.HasPrefix(f[2], "Map(")
+		}
+	}
+	return has, nil
+}
+
+// insertsQuery is the statement that sums the run's INSERTs into events.
+func (l *clickHouseLogs) insertsQuery(byDatabase, profileMap bool) string {
+	event := func(name string) string {
+		if profileMap {
+			return "ProfileEvents['" + name + "']"
+		}
+		return "ProfileEvents.Values[indexOf(ProfileEvents.Names, '" + name + "')]"
+	}
+	where := fmt.Sprintf("CAST(type AS Int8) = 2 AND event_time >= toDateTime(%d) AND query LIKE 'INSERT INTO events %%'", l.from)
+	if byDatabase {
+		where += " AND current_database = '" + l.db + "'"
+	}
+	return fmt.Sprintf("SELECT count(), sum(query_duration_ms) / 1000, sum(%s) / 1e6, sum(%s) / 1e6 FROM system.query_log WHERE %s FORMAT TSV",
+		event("UserTimeMicroseconds"), event("SystemTimeMicroseconds"), where)
+}
+
+// scanTSV reads one TSV row into dst (*int64 or *float64 each).
+func scanTSV(out string, dst ...any) error {
+	f := strings.Split(strings.TrimSpace(out), "\t")
+	if len(f) != len(dst) {
+		return fmt.Errorf("%d values, want %d: %q", len(f), len(dst), firstLine([]byte(out)))
+	}
+	for i, d := range dst {
+		var err error
+		switch d := d.(type) {
+		case *int64:
+			*d, err = strconv.ParseInt(f[i], 10, 64)
+		case *float64:
+			*d, err = strconv.ParseFloat(f[i], 64)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Line is the summary's line: the INSERTs' CPU (and per accepted event), the parts
+// they wrote, the merges.
+func (w *ClickHouseWork) Line(accepted int64) string {
+	var b strings.Builder
+	if w.QueryLog {
+		fmt.Fprintf(&b, "%d INSERTs into events over %.1f s, their CPU %.2f s (user %.2f, system %.2f", w.Inserts,
+			w.InsertSeconds, w.UserSeconds+w.SystemSeconds, w.UserSeconds, w.SystemSeconds)
+		if accepted > 0 {
+			fmt.Fprintf(&b, "; %.2f µs/event", 1e6*(w.UserSeconds+w.SystemSeconds)/float64(accepted))
+		}
+		b.WriteString("), ")
+	} else {
+		b.WriteString("INSERTs not logged (SVC_CLICKHOUSE_QUERY_LOG=1), ")
+	}
+	fmt.Fprintf(&b, "%d parts written, %d merges of %d rows over %.1f s (wall)", w.PartsWritten, w.Merges, w.MergedRows, w.MergeSeconds)
+	return b.String()
+}
