@@ -31,7 +31,8 @@ type ClickHouseWork struct {
 	InsertSeconds float64 `json:"insert_s"`
 	UserSeconds   float64 `json:"insert_user_s"`
 	SystemSeconds float64 `json:"insert_system_s"`
-	// QueryLog is false when the server had no query_log (the fields above are 0).
+	// QueryLog is false when the server had no query_log or logged none of the INSERTs
+	// (the fields above are then 0).
 	QueryLog bool `json:"query_log"`
 	// PartsWritten is the parts INSERTs wrote in the run's database (the events
 	// table's and each view's); Merges, MergeSeconds (wall time, summed) and MergedRows
@@ -118,7 +119,9 @@ WHERE database = '%s' AND event_time >= toDateTime(%d) FORMAT TSV`, l.db, l.from
 	if err := scanTSV(out, &w.Inserts, &w.InsertSeconds, &w.UserSeconds, &w.SystemSeconds); err != nil {
 		return nil, fmt.Errorf("query_log: %w", err)
 	}
-	w.QueryLog = true
+	// Parts written by no logged INSERT: the server keeps query_log but did not log the
+	// service's sessions (log_queries off).
+	w.QueryLog = w.Inserts > 0 || w.PartsWritten == 0
 	return w, nil
 }
 
