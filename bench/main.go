@@ -359,7 +359,7 @@ func newReport(scenario, title string, c *common, args []string) *Report {
 // (Storage), or none.
 func storageNotes() []string {
 	if s, ok := DescribeStorage("."); ok && s.NoJournal {
-		return []string{"data on " + s.String() + ": each file created scans the inodes deleted in the last minutes, and ClickHouse creates about 116 files a flush; its CPU includes that (bench/HISTORY.md, stop 52)"}
+		return []string{"data on " + s.String() + ": each file created scans the inodes deleted in the last minutes, and ClickHouse 18.16 writes two files a column for every part; its CPU includes that scan (bench/HISTORY.md, stop 52)"}
 	}
 	return nil
 }
