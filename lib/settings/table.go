@@ -226,6 +226,8 @@ var Table = []Setting{
 		ReadBy: []string{Scripts}, Meaning: "HTTP port of the local ClickHouse that `deploy/local/services.sh` starts"},
 	{Name: "SVC_CLICKHOUSE_NICE", Group: GroupScripts, Kind: Int, Default: "19",
 		ReadBy: []string{Scripts}, Meaning: "CPU nice value of the local ClickHouse servers (`deploy/local/proc.sh`, for its own session too where the kernel groups by session), which also run in the idle CPU cgroup `svc-idle` where the machine lets the script make one: on a machine shared with the edge, its inserts and merges yield the CPU to request handling; 0 for neither, as `make test` and `make test-scale` set it (a test waiting on ClickHouse beside busy test binaries would otherwise starve)"},
+	{Name: "SVC_CLICKHOUSE_QUERY_LOG", Group: GroupScripts, Kind: Int, Default: "0",
+		ReadBy: []string{Scripts}, Meaning: "`1`: the local ClickHouse, when `deploy/local/services.sh` starts it, logs every session's queries in `system.query_log` (a `users.d` override of the default profile's `log_queries`), for the bench's split of ClickHouse's work (bench/METHOD.md, \"clickhouse's work\"); about 1 KB a query, kept without a TTL by 18.16. `system.part_log` is kept either way"},
 	{Name: "SVC_REDIS_CLUSTER_PORT", Group: GroupScripts, Kind: Int, Default: "7000",
 		ReadBy: []string{Scripts}, Meaning: "first port of the local Redis Cluster that `deploy/local/redis-cluster.sh` starts (six nodes on consecutive ports)"},
 	{Name: "SVC_REDIS_CLUSTER_NODE_TIMEOUT", Group: GroupScripts, Kind: Int, Default: "2000",
