@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/valyala/fasthttp"
 )
 
 // ClickHouse's share of a run, from its own logs. The CPU per event counts ClickHouse's
@@ -43,13 +41,12 @@ type ClickHouseWork struct {
 	MergedRows   int64   `json:"merged_rows"`
 }
 
-// clickHouseLogs reads a run's ClickHouseWork from server ch's logs.
+// clickHouseLogs reads a run's ClickHouseWork from a server's logs.
 type clickHouseLogs struct {
-	hc      *fasthttp.HostClient
-	base    string
-	db      string
-	from    int64 // the run's start, the server's Unix time
-	timeout time.Duration
+	query  func(stmt string) (string, error) // a statement's answer, TSV
+	system string                            // the logs' database: "system"
+	db     string                            // the run's database
+	from   int64                             // the run's start, the server's Unix time
 }
 
 // watchClickHouseWork notes the server's time before a run; the function it returns
@@ -73,14 +70,24 @@ func watchClickHouseWork(ch, db string) func(rep *Report) {
 	}
 }
 
-// newClickHouseLogs starts reading the logs of server ch for database db from now.
+// newClickHouseLogs starts reading the logs of the server at HTTP address ch for
+// database db from now.
 func newClickHouseLogs(ch, db string) (*clickHouseLogs, error) {
 	hc, err := hostClient(ch, 1, 30*time.Second)
 	if err != nil {
 		return nil, err
 	}
-	l := &clickHouseLogs{hc: hc, base: ch, db: strings.ReplaceAll(db, "'", ""), timeout: 30 * time.Second}
-	out, err := chQuery(hc, ch, "SELECT toUnixTimestamp(now())", l.timeout)
+	query := func(stmt string) (string, error) {
+		hc.CloseIdleConnections() // the server closes them after keep_alive_timeout (3 s)
+		return chQuery(hc, ch, stmt, 30*time.Second)
+	}
+	return startClickHouseLogs(query, "system", db)
+}
+
+// startClickHouseLogs starts reading the logs in database system through query.
+func startClickHouseLogs(query func(string) (string, error), system, db string) (*clickHouseLogs, error) {
+	l := &clickHouseLogs{query: query, system: system, db: strings.ReplaceAll(db, "'", "")}
+	out, err := query("SELECT toUnixTimestamp(now()) FORMAT TSV")
 	if err != nil {
 		return nil, err
 	}
@@ -90,8 +97,7 @@ func newClickHouseLogs(ch, db string) (*clickHouseLogs, error) {
 
 // read flushes the server's logs and reads them; nil, nil when it keeps no part_log.
 func (l *clickHouseLogs) read() (*ClickHouseWork, error) {
-	l.hc.CloseIdleConnections() // the server closes them after keep_alive_timeout
-	if _, err := chQuery(l.hc, l.base, "SYSTEM FLUSH LOGS", l.timeout); err != nil {
+	if _, err := l.query("SYSTEM FLUSH LOGS"); err != nil {
 		return nil, err
 	}
 	tables, err := l.columns()
@@ -99,10 +105,10 @@ func (l *clickHouseLogs) read() (*ClickHouseWork, error) {
 		return nil, err
 	}
 	w := &ClickHouseWork{}
-	out, err := chQuery(l.hc, l.base, fmt.Sprintf(`SELECT countIf(CAST(event_type AS Int8) = 1),
+	out, err := l.query(fmt.Sprintf(`SELECT countIf(CAST(event_type AS Int8) = 1),
 countIf(CAST(event_type AS Int8) = 2), sumIf(duration_ms, CAST(event_type AS Int8) = 2) / 1000,
-sumIf(rows, CAST(event_type AS Int8) = 2) FROM system.part_log
-WHERE database = '%s' AND event_time >= toDateTime(%d) FORMAT TSV`, l.db, l.from), l.timeout)
+sumIf(rows, CAST(event_type AS Int8) = 2) FROM %s.part_log
+WHERE database = '%s' AND event_time >= toDateTime(%d) FORMAT TSV`, l.system, l.db, l.from))
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +118,7 @@ WHERE database = '%s' AND event_time >= toDateTime(%d) FORMAT TSV`, l.db, l.from
 	if !tables["query_log"] {
 		return w, nil
 	}
-	out, err = chQuery(l.hc, l.base, l.insertsQuery(tables["query_log.current_database"], tables["query_log.ProfileEvents map"]), l.timeout)
+	out, err = l.query(l.insertsQuery(tables["query_log.current_database"], tables["query_log.ProfileEvents map"]))
 	if err != nil {
 		return nil, err
 	}
@@ -129,8 +135,8 @@ WHERE database = '%s' AND event_time >= toDateTime(%d) FORMAT TSV`, l.db, l.from
 // query_log has: "query_log.current_database" (current releases), and "query_log.ProfileEvents map" when
 // ProfileEvents is a Map (21.x and later) rather than 18.16's Names and Values arrays.
 func (l *clickHouseLogs) columns() (map[string]bool, error) {
-	out, err := chQuery(l.hc, l.base, `SELECT table, name, type FROM system.columns WHERE database = 'system'
-AND table IN ('part_log', 'query_log') AND name IN ('event_time', 'current_database', 'ProfileEvents') FORMAT TSV`, l.timeout)
+	out, err := l.query(`SELECT table, name, type FROM system.columns WHERE database = '` + l.system + `'
+AND table IN ('part_log', 'query_log') AND name IN ('event_time', 'current_database', 'ProfileEvents') FORMAT TSV`)
 	if err != nil {
 		return nil, err
 	}
@@ -164,8 +170,8 @@ func (l *clickHouseLogs) insertsQuery(byDatabase, profileMap bool) string {
 	if byDatabase {
 		where += " AND current_database = '" + l.db + "'"
 	}
-	return fmt.Sprintf("SELECT count(), sum(query_duration_ms) / 1000, sum(%s) / 1e6, sum(%s) / 1e6 FROM system.query_log WHERE %s FORMAT TSV",
-		event("UserTimeMicroseconds"), event("SystemTimeMicroseconds"), where)
+	return fmt.Sprintf("SELECT count(), sum(query_duration_ms) / 1000, sum(%s) / 1e6, sum(%s) / 1e6 FROM %s.query_log WHERE %s FORMAT TSV",
+		event("UserTimeMicroseconds"), event("SystemTimeMicroseconds"), l.system, where)
 }
 
 // scanTSV reads one TSV row into dst (*int64 or *float64 each).

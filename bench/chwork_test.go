@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/valyala/fasthttp"
+
+	"svc/schema/chtest"
 )
 
 // noLogs skips the test, or fails it under CI=true (where make test starts ClickHouse
@@ -134,4 +136,132 @@ func TestStorageFromMountinfo(t *testing.T) {
 	if s, ok := DescribeStorage("."); !ok || s.Type == "" || s.Mount == "" {
 		t.Errorf("DescribeStorage(.) = %+v, %v", s, ok)
 	}
+}
+
+// The logs' shapes: 18.16's (type a number, ProfileEvents as Names and Values arrays, no
+// database of a query, part_log's event types NEW_PART…) on the local server, and a
+// current release's (26.x in chDB: Enum types, ProfileEvents a Map, current_database),
+// each as tables of a scratch database standing for system's, with the same rows: the
+// run's database's two INSERTs, one of another database, a query started but not
+// finished, a SELECT, and rows from before the run; its parts and merge, and another
+// database's part.
+var logShapes = map[string][2]string{
+	"18.16": {`CREATE TABLE %s.query_log (type UInt8, event_time DateTime, query String, query_duration_ms UInt64,
+ProfileEvents Nested(Names String, Values UInt64)) ENGINE = MergeTree ORDER BY event_time`,
+		`CREATE TABLE %s.part_log (event_type Enum8('NEW_PART' = 1, 'MERGE_PARTS' = 2, 'DOWNLOAD_PART' = 3, 'REMOVE_PART' = 4, 'MUTATE_PART' = 5),
+event_time DateTime, database String, duration_ms UInt64, rows UInt64) ENGINE = MergeTree ORDER BY event_time`},
+	"current": {`CREATE TABLE %s.query_log (type Enum8('QueryStart' = 1, 'QueryFinish' = 2, 'ExceptionBeforeStart' = 3, 'ExceptionWhileProcessing' = 4),
+event_time DateTime, query String, query_duration_ms UInt64, current_database String,
+ProfileEvents Map(LowCardinality(String), UInt64)) ENGINE = MergeTree ORDER BY event_time`,
+		`CREATE TABLE %s.part_log (event_type Enum8('NewPart' = 1, 'MergeParts' = 2, 'DownloadPart' = 3, 'RemovePart' = 4, 'MutatePart' = 5, 'MovePart' = 6),
+event_time DateTime, database String, duration_ms UInt64, rows UInt64) ENGINE = MergeTree ORDER BY event_time`},
+}
+
+// logRows fills the stand-in tables in database s: query_log rows as (type, age in
+// seconds, query, duration ms, database, user µs, system µs).
+func logRows(shape, s string) []string {
+	type q struct {
+		typ        int
+		age        int
+		query      string
+		ms         int
+		db         string
+		user, syst int
+	}
+	qs := []q{
+		{2, 0, "INSERT INTO events (a, b) VALUES", 1500, "db1", 2_000_000, 500_000},
+		{2, 0, "INSERT INTO events (a) VALUES", 700, "db1", 1_000_000, 0},
+		{2, 0, "INSERT INTO events (a) VALUES", 400, "db2", 300_000, 100_000},
+		{1, 0, "INSERT INTO events (a) VALUES", 0, "db1", 0, 0},
+		{2, 0, "SELECT count() FROM events", 90, "db1", 50_000, 0},
+		{2, 1000, "INSERT INTO events (a) VALUES", 800, "db1", 9_000_000, 9_000_000},
+	}
+	var out []string
+	for _, r := range qs {
+		at := fmt.Sprintf("now() - %d", r.age)
+		if shape == "18.16" {
+			out = append(out, fmt.Sprintf(`INSERT INTO %s.query_log SELECT %d, %s, '%s', %d, ['OSCPUVirtualTimeMicroseconds', 'UserTimeMicroseconds', 'SystemTimeMicroseconds'], [%d, %d, %d]`,
+				s, r.typ, at, r.query, r.ms, r.user+r.syst, r.user, r.syst))
+		} else {
+			out = append(out, fmt.Sprintf(`INSERT INTO %s.query_log SELECT %d, %s, '%s', %d, '%s', map('UserTimeMicroseconds', %d, 'SystemTimeMicroseconds', %d)`,
+				s, r.typ, at, r.query, r.ms, r.db, r.user, r.syst))
+		}
+	}
+	for _, p := range []struct {
+		typ, age int
+		db       string
+		ms, rows int
+	}{{1, 0, "db1", 10, 100}, {1, 0, "db1", 12, 200}, {1, 0, "db1", 9, 50}, {2, 0, "db1", 2500, 300}, {1, 0, "db2", 5, 7}, {2, 1000, "db1", 9000, 9000}} {
+		out = append(out, fmt.Sprintf(`INSERT INTO %s.part_log SELECT %d, now() - %d, '%s', %d, %d`, s, p.typ, p.age, p.db, p.ms, p.rows))
+	}
+	return out
+}
+
+// checkLogShape reads the stand-in logs in database s for db1 through query and checks
+// what they say: exact, and db2's INSERT counted only where the log names no database.
+func checkLogShape(t *testing.T, shape, s string, exec func(string) error, query func(string) (string, error)) {
+	t.Helper()
+	for _, ddl := range logShapes[shape] {
+		if err := exec(fmt.Sprintf(ddl, s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l, err := startClickHouseLogs(query, s, "db1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ins := range logRows(shape, s) {
+		if err := exec(ins); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, err := l.read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := ClickHouseWork{QueryLog: true, Inserts: 2, InsertSeconds: 2.2, UserSeconds: 3, SystemSeconds: 0.5,
+		PartsWritten: 3, Merges: 1, MergeSeconds: 2.5, MergedRows: 300}
+	if shape == "18.16" { // no database in its query_log: db2's INSERT is counted too
+		want.Inserts, want.InsertSeconds, want.UserSeconds, want.SystemSeconds = 3, 2.6, 3.3, 0.6
+	}
+	if w == nil || *w != want {
+		t.Errorf("%s: read %+v, want %+v", shape, w, want)
+	}
+}
+
+func TestClickHouseWorkOn1816sLogs(t *testing.T) {
+	ch := envOr("BENCH_CLICKHOUSE_HTTP", "http://127.0.0.1:8123")
+	hc, err := hostClient(ch, 1, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := fmt.Sprintf("bench_logshape_%d", time.Now().UnixNano())
+	exec := func(q string) error { return chExec(hc, ch, q, 30*time.Second) }
+	if err := exec("CREATE DATABASE " + s); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = exec("DROP DATABASE IF EXISTS " + s) })
+	if v, _ := chQuery(hc, ch, "SELECT version()", 30*time.Second); !strings.HasPrefix(v, "18.") {
+		t.Logf("the local server is %s, not 18.16: its columns are checked in 18.16's shape all the same", strings.TrimSpace(v))
+	}
+	checkLogShape(t, "18.16", s, exec, func(q string) (string, error) { return chQuery(hc, ch, q, 30*time.Second) })
+}
+
+func TestClickHouseWorkOnCurrentLogs(t *testing.T) {
+	c := chtest.NewChDB(t)
+	query := func(q string) (string, error) { // TSV, as the HTTP interface answers FORMAT TSV
+		tab, err := c.Query(strings.TrimSuffix(q, " FORMAT TSV"))
+		if err != nil {
+			return "", err
+		}
+		var b strings.Builder
+		for _, r := range tab.Rows {
+			b.WriteString(strings.Join(r, "\t") + "\n")
+		}
+		return b.String(), nil
+	}
+	if err := c.Exec("CREATE DATABASE s"); err != nil {
+		t.Fatal(err)
+	}
+	checkLogShape(t, "current", "s", func(q string) error { return c.Exec(q) }, query)
 }
