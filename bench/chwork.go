@@ -108,7 +108,7 @@ func (l *clickHouseLogs) read() (*ClickHouseWork, error) {
 	out, err := l.query(fmt.Sprintf(`SELECT countIf(CAST(event_type AS Int8) = 1),
 countIf(CAST(event_type AS Int8) = 2), sumIf(duration_ms, CAST(event_type AS Int8) = 2) / 1000,
 sumIf(rows, CAST(event_type AS Int8) = 2) FROM %s.part_log
-WHERE database = '%s' AND event_time >= toDateTime(%d) FORMAT TSV`, l.system, l.db, l.from))
+WHERE database = '%s' AND %s FORMAT TSV`, l.system, l.db, l.since()))
 	if err != nil {
 		return nil, err
 	}
@@ -158,6 +158,12 @@ AND table IN ('part_log', 'query_log') AND name IN ('event_time', 'current_datab
 	return has, nil
 }
 
+// since selects the rows logged from the run's start; the day first, the logs' sorting
+// key (event_date, event_time), so that a long log is not read whole.
+func (l *clickHouseLogs) since() string {
+	return fmt.Sprintf("event_date >= toDate(toDateTime(%d)) AND event_time >= toDateTime(%d)", l.from, l.from)
+}
+
 // insertsQuery is the statement that sums the run's INSERTs into events.
 func (l *clickHouseLogs) insertsQuery(byDatabase, profileMap bool) string {
 	event := func(name string) string {
@@ -166,7 +172,7 @@ func (l *clickHouseLogs) insertsQuery(byDatabase, profileMap bool) string {
 		}
 		return "ProfileEvents.Values[indexOf(ProfileEvents.Names, '" + name + "')]"
 	}
-	where := fmt.Sprintf("CAST(type AS Int8) = 2 AND event_time >= toDateTime(%d) AND query LIKE 'INSERT INTO events %%'", l.from)
+	where := "CAST(type AS Int8) = 2 AND " + l.since() + " AND query LIKE 'INSERT INTO events %'"
 	if byDatabase {
 		where += " AND current_database = '" + l.db + "'"
 	}

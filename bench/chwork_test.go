@@ -147,14 +147,14 @@ func TestStorageFromMountinfo(t *testing.T) {
 // database's part.
 var logShapes = map[string][2]string{
 	"18.16": {`CREATE TABLE %s.query_log (type UInt8, event_time DateTime, query String, query_duration_ms UInt64,
-ProfileEvents Nested(Names String, Values UInt64)) ENGINE = MergeTree ORDER BY event_time`,
+ProfileEvents Nested(Names String, Values UInt64), event_date Date MATERIALIZED toDate(event_time)) ENGINE = MergeTree ORDER BY event_time`,
 		`CREATE TABLE %s.part_log (event_type Enum8('NEW_PART' = 1, 'MERGE_PARTS' = 2, 'DOWNLOAD_PART' = 3, 'REMOVE_PART' = 4, 'MUTATE_PART' = 5),
-event_time DateTime, database String, duration_ms UInt64, rows UInt64) ENGINE = MergeTree ORDER BY event_time`},
+event_time DateTime, database String, duration_ms UInt64, rows UInt64, event_date Date MATERIALIZED toDate(event_time)) ENGINE = MergeTree ORDER BY event_time`},
 	"current": {`CREATE TABLE %s.query_log (type Enum8('QueryStart' = 1, 'QueryFinish' = 2, 'ExceptionBeforeStart' = 3, 'ExceptionWhileProcessing' = 4),
 event_time DateTime, query String, query_duration_ms UInt64, current_database String,
-ProfileEvents Map(LowCardinality(String), UInt64)) ENGINE = MergeTree ORDER BY event_time`,
+ProfileEvents Map(LowCardinality(String), UInt64), event_date Date MATERIALIZED toDate(event_time)) ENGINE = MergeTree ORDER BY event_time`,
 		`CREATE TABLE %s.part_log (event_type Enum8('NewPart' = 1, 'MergeParts' = 2, 'DownloadPart' = 3, 'RemovePart' = 4, 'MutatePart' = 5, 'MovePart' = 6),
-event_time DateTime, database String, duration_ms UInt64, rows UInt64) ENGINE = MergeTree ORDER BY event_time`},
+event_time DateTime, database String, duration_ms UInt64, rows UInt64, event_date Date MATERIALIZED toDate(event_time)) ENGINE = MergeTree ORDER BY event_time`},
 }
 
 // logRows fills the stand-in tables in database s: query_log rows as (type, age in
