@@ -50,8 +50,8 @@ type clickHouseLogs struct {
 }
 
 // watchClickHouseWork notes the server's time before a run; the function it returns
-// reads the run's ClickHouseWork into rep after it (nothing when db or ch is empty, or
-// the server keeps no part_log).
+// reads the run's ClickHouseWork into rep after it (nothing when db or ch is empty, the
+// server keeps no part_log, or nothing was written: `svc ingest` alone).
 func watchClickHouseWork(ch, db string) func(rep *Report) {
 	if ch == "" || db == "" {
 		return func(*Report) {}
@@ -66,7 +66,9 @@ func watchClickHouseWork(ch, db string) func(rep *Report) {
 			rep.Notes = append(rep.Notes, "ClickHouse's logs could not be read: "+err.Error())
 			return
 		}
-		rep.ClickHouse = w
+		if w != nil && (w.PartsWritten > 0 || w.Inserts > 0) { // nothing written: a target without a consumer
+			rep.ClickHouse = w
+		}
 	}
 }
 
