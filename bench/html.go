@@ -319,7 +319,7 @@ th{background:#f5f5f5}td.n{text-align:right;font-variant-numeric:tabular-nums}
 svg{display:block;margin:12px 0;border:1px solid #eee}.note{color:#555}
 </style></head><body>
 <h1>svc bench: {{.R.Title}}</h1>
-<p class="note">{{.R.Started.Format "2006-01-02 15:04:05 MST"}} · target {{.R.Target}} · machine {{.R.Machine.Host}}, {{.R.Machine.Cores}} cores ({{.R.Machine.CPUModel}}), {{printf "%.0f" .R.Machine.MemoryGiB}} GiB, {{.R.Machine.GoVersion}}{{if .R.Machine.Storage}}, data on {{.R.Machine.Storage}}{{end}}{{if .R.Machine.Note}} · {{.R.Machine.Note}}{{end}}</p>
+<p class="note">{{.R.Started.Format "2006-01-02 15:04:05 MST"}} · target {{.R.Target}} · machine {{.R.Machine.Host}}, {{.R.Machine.Cores}} cores ({{.R.Machine.CPUModel}}), {{printf "%.0f" .R.Machine.MemoryGiB}} GiB, {{.R.Machine.GoVersion}}{{if .R.Machine.Storage}}, data on {{.R.Machine.Storage}}{{end}}{{if .R.Machine.Probe}}, host probe {{printf "%.1f" .R.Machine.Probe}} ns/op{{end}}{{if .R.Machine.Note}} · {{.R.Machine.Note}}{{end}}</p>
 <p class="note"><code>{{.R.Command}}</code></p>
 <table>
 <tr><th>target rate</th><td class="n">{{printf "%.0f" .R.Rate}} req/s for {{printf "%.0f" .R.Duration}} s</td></tr>

@@ -133,7 +133,9 @@ type Machine struct {
 	GoVersion string   `json:"go_version"`
 	Load      []string `json:"loadavg_start"`
 	Storage   string   `json:"storage,omitempty"` // the working directory's filesystem (storage.go)
-	Note      string   `json:"note,omitempty"`
+	// Probe is the host probe at the run's start, ns/op (probe.go): compare runs at like probes.
+	Probe float64 `json:"probe_ns_op,omitempty"`
+	Note  string  `json:"note,omitempty"`
 }
 
 // CPU is how the machine's cores were used during the run, in cores (CPU-seconds per
@@ -225,6 +227,9 @@ func PrintSummary(w io.Writer, rep *Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "%s\t%s\n", "scenario", rep.Title)
 	fmt.Fprintf(tw, "target rate\t%.0f req/s for %.0fs\n", rep.Rate, rep.Duration)
+	if p := rep.Machine.Probe; p > 0 {
+		fmt.Fprintf(tw, "host probe\t%.1f ns/op (BenchmarkPackClean202's work before the load: compare runs at like probes)\n", p)
+	}
 	fmt.Fprintf(tw, "achieved rate\t%.1f req/s (%.1f ok/s) over %.1fs\n", rep.AchievedRate, rep.OKRate, rep.Elapsed)
 	q := rep.Requests
 	fmt.Fprintf(tw, "requests\t%d scheduled, %d ok, %d errors, %d late, %d unsent\n", q.Scheduled, q.OK, q.Errors, q.Late, q.Unsent)
@@ -381,6 +386,9 @@ func CompareMetrics(a, b *Report) []Metric {
 	}
 	if a.Redis != nil && b.Redis != nil {
 		ms = append(ms, Metric{"Redis per request (µs, commandstats)", a.Redis.UsecPerRequest, b.Redis.UsecPerRequest, "lower"})
+	}
+	if a.Machine.Probe > 0 && b.Machine.Probe > 0 { // the host's own speed: B/A far from 1, the runs do not compare
+		ms = append(ms, Metric{"host probe (ns/op)", a.Machine.Probe, b.Machine.Probe, "lower"})
 	}
 	return ms
 }

@@ -19,7 +19,7 @@ import (
 
 // DescribeMachine returns the machine's cores, CPU model, memory and load.
 func DescribeMachine(note string) Machine {
-	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), Note: note}
+	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), Note: note, Probe: HostProbe()}
 	if s, ok := DescribeStorage("."); ok {
 		m.Storage = s.String()
 	}
