@@ -13,7 +13,7 @@ import (
 // on the evening of 2026-11-29; bench/HISTORY.md), so two reports' figures compare only
 // at like probes. The work is BenchmarkPackClean202's (lib/idempotency: a clean 202's
 // stored answer packed, 64 B allocated), timed in the bench's process before the load:
-// the fastest of three rounds of about 0.2 s, the round least disturbed by the rest of
+// the fastest of five rounds of about 0.1 s, the round least disturbed by the rest of
 // the machine.
 
 // probeAnswer is BenchmarkPackClean202's answer.
@@ -26,9 +26,9 @@ var probeSink []byte
 // HostProbe returns the probe's ns per op (see above), to one decimal.
 func HostProbe() float64 {
 	best := math.Inf(1)
-	for range 3 {
+	for range 5 {
 		n, start := 0, time.Now()
-		for time.Since(start) < 200*time.Millisecond {
+		for time.Since(start) < 100*time.Millisecond {
 			for range 1000 {
 				probeSink = idempotency.Pack(probeAnswer)
 			}
