@@ -12,8 +12,9 @@ import (
 // into the events table (each runs the materialized views on its own thread, so their
 // CPU is the views' too) and the merges in the run's database. The local server keeps
 // part_log always and logs every query with SVC_CLICKHOUSE_QUERY_LOG=1
-// (deploy/local/services.sh); current releases keep both by default. Without the
-// tables the report has no such line.
+// (deploy/local/services.sh); current releases log every query by default, and keep
+// part_log where the server's configuration has it. Without part_log the report has no
+// such line.
 //
 // part_log rows carry their database, so merges and parts are the run's own. 18.16's
 // query_log names no database: the INSERTs counted are every INSERT INTO events the
