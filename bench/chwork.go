@@ -103,8 +103,8 @@ func (l *clickHouseLogs) read() (*ClickHouseWork, error) {
 	if _, err := l.query("SYSTEM FLUSH LOGS"); err != nil {
 		return nil, err
 	}
-	tables, err := l.columns()
-	if err != nil || !tables["part_log"] {
+	logs, err := l.columns()
+	if err != nil || !logs.partLog {
 		return nil, err
 	}
 	w := &ClickHouseWork{}
@@ -118,10 +118,10 @@ WHERE database = '%s' AND %s FORMAT TSV`, l.system, l.db, l.since()))
 	if err := scanTSV(out, &w.PartsWritten, &w.Merges, &w.MergeSeconds, &w.MergedRows); err != nil {
 		return nil, fmt.Errorf("part_log: %w", err)
 	}
-	if !tables["query_log"] {
+	if !logs.queryLog {
 		return w, nil
 	}
-	out, err = l.query(l.insertsQuery(tables["query_log.current_database"], tables["query_log.ProfileEvents map"]))
+	out, err = l.query(l.insertsQuery(logs))
 	if err != nil {
 		return nil, err
 	}
@@ -134,31 +134,41 @@ WHERE database = '%s' AND %s FORMAT TSV`, l.system, l.db, l.since()))
 	return w, nil
 }
 
-// columns reports which logs the server keeps ("part_log", "query_log") and what its
-// query_log has: "query_log.current_database" (current releases), and "query_log.ProfileEvents map" when
-// ProfileEvents is a Map (21.x and later) rather than 18.16's Names and Values arrays.
-func (l *clickHouseLogs) columns() (map[string]bool, error) {
+// logTables is what the server keeps of the logs, from system.columns.
+type logTables struct {
+	partLog, queryLog bool
+	// byDatabase: query_log has current_database (current releases; not 18.16).
+	byDatabase bool
+	// profileMap: query_log's ProfileEvents is a Map (21.x and later), not 18.16's Names
+	// and Values arrays.
+	profileMap bool
+}
+
+// columns reads which logs the server keeps and what its query_log has.
+func (l *clickHouseLogs) columns() (logTables, error) {
+	var t logTables
 	out, err := l.query(`SELECT table, name, type FROM system.columns WHERE database = '` + l.system + `'
 AND table IN ('part_log', 'query_log') AND name IN ('event_time', 'current_database', 'ProfileEvents') FORMAT TSV`)
 	if err != nil {
-		return nil, err
+		return t, err
 	}
-	has := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Split(line, "\t")
 		if len(f) != 3 {
 			continue
 		}
-		switch f[1] {
-		case "event_time":
-			has[f[0]] = true
-		case "current_database":
-			has[f[0]+".current_database"] = true
-		case "ProfileEvents":
-			has[f[0]+".ProfileEvents map"] = strings.HasPrefix(f[2], "Map(")
+		switch table, name := f[0], f[1]; {
+		case name == "event_time" && table == "part_log":
+			t.partLog = true
+		case name == "event_time" && table == "query_log":
+			t.queryLog = true
+		case name == "current_database" && table == "query_log":
+			t.byDatabase = true
+		case name == "ProfileEvents" && table == "query_log":
+			t.profileMap = strings.HasPrefix(f[2], "Map(")
 		}
 	}
-	return has, nil
+	return t, nil
 }
 
 // since selects the rows logged from the run's start; the day first, the logs' sorting
@@ -168,15 +178,15 @@ func (l *clickHouseLogs) since() string {
 }
 
 // insertsQuery is the statement that sums the run's INSERTs into events.
-func (l *clickHouseLogs) insertsQuery(byDatabase, profileMap bool) string {
+func (l *clickHouseLogs) insertsQuery(logs logTables) string {
 	event := func(name string) string {
-		if profileMap {
+		if logs.profileMap {
 			return "ProfileEvents['" + name + "']"
 		}
 		return "ProfileEvents.Values[indexOf(ProfileEvents.Names, '" + name + "')]"
 	}
 	where := "CAST(type AS Int8) = 2 AND " + l.since() + " AND query LIKE 'INSERT INTO events %'"
-	if byDatabase {
+	if logs.byDatabase {
 		where += " AND current_database = '" + l.db + "'"
 	}
 	return fmt.Sprintf("SELECT count(), sum(query_duration_ms) / 1000, sum(%s) / 1e6, sum(%s) / 1e6 FROM %s.query_log WHERE %s FORMAT TSV",

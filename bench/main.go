@@ -348,17 +348,18 @@ func progress(w io.Writer, name string, el, dur time.Duration, started int64, t 
 
 // newReport starts a report for scenario.
 func newReport(scenario, title string, c *common, args []string) *Report {
+	m := DescribeMachine(c.note)
 	return &Report{Scenario: scenario, Title: title, Started: time.Now().UTC(),
 		Command: "svc bench " + scenario + " " + strings.Join(args, " "), Target: c.target,
 		Params: map[string]any{"rate": c.rate, "duration": c.duration.String(), "workers": c.workers,
 			"late_after": c.late.String(), "timeout": c.timeout.String()},
-		Machine: DescribeMachine(c.note), Notes: storageNotes()}
+		Machine: m, Notes: storageNotes(m.Storage)}
 }
 
 // storageNotes is the report's note on a filesystem that costs file creation more
 // (Storage), or none.
-func storageNotes() []string {
-	if s, ok := DescribeStorage("."); ok && s.NoJournal {
+func storageNotes(s *Storage) []string {
+	if s != nil && s.NoJournal {
 		return []string{"data on " + s.String() + ": each file created scans the inodes deleted in the last minutes, and ClickHouse 18.16 writes two files a column for every part; its CPU includes that scan (bench/HISTORY.md, stop 52)"}
 	}
 	return nil

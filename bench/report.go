@@ -132,7 +132,7 @@ type Machine struct {
 	MemoryGiB float64  `json:"memory_gib"`
 	GoVersion string   `json:"go_version"`
 	Load      []string `json:"loadavg_start"`
-	Storage   string   `json:"storage,omitempty"` // the working directory's filesystem (storage.go)
+	Storage   *Storage `json:"storage,omitempty"` // the working directory's filesystem (storage.go)
 	// Probe is the host probe at the run's start, ns/op (probe.go): compare runs at like probes.
 	Probe float64 `json:"probe_ns_op,omitempty"`
 	Note  string  `json:"note,omitempty"`

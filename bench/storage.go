@@ -23,7 +23,7 @@ type Storage struct {
 	NoJournal bool   `json:"ext4_no_journal,omitempty"`
 }
 
-// String is "ext4 on /dev/vda at / (no journal)".
+// String is "ext4 on /dev/vda at / (no journal)" (the HTML report prints it).
 func (s Storage) String() string {
 	out := s.Type + " on " + s.Device + " at " + s.Mount
 	if s.NoJournal {

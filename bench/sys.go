@@ -21,7 +21,7 @@ import (
 func DescribeMachine(note string) Machine {
 	m := Machine{Cores: runtime.NumCPU(), GoVersion: runtime.Version(), Note: note, Probe: HostProbe()}
 	if s, ok := DescribeStorage("."); ok {
-		m.Storage = s.String()
+		m.Storage = &s
 	}
 	m.Host, _ = os.Hostname()
 	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
