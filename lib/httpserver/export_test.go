@@ -2,6 +2,7 @@ package httpserver
 
 import (
 	"context"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,7 +18,31 @@ func LimitsWindowsForTest(b, d int) (limits.Window, limits.Window) { return limi
 // TwoCallGateForTest makes s's gate reserve and take in two calls, as on a cluster.
 func TwoCallGateForTest(s *Server) { s.Deps.OneServer = false }
 
-// ReserveGateForTest calls the gate's one-call function (reserve_gate) as reserveGate does.
-func ReserveGateForTest(ctx context.Context, rdb redis.Cmdable, keys []string, args ...any) *redis.Cmd {
-	return reserveGateLibrary.Call(ctx, rdb, "reserve_gate", keys, args...)
+// GateCallsInFlightForTest bounds s's gate calls in flight to n (SVC_GATE_CALLS_IN_FLIGHT).
+func GateCallsInFlightForTest(s *Server, n int) { s.gates.inFlight = n }
+
+// GateCallForTest is one request of ReserveGatesForTest: its API key and windows, and
+// its record's directory and reserve arguments (idempotency.Store.ReserveArgs).
+type GateCallForTest struct {
+	Kid          string
+	Burst, Daily limits.Window
+	Dir          string
+	Args         []any
+}
+
+// ReserveGatesForTest runs calls through the gate's one-call function (reserve_gate) as
+// one call, as a batch of the server's gate does, and returns each call's values.
+func ReserveGatesForTest(ctx context.Context, rdb redis.Cmdable, calls []GateCallForTest, now time.Time) ([][]any, error) {
+	cs := make([]*gateCall, len(calls))
+	for i, c := range calls {
+		cs[i] = &gateCall{kid: c.Kid, burst: c.Burst, daily: c.Daily, dir: c.Dir, rargs: c.Args}
+	}
+	if err := runReserveGate(ctx, rdb, cs, now); err != nil {
+		return nil, err
+	}
+	out := make([][]any, len(cs))
+	for i, c := range cs {
+		out[i] = c.res
+	}
+	return out, nil
 }

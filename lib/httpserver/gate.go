@@ -36,28 +36,60 @@ local function gate(KEYS, ARGV)
 end
 `, "gate")
 
-// reserveGateLibrary holds reserve_gate, the gate of an Idempotency-Key request on one
-// Redis server: KEYS = {the record's group directory, limits.Keys...}, ARGV = {n, the n
-// arguments of the records' reserve (idempotency.Store.ReserveArgs), limits.Args...}. It
-// reserves the key; a conflicting key (reuse, in use) only reads the windows, any other
-// outcome takes one request from them, and a reservation the windows deny is dropped
-// again: take's two calls and their order, in one call. A second run of one call (the
-// Redis client's retry after a lost reply: reserve finds the request's own reservation)
-// only reads the windows, the first run having taken the request. Returns {reserve's
-// outcome, its bucket or record or false, take's limits.Results values...}.
+// reserveGateLibrary holds reserve_gate, the gate of m Idempotency-Key requests on one
+// Redis server in one call, of one API key or several. KEYS = {the records' group
+// directories (nd), then limits.Keys of each API key (nk of them)}; ARGV = {m, n, nd, nk,
+// now ms, then each API key's windows (daily q, daily w ms, burst q, burst w ms: limits.Args
+// without now), then for each request: its directory's index in KEYS, its key's index
+// (1-based), and the n arguments of the records' reserve (idempotency.Store.ReserveArgs)}.
+// See reserveGateArgs. For each request in order it reserves the Idempotency-Key; a
+// conflicting key (reuse, in use) only reads the windows, any other outcome takes one
+// request from them, and a reservation the windows deny is dropped again: take's two
+// calls and their order, request by request, as m calls one after another would. A
+// second run of one call (the Redis client's retry after a lost reply: reserve finds each
+// request's own reservation) only reads the windows, the first run having taken the
+// requests. A directory and an API key's windows are read once a call, the windows
+// written once: the requests share the call's cost (bench/HISTORY.md, stop 53). Returns,
+// per request, {reserve's outcome, its bucket or record or false, take's limits.Results
+// values...}: gateValues values each.
 var reserveGateLibrary = redisfn.New("reserve_gate", idempotency.LuaBuckets+idempotency.LuaRecords+limits.LuaTake+`
 local function reserve_gate(KEYS, ARGV)
-  local n = tonumber(ARGV[1])
-  local ra = {unpack(ARGV, 2, n + 1)}
-  local r = reserve(KEYS[1], ra)
-  local cost = 1
-  if r[1] == 2 or r[1] == 3 or r[3] == 1 then cost = 0 end
-  local g = n + 2
-  local w = take(KEYS[2], KEYS[3], KEYS[4], tonumber(ARGV[g]), tonumber(ARGV[g + 1]), tonumber(ARGV[g + 2]),
-    tonumber(ARGV[g + 3]), tonumber(ARGV[g + 4]), cost)
-  if r[1] == 0 and w[1] ~= 1 then unreserve(KEYS[1], ra) end
-  -- one table made at its size: reserve's two values, then take's limits.Results (7)
-  return {r[1], r[2] or false, w[1], w[2], w[3], w[4], w[5], w[6], w[7]}
+  local m, n, nd, nk, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local wins = {}
+  for j = 1, nk do
+    local a, k = 6 + (j - 1) * 4, nd + (j - 1) * 3 + 1
+    local w = {k = KEYS[k], dq = tonumber(ARGV[a]), dw = tonumber(ARGV[a + 1]), bq = tonumber(ARGV[a + 2]),
+      bw = tonumber(ARGV[a + 3]), ds = 0, bs = 0, spent = false}
+    w.ds, w.bs = l_state(KEYS[k], KEYS[k + 1], KEYS[k + 2], now, w.dq, w.dw, w.bq, w.bw)
+    wins[j] = w
+  end
+  local tables, out, p = {}, {}, 6 + nk * 4
+  for i = 1, m do
+    local d, w = tonumber(ARGV[p]), wins[tonumber(ARGV[p + 1])]
+    local ra = {unpack(ARGV, p + 2, p + 1 + n)}
+    p = p + 2 + n
+    local t = tables[d]
+    if not t then
+      t = r_table(KEYS[d], ra)
+      tables[d] = t
+    end
+    local r = reserve_in(t, ra)
+    local cost = 1
+    if r[1] == 2 or r[1] == 3 or r[3] == 1 then cost = 0 end
+    local allowed, denied, retry
+    w.ds, w.bs, allowed, denied, retry = l_step(w.ds, w.bs, cost, w.dq, w.dw, w.bq, w.bw)
+    if cost ~= 0 and allowed == 1 then w.spent = true end
+    if r[1] == 0 and allowed ~= 1 then unreserve_in(t, ra) end
+    local k = #out
+    out[k + 1], out[k + 2] = r[1], r[2] or false
+    out[k + 3], out[k + 4], out[k + 5], out[k + 6], out[k + 7], out[k + 8], out[k + 9] =
+      l_results(allowed, denied, retry, w.ds, w.bs, w.dq, w.dw, w.bq, w.bw)
+  end
+  for j = 1, nk do
+    local w = wins[j]
+    if w.spent then l_store(w.k, w.ds, w.bs, now, w.dw, w.bw) end
+  end
+  return out
 end
 `, "reserve_gate")
 
@@ -106,22 +138,17 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 // reserveGate is take for an Idempotency-Key request in one call (reserve_gate).
 func (s *Server) reserveGate(r *Request, kid string, burst, daily limits.Window, idem *idemState) (limits.Decision, error) {
 	dir, rargs := s.Deps.Idem.ReserveArgs(kid, idem.key, idem.fp, r.route.TakeoverAfter, r.ID)
-	args := make([]any, 0, 1+len(rargs)+5)
-	args = append(append(append(args, len(rargs)), rargs...), limits.Args(s.now(), burst, daily)...)
-	res, err := reserveGateLibrary.Call(r.Context(), s.Deps.Limits.Redis(), "reserve_gate",
-		append([]string{dir}, limits.Keys(kid)...), args...).Slice()
-	if err != nil {
+	c := &gateCall{kid: kid, burst: burst, daily: daily, dir: dir, rargs: rargs}
+	if err := s.gates.do(c); err != nil {
 		return limits.Decision{}, err
 	}
-	if len(res) < 2 {
-		return limits.Decision{}, fmt.Errorf("reserve_gate: %d values", len(res))
-	}
-	if idem.res, err = idempotency.ReservationOf(res[:2]); err != nil {
+	var err error
+	if idem.res, err = idempotency.ReservationOf(c.res[:2]); err != nil {
 		return limits.Decision{}, err
 	}
 	idem.outcome, idem.stored = idem.res.Outcome, idem.res.Stored
-	idem.tookUnread = res[0] == int64(idempotency.Replay) && idem.outcome != idempotency.Replay
-	return decisionOf(res[2:], burst, daily)
+	idem.tookUnread = c.res[0] == int64(idempotency.Replay) && idem.outcome != idempotency.Replay
+	return decisionOf(c.res[2:], burst, daily)
 }
 
 // takeWindows takes one request from key kid's windows (the gate function).

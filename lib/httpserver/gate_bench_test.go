@@ -154,6 +154,46 @@ func BenchmarkReserveGateRedis(b *testing.B) {
 	b.ReportMetric((after.fnUs-before.fnUs)/n, "fcall-us/req")
 }
 
+// BenchmarkReserveGateBatch: BenchmarkReserveGateRedis with the gates of m requests of
+// one API key in one reserve_gate call, as the server's gate batches concurrent
+// requests (gateBatcher): Redis's time per request as m grows. An op is one call of m
+// requests and their m stored answers; redis-us/req and fcall-us/req are per request.
+func BenchmarkReserveGateBatch(b *testing.B) {
+	answer := idempotency.Stored{Status: 202, ContentType: "application/json", Body: []byte(`{"accepted":50,"rejected":0}`)}
+	for _, m := range []int{1, 4, 16} {
+		b.Run("m="+strconv.Itoa(m), func(b *testing.B) {
+			g := newGateBench(b, "batch")
+			before, after := g.run(b, func(ctx context.Context, key string) error {
+				calls := make([]httpserver.GateCallForTest, m)
+				keys := make([]string, m)
+				for i := range calls {
+					keys[i] = key + "-" + strconv.Itoa(i)
+					g.sent.Store(keys[i], true)
+					dir, rargs := g.store.ReserveArgs(g.kid, keys[i], g.fp, 0, "req_"+keys[i])
+					calls[i] = httpserver.GateCallForTest{Kid: g.kid, Burst: g.burst, Daily: g.daily, Dir: dir, Args: rargs}
+				}
+				res, err := httpserver.ReserveGatesForTest(ctx, g.rdb, calls, time.Now())
+				if err != nil {
+					return err
+				}
+				for i, r := range res {
+					rsv, err := idempotency.ReservationOf(r[:2])
+					if err != nil || rsv.Outcome != idempotency.Proceed || r[2] != int64(1) {
+						return fmt.Errorf("reserve_gate answered %v (%v)", r, err)
+					}
+					if err := g.store.CompleteReserved(ctx, rsv, g.kid, keys[i], g.fp, answer); err != nil {
+						return err
+					}
+				}
+				return nil
+			})
+			n := float64(b.N * m)
+			b.ReportMetric((after.fnUs-before.fnUs+after.hsetUs-before.hsetUs)/n, "redis-us/req")
+			b.ReportMetric((after.fnUs-before.fnUs)/n, "fcall-us/req")
+		})
+	}
+}
+
 // gateBench is what the gate's parallel benchmarks share: one API key's windows, with
 // quotas that never deny, and a request fingerprint; the Idempotency-Keys noted in sent
 // are forgotten, and the windows dropped, at the benchmark's end.

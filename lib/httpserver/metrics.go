@@ -13,6 +13,9 @@ type Metrics struct {
 	Redis *prometheus.HistogramVec
 	// RedisGate and RedisStore are Redis's two children, resolved once (hot path).
 	RedisGate, RedisStore prometheus.Observer
+	// GateBatch is the Idempotency-Key requests of each one-call gate call
+	// (svc_http_gate_batch_requests): how many requests share a reserve_gate call.
+	GateBatch prometheus.Histogram
 	// Conns counts open client connections (svc_http_open_connections). fasthttp serves
 	// each connection on a goroutine of its own, so go_goroutines follows it.
 	Conns prometheus.Gauge
@@ -35,12 +38,17 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time of the Redis round trips a request waits for: gate (rate limit and Idempotency-Key reservation) and store (the idempotent answer).",
 			Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 		}, []string{"op"}),
+		GateBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "svc_http_gate_batch_requests",
+			Help:    "Idempotency-Key requests gated by one Redis call (one Redis server: concurrent requests share a call).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32},
+		}),
 		Conns: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "svc_http_open_connections",
 			Help: "Open client connections; each holds one serving goroutine.",
 		}),
 	}
 	m.RedisGate, m.RedisStore = m.Redis.WithLabelValues("gate"), m.Redis.WithLabelValues("store")
-	reg.MustRegister(m.Requests, m.Duration, m.Redis, m.Conns)
+	reg.MustRegister(m.Requests, m.Duration, m.Redis, m.GateBatch, m.Conns)
 	return m
 }

@@ -1,10 +1,12 @@
 package httpserver
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"runtime/debug"
 	"sync"
@@ -47,9 +49,10 @@ type Server struct {
 	// crossSlot: Redis refused reserve_gate's keys of several hash slots (a cluster
 	// behind one address); the gate makes its two calls since.
 	crossSlot atomic.Bool
-	bodies    *bodyBudget // bodies read once a key was checked
-	public    *bodyBudget // bodies read before any key (public routes)
-	bodyBufs  sync.Pool   // *[]byte of at most maxPooledBody: reused body buffers
+	gates     *gateBatcher // the one-call gates of concurrent requests (OneServer)
+	bodies    *bodyBudget  // bodies read once a key was checked
+	public    *bodyBudget  // bodies read before any key (public routes)
+	bodyBufs  sync.Pool    // *[]byte of at most maxPooledBody: reused body buffers
 }
 
 // NewServer returns a Server for routes.
@@ -58,6 +61,10 @@ func NewServer(cfg Config, deps Deps, routes []Route) *Server {
 		noKey: limits.Full(limits.Windows(apikey.DefaultBurst, apikey.DefaultDaily)), now: time.Now,
 		bodies: &bodyBudget{limit: int64(cfg.MaxInflightBodyBytes), what: "request bodies"},
 		public: &bodyBudget{limit: int64(cfg.MaxInflightPublicBodyBytes), what: "request bodies without a key"}}
+	s.gates = &gateBatcher{inFlight: cmp.Or(cfg.GateCallsInFlight, math.MaxInt), run: func(batch []*gateCall) error {
+		s.Deps.Metrics.GateBatch.Observe(float64(len(batch)))
+		return runReserveGate(context.Background(), s.Deps.Limits.Redis(), batch, s.now())
+	}}
 	for _, c := range s.rt.all {
 		if c.Public && s.bodyLimit(c) > cfg.MaxInflightPublicBodyBytes {
 			s.log().Warn("a public route's body ceiling is over SVC_MAX_INFLIGHT_PUBLIC_BODY_BYTES: its largest bodies get 503",

@@ -166,10 +166,11 @@ func GroupBase(g byte) string { return fmt.Sprintf("svc:idem4:{%02x}:", g) }
 func (s *Store) Buckets() Buckets { return Buckets{Life: s.TTL, Every: s.Span, Skew: time.Minute} }
 
 // LuaRecords defines, over LuaBuckets, the operations on records (a function library
-// may combine it with code of its own: Store.ReserveArgs): reserve, complete,
-// release, unreserve (reserve's own arguments), forget and peek. Each takes the group's directory key dk and its ARGV: now
-// (ms), the record's field, its arguments, then the table's life, every and skew (the
-// last three).
+// may combine it with code of its own: Store.ReserveArgs): reserve, complete, release,
+// forget and peek. Each takes the group's directory key dk and its ARGV: now (ms), the
+// record's field, its arguments, then the table's life, every and skew (the last three).
+// reserve_in and unreserve_in (reserve's own arguments) work over an open table,
+// r_table(dk, a), that several reservations of one group share.
 const LuaRecords = `
 local function r_table(dk, a)
   local n = #a
@@ -185,9 +186,10 @@ end
 -- or a lapsed reservation); {0, bucket, 1} proceed, the reservation being this very
 -- request's (owner and fingerprint): a second run of the same call, as a client library
 -- retries a call whose reply was lost, nothing written; {1, record} replay, {2} reuse,
--- {3} in use: nothing written.
-local function reserve(dk, a)
-  local t, f, fp = r_table(dk, a), a[2], a[3]
+-- {3} in use: nothing written. reserve_in is reserve over an open table t (r_table's
+-- handle), which a batch of one group's reservations shares: the directory read once.
+local function reserve_in(t, a)
+  local f, fp = a[2], a[3]
   local v = b_get(t, f)
   if v then
     local kind, same = string.sub(v, 1, 1), string.sub(v, 2, 9) == fp
@@ -214,6 +216,8 @@ local function reserve(dk, a)
   return {0, t.key}
 end
 
+local function reserve(dk, a) return reserve_in(r_table(dk, a), a) end
+
 -- complete: a = {now, f, record, ...}: the record replaces whatever f holds (usually
 -- the reservation, made moments before: one HSET).
 local function complete(dk, a)
@@ -227,19 +231,18 @@ local function complete(dk, a)
 end
 
 -- release: a = {now, f, fp, owner, ...}: drops the reservation fp and owner made.
-local function release(dk, a)
-  local t, f = r_table(dk, a), a[2]
+-- release_in is release over an open table t (reserve_in's, in a batch).
+local function release_in(t, f, fp, owner)
   local v = b_get(t, f)
-  if v and string.sub(v, 1, 1 + 8 + 8) == 'P' .. a[3] .. a[4] then b_del(t, f) end
+  if v and string.sub(v, 1, 1 + 8 + 8) == 'P' .. fp .. owner then b_del(t, f) end
   return 1
 end
 
--- unreserve: a = reserve's arguments: drops the reservation reserve(dk, a) made (release
--- with its fingerprint and owner).
-local function unreserve(dk, a)
-  local n = #a
-  return release(dk, {a[1], a[2], a[3], a[6], a[n - 2], a[n - 1], a[n]})
-end
+local function release(dk, a) return release_in(r_table(dk, a), a[2], a[3], a[4]) end
+
+-- unreserve_in: a = reserve's arguments: drops the reservation reserve_in(t, a) made
+-- (release with its fingerprint and owner).
+local function unreserve_in(t, a) return release_in(t, a[2], a[3], a[6]) end
 
 -- forget: a = {now, f, ...}: drops the record, whatever it holds.
 local function forget(dk, a)

@@ -110,8 +110,11 @@ local function l_state(k, kd, kb, now, dq, dw, bq, bw)
     math.max(0, math.min(bq, tonumber(b) or 0) - (now - at) * bq / bw)
 end
 
-local function take(k, kd, kb, now, dq, dw, bq, bw, cost)
-  local ds, bs = l_state(k, kd, kb, now, dq, dw, bq, bw)
+-- l_step: one request's cost (1 take, -1 refund, 0 read) applied to the spent counts ds,
+-- bs; returns the new counts, allowed, denied, retry_ms. l_store writes the state, and
+-- l_results makes take's values: a batch of requests (the server's gate) reads the state
+-- once, steps each request in order, and writes it once.
+local function l_step(ds, bs, cost, dq, dw, bq, bw)
   local allowed, denied, retry = 1, 0, 0
   if cost < 0 then
     ds, bs = math.max(0, ds - 1), math.max(0, bs - 1)
@@ -124,12 +127,25 @@ local function take(k, kd, kb, now, dq, dw, bq, bw, cost)
       ds, bs = ds + 1, bs + 1
     end
   end
-  if cost ~= 0 and allowed == 1 then
-    redis.call('SET', k, tostring(ds) .. ' ' .. tostring(bs) .. ' ' .. string.format('%d', now), 'PX', math.max(dw, bw) + 1000)
-  end
-  return {allowed, denied, retry,
+  return ds, bs, allowed, denied, retry
+end
+
+local function l_store(k, ds, bs, now, dw, bw)
+  redis.call('SET', k, tostring(ds) .. ' ' .. tostring(bs) .. ' ' .. string.format('%d', now), 'PX', math.max(dw, bw) + 1000)
+end
+
+local function l_results(allowed, denied, retry, ds, bs, dq, dw, bq, bw)
+  return allowed, denied, retry,
     math.floor(dq - ds + L_EPS), math.ceil(ds * dw / dq - L_EPS),
-    math.floor(bq - bs + L_EPS), math.ceil(bs * bw / bq - L_EPS)}
+    math.floor(bq - bs + L_EPS), math.ceil(bs * bw / bq - L_EPS)
+end
+
+local function take(k, kd, kb, now, dq, dw, bq, bw, cost)
+  local ds, bs = l_state(k, kd, kb, now, dq, dw, bq, bw)
+  local allowed, denied, retry
+  ds, bs, allowed, denied, retry = l_step(ds, bs, cost, dq, dw, bq, bw)
+  if cost ~= 0 and allowed == 1 then l_store(k, ds, bs, now, dw, bw) end
+  return {l_results(allowed, denied, retry, ds, bs, dq, dw, bq, bw)}
 end
 `
 

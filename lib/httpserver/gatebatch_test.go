@@ -1,0 +1,98 @@
+package httpserver
+
+import (
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"svc/lib/limits"
+)
+
+// The batcher sends a request alone while a call slot is free; requests that find every
+// slot taken wait, and go out together, in their order, as the next call, sent by the
+// first of them; a key's requests with other windows than the call's wait for a later
+// call; an error reaches every request of its call.
+func TestGateBatcherGathersWaitingRequests(t *testing.T) {
+	release := make(chan error)
+	var mu sync.Mutex
+	var calls [][]string
+	b := &gateBatcher{inFlight: 1, run: func(batch []*gateCall) error {
+		mu.Lock()
+		ids := make([]string, len(batch))
+		for i, c := range batch {
+			ids[i] = c.dir
+		}
+		calls = append(calls, ids)
+		mu.Unlock()
+		return <-release
+	}}
+	burst, daily := limits.Windows(10, 100)
+	other, _ := limits.Windows(20, 100)
+	mk := func(dir, kid string, burst limits.Window) *gateCall {
+		return &gateCall{kid: kid, dir: dir, burst: burst, daily: daily}
+	}
+	all := []*gateCall{mk("first", "a", burst), mk("q1", "a", burst), mk("q2", "b", burst), mk("q3", "a", other), mk("q4", "b", burst)}
+	errs := make([]error, len(all))
+	var wg sync.WaitGroup
+	start := func(i int) {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs[i] = b.do(all[i]) }()
+	}
+	queued := func(n int) {
+		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+			b.mu.Lock()
+			l := len(b.queue)
+			b.mu.Unlock()
+			if l == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("queue holds %d, want %d", l, n)
+			}
+		}
+	}
+	start(0)
+	queued(0)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		mu.Lock()
+		n := len(calls)
+		mu.Unlock()
+		if n == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first request was not sent alone at once")
+		}
+	}
+	for i := 1; i < len(all); i++ {
+		start(i)
+		queued(i)
+	}
+	release <- nil                      // the first call returns: q1 q2 q4 go out, q3 waits
+	release <- errors.New("redis down") // that call fails
+	release <- nil                      // q3's own call
+	wg.Wait()
+	want := [][]string{{"first"}, {"q1", "q2", "q4"}, {"q3"}}
+	if len(calls) != len(want) {
+		t.Fatalf("calls %v, want %v", calls, want)
+	}
+	for i := range want {
+		if len(calls[i]) != len(want[i]) {
+			t.Fatalf("calls %v, want %v", calls, want)
+		}
+		for j := range want[i] {
+			if calls[i][j] != want[i][j] {
+				t.Fatalf("calls %v, want %v", calls, want)
+			}
+		}
+	}
+	for i, err := range errs {
+		if failed := err != nil; failed != (i == 1 || i == 2 || i == 4) {
+			t.Errorf("request %s: error %v", all[i].dir, err)
+		}
+	}
+	if b.sending != 0 || len(b.queue) != 0 {
+		t.Fatalf("after the calls: %d sending, %d queued", b.sending, len(b.queue))
+	}
+}
