@@ -117,7 +117,7 @@ func (b *gateBatcher) do(c *gateCall) error {
 // send runs batch as one call, hands the queue on to the next call (or frees the slot),
 // then lets batch's other requests go.
 func (b *gateBatcher) send(batch []*gateCall) {
-	err := b.run(batch)
+	err := b.call(batch)
 	b.mu.Lock()
 	if next := b.next(); next != nil {
 		next[0].done <- next
@@ -131,6 +131,17 @@ func (b *gateBatcher) send(batch []*gateCall) {
 			close(c.done)
 		}
 	}
+}
+
+// call runs batch, a panic made an error: the requests waiting on it, and the queue
+// behind it, must go on either way.
+func (b *gateBatcher) call(batch []*gateCall) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("gate call: panic: %v", p)
+		}
+	}()
+	return b.run(batch)
 }
 
 // next takes the next call's requests from the queue (b.mu held): up to maxGateBatch, in

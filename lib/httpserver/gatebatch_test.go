@@ -96,3 +96,27 @@ func TestGateBatcherGathersWaitingRequests(t *testing.T) {
 		t.Fatalf("after the calls: %d sending, %d queued", b.sending, len(b.queue))
 	}
 }
+
+// A call that panics fails its requests with an error and frees its slot: the next
+// request is sent.
+func TestGateBatcherSurvivesAPanic(t *testing.T) {
+	b := &gateBatcher{inFlight: 1, run: func(batch []*gateCall) error {
+		if batch[0].dir == "boom" {
+			panic("boom")
+		}
+		return nil
+	}}
+	if err := b.do(&gateCall{dir: "boom"}); err == nil {
+		t.Fatal("a panicking call returned no error")
+	}
+	done := make(chan error)
+	go func() { done <- b.do(&gateCall{dir: "next"}) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the request after a panicking call was never sent")
+	}
+}
