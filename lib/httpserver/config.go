@@ -75,14 +75,16 @@ type Config struct {
 	// request fell from 6.3 to 4.2 ms (bench/HISTORY.md), for about 0.04 more cores of
 	// svc and 0.03 of Redis (smaller batches). Without RedisAutoPipeline it does nothing.
 	RedisFullDuplex bool
-	// GateCallsInFlight bounds the gate's Redis calls for Idempotency-Key requests on one
-	// Redis server that are in flight at once (SVC_GATE_CALLS_IN_FLIGHT, default 2; 0:
-	// no bound, one call per request). A request that finds them all in flight waits for
-	// one to return, and the requests that waited go out together as one call
-	// (reserve_gate gates several requests, each as its own call would): under load
-	// Redis spends less per request (reading the record directories and the windows once
-	// a call), for a wait of at most one call. An idle server is not slowed. On a Redis
-	// Cluster the gate makes two calls a request, unbatched.
+	// GateCallsInFlight bounds the gate's Redis calls in flight at once
+	// (SVC_GATE_CALLS_IN_FLIGHT, default 2; 0: no bound, one call per request): on one
+	// Redis server all of them, on a Redis Cluster those of each hash slot of the keys'
+	// windows. A request that finds them all in flight waits for one to return, and the
+	// requests that waited go out together as one call (reserve_gate gates several
+	// requests, each as its own call would): under load Redis spends less per request
+	// (reading the record directories and the windows once a call), and on a cluster one
+	// API key's windows, all on one master, take a call per batch instead of per request,
+	// for a wait of at most one call. An idle server is not slowed. On a cluster an
+	// Idempotency-Key's reservation is a call of its own, on its record's master.
 	GateCallsInFlight int
 }
 

@@ -19,7 +19,7 @@ func LimitsWindowsForTest(b, d int) (limits.Window, limits.Window) { return limi
 func TwoCallGateForTest(s *Server) { s.Deps.OneServer = false }
 
 // GateCallsInFlightForTest bounds s's gate calls in flight to n (SVC_GATE_CALLS_IN_FLIGHT).
-func GateCallsInFlightForTest(s *Server, n int) { s.gates.inFlight = n }
+func GateCallsInFlightForTest(s *Server, n int) { s.Config.GateCallsInFlight, s.gates.inFlight = n, n }
 
 // GateCallForTest is one request of ReserveGatesForTest: its API key and windows, and
 // its record's directory and reserve arguments (idempotency.Store.ReserveArgs).

@@ -26,32 +26,27 @@ type idemState struct {
 	tookUnread bool
 }
 
-// gateLibrary holds the hot path's take from the windows, gate: one request from both
-// windows of a key (limits.LuaTake). KEYS = limits.Keys. ARGV = limits.Args. Returns
-// take's limits.Results values.
-var gateLibrary = redisfn.New("gate", limits.LuaTake+`
-local function gate(KEYS, ARGV)
-  return take(KEYS[1], KEYS[2], KEYS[3], tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]),
-    tonumber(ARGV[4]), tonumber(ARGV[5]), 1)
-end
-`, "gate")
-
-// reserveGateLibrary holds reserve_gate, the gate of m Idempotency-Key requests on one
-// Redis server in one call, of one API key or several. KEYS = {the records' group
-// directories (nd), then limits.Keys of each API key (nk of them)}; ARGV = {m, n, nd, nk,
-// now ms, then each API key's windows (daily q, daily w ms, burst q, burst w ms: limits.Args
-// without now), then for each request: its directory's index in KEYS, its key's index
-// (1-based), and the n arguments of the records' reserve (idempotency.Store.ReserveArgs)}.
-// See reserveGateArgs. For each request in order it reserves the Idempotency-Key; a
-// conflicting key (reuse, in use) only reads the windows, any other outcome takes one
-// request from them, and a reservation the windows deny is dropped again: take's two
-// calls and their order, request by request, as m calls one after another would. A
-// second run of one call (the Redis client's retry after a lost reply: reserve finds each
-// request's own reservation) only reads the windows, the first run having taken the
-// requests. A directory and an API key's windows are read once a call, the windows
-// written once: the requests share the call's cost (bench/HISTORY.md, stop 53). Returns,
-// per request, {reserve's outcome, its bucket or record or false, take's limits.Results
-// values...}: gateValues values each.
+// reserveGateLibrary holds reserve_gate, the gate of m requests in one call, of one API
+// key or several. KEYS = {the records' group directories (nd), then limits.Keys of each
+// API key (nk of them)}; ARGV = {m, n, nd, nk, now ms, then each API key's windows (daily
+// q, daily w ms, burst q, burst w ms: limits.Args without now), then for each request:
+// its directory's index in KEYS (0: none), its key's index (1-based), and, with a
+// directory, the n arguments of the records' reserve (idempotency.Store.ReserveArgs)}.
+// See reserveGateArgs. For each request in order: one without a directory takes one
+// request from its key's windows (a request without Idempotency-Key, or one whose key
+// was reserved by a call of its own: a Redis Cluster); one with a directory reserves the
+// Idempotency-Key first; a conflicting key (reuse, in use) only reads the windows, any
+// other outcome takes one request from them, and a reservation the windows deny is
+// dropped again: take's two calls and their order, request by request, as m calls one
+// after another would. A second run of one call (the Redis client's retry after a lost
+// reply: reserve finds each request's own reservation) only reads the windows of
+// requests with a directory, the first run having taken them; a request without one is
+// taken again, as a second run of its own call would be. A directory and an API key's
+// windows are read once a call, the windows written once: the requests share the call's
+// cost (bench/HISTORY.md, stop 53). All keys of one call must be on one Redis server (on
+// a cluster: one hash slot). Returns, per request, {reserve's outcome (0 without a
+// directory), its bucket or record or false, take's limits.Results values...}:
+// gateValues values each.
 var reserveGateLibrary = redisfn.New("reserve_gate", idempotency.LuaBuckets+idempotency.LuaRecords+limits.LuaTake+`
 local function reserve_gate(KEYS, ARGV)
   local m, n, nd, nk, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -66,20 +61,25 @@ local function reserve_gate(KEYS, ARGV)
   local tables, out, p = {}, {}, 6 + nk * 4
   for i = 1, m do
     local d, w = tonumber(ARGV[p]), wins[tonumber(ARGV[p + 1])]
-    local ra = {unpack(ARGV, p + 2, p + 1 + n)}
-    p = p + 2 + n
-    local t = tables[d]
-    if not t then
-      t = r_table(KEYS[d], ra)
-      tables[d] = t
+    local t, ra, r = nil, nil, {0}
+    if d > 0 then
+      ra = {unpack(ARGV, p + 2, p + 1 + n)}
+      p = p + 2 + n
+      t = tables[d]
+      if not t then
+        t = r_table(KEYS[d], ra)
+        tables[d] = t
+      end
+      r = reserve_in(t, ra)
+    else
+      p = p + 2
     end
-    local r = reserve_in(t, ra)
     local cost = 1
     if r[1] == 2 or r[1] == 3 or r[3] == 1 then cost = 0 end
     local allowed, denied, retry
     w.ds, w.bs, allowed, denied, retry = l_step(w.ds, w.bs, cost, w.dq, w.dw, w.bq, w.bw)
     if cost ~= 0 and allowed == 1 then w.spent = true end
-    if r[1] == 0 and allowed ~= 1 then unreserve_in(t, ra) end
+    if t and r[1] == 0 and allowed ~= 1 then unreserve_in(t, ra) end
     local k = #out
     out[k + 1], out[k + 2] = r[1], r[2] or false
     out[k + 3], out[k + 4], out[k + 5], out[k + 6], out[k + 7], out[k + 8], out[k + 9] =
@@ -126,7 +126,7 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 			return s.Deps.Limits.Peek(r.Context(), kid, burst, daily)
 		}
 	}
-	dec, err := s.takeWindows(r, kid, burst, daily)
+	dec, err := s.takeWindows(kid, burst, daily)
 	if idem != nil && idem.outcome == idempotency.Proceed && (err != nil || !dec.Allowed) {
 		if err := s.Deps.Idem.Release(r.Context(), kid, idem.key, idem.fp, r.ID); err != nil {
 			s.Deps.Log.Warn("idempotency release failed", "request_id", r.ID, "err", err.Error())
@@ -151,13 +151,39 @@ func (s *Server) reserveGate(r *Request, kid string, burst, daily limits.Window,
 	return decisionOf(c.res[2:], burst, daily)
 }
 
-// takeWindows takes one request from key kid's windows (the gate function).
-func (s *Server) takeWindows(r *Request, kid string, burst, daily limits.Window) (limits.Decision, error) {
-	res, err := gateLibrary.Call(r.Context(), s.Deps.Limits.Redis(), "gate", limits.Keys(kid), limits.Args(s.now(), burst, daily)...).Slice()
+// takeWindows takes one request from key kid's windows, in a reserve_gate call that
+// other requests may share (gatesFor).
+func (s *Server) takeWindows(kid string, burst, daily limits.Window) (limits.Decision, error) {
+	one := s.Deps.OneServer && !s.crossSlot.Load()
+	c := &gateCall{kid: kid, burst: burst, daily: daily}
+	err := s.gatesFor(kid).do(c)
+	if err != nil && one && redis.HasErrorPrefix(err, "CROSSSLOT") {
+		// keys of several slots in the call: a cluster behind one address (see take)
+		s.crossSlot.Store(true)
+		s.Deps.Log.Warn("redis refused a call across hash slots; the gate batches calls by slot from now on", "err", err.Error())
+		c = &gateCall{kid: kid, burst: burst, daily: daily}
+		err = s.gatesFor(kid).do(c)
+	}
 	if err != nil {
 		return limits.Decision{}, err
 	}
-	return decisionOf(res, burst, daily)
+	return decisionOf(c.res[2:], burst, daily)
+}
+
+// gatesFor is the batcher of a call on key kid's windows: on one Redis server the
+// server's one, which gathers every request's gate; on a cluster (or a server that
+// refused keys of several slots) the batcher of the windows' hash slot, since one call
+// touches one slot there.
+func (s *Server) gatesFor(kid string) *gateBatcher {
+	if s.Deps.OneServer && !s.crossSlot.Load() {
+		return s.gates
+	}
+	slot := redisfn.Slot(limits.Keys(kid)[0])
+	if b, ok := s.slotGates.Load(slot); ok {
+		return b.(*gateBatcher)
+	}
+	b, _ := s.slotGates.LoadOrStore(slot, s.newGateBatcher())
+	return b.(*gateBatcher)
 }
 
 // decisionOf reads take's limits.Results values.

@@ -141,33 +141,36 @@ func reserveGate(ctx context.Context, rdb redis.UniversalClient, store *idempote
 	return res[0], nil
 }
 
-// One reserve_gate call of several requests (of two API keys, as the server's gate
-// batches concurrent requests) decides and writes what the same requests' calls one
-// after another decide and write: each reservation's outcome, each request's windows,
-// the denied request's reservation dropped, a conflicting key spending nothing.
+// One reserve_gate call of several requests (of two API keys, with and without
+// Idempotency-Key, as the server's gate batches concurrent requests) decides and writes
+// what the same requests' calls one after another decide and write: each reservation's
+// outcome, each request's windows, the denied request's reservation dropped, a
+// conflicting key spending nothing.
 func TestReserveGateBatchIsSequential(t *testing.T) {
 	ctx := context.Background()
 	rdb := oneServer(t)
 	store := idempotency.New(rdb)
 	fp := idempotency.Fingerprint("POST", "/v1/events", []byte(`{"events":[]}`))
 	other := idempotency.Fingerprint("POST", "/v1/events", []byte(`{"events":[{}]}`))
-	burstA, daily := httpserver.LimitsWindowsForTest(3, 100)
+	burstA, daily := httpserver.LimitsWindowsForTest(4, 100)
 	burstB, _ := httpserver.LimitsWindowsForTest(1, 100)
 	type req struct {
-		key, idem, fp, id string
+		key, idem, fp, id string // idem "": a request without Idempotency-Key
 		outcome           idempotency.Outcome
 		allowed           int64
 		burstLeft         int64
 	}
 	reqs := []req{
-		{"a", "a1", fp, "r1", idempotency.Proceed, 1, 2},
-		{"b", "b1", fp, "r2", idempotency.Proceed, 1, 0},
-		{"a", "a1", other, "r3", idempotency.Reuse, 1, 2}, // another body: spends nothing
-		{"a", "a1", fp, "r4", idempotency.InUse, 1, 2},    // the same, still running
-		{"a", "a2", fp, "r5", idempotency.Proceed, 1, 1},
-		{"b", "b2", fp, "r6", idempotency.Proceed, 0, 0}, // denied: burst spent
-		{"a", "a3", fp, "r7", idempotency.Proceed, 1, 0},
-		{"a", "a4", fp, "r8", idempotency.Proceed, 0, 0}, // denied
+		{"a", "a1", fp, "r1", idempotency.Proceed, 1, 3},
+		{"a", "", "", "r2", idempotency.Proceed, 1, 2},
+		{"b", "b1", fp, "r3", idempotency.Proceed, 1, 0},
+		{"a", "a1", other, "r4", idempotency.Reuse, 1, 2}, // another body: spends nothing
+		{"a", "a1", fp, "r5", idempotency.InUse, 1, 2},    // the same, still running
+		{"a", "a2", fp, "r6", idempotency.Proceed, 1, 1},
+		{"b", "b2", fp, "r7", idempotency.Proceed, 0, 0}, // denied: burst spent
+		{"a", "a3", fp, "r8", idempotency.Proceed, 1, 0},
+		{"a", "a4", fp, "r9", idempotency.Proceed, 0, 0}, // denied
+		{"a", "", "", "r10", idempotency.Proceed, 0, 0},  // denied
 	}
 	now := time.Now()
 	run := func(batch bool) (kids map[string]string, values [][]any) {
@@ -178,15 +181,19 @@ func TestReserveGateBatchIsSequential(t *testing.T) {
 		}
 		calls := make([]httpserver.GateCallForTest, len(reqs))
 		for i, q := range reqs {
-			dir, rargs := store.ReserveArgs(kids[q.key], q.idem, q.fp, 0, q.id)
-			calls[i] = httpserver.GateCallForTest{Kid: kids[q.key], Burst: burstA, Daily: daily, Dir: dir, Args: rargs}
+			calls[i] = httpserver.GateCallForTest{Kid: kids[q.key], Burst: burstA, Daily: daily}
+			if q.idem != "" {
+				calls[i].Dir, calls[i].Args = store.ReserveArgs(kids[q.key], q.idem, q.fp, 0, q.id)
+			}
 			if q.key == "b" {
 				calls[i].Burst = burstB
 			}
 		}
 		t.Cleanup(func() {
 			for _, q := range reqs {
-				_ = store.Forget(ctx, kids[q.key], q.idem)
+				if q.idem != "" {
+					_ = store.Forget(ctx, kids[q.key], q.idem)
+				}
 			}
 			rdb.Del(ctx, append(limits.Keys(kids["a"]), limits.Keys(kids["b"])...)...)
 		})
@@ -238,52 +245,63 @@ func TestReserveGateBatchIsSequential(t *testing.T) {
 	}
 }
 
-// Concurrent Idempotency-Key requests with one gate call in flight at a time share
-// calls, and the windows stay exact: of 48 requests at once on a burst of 20, exactly 20
-// pass, each reserved; the 28 denied are answered 429 and leave no reservation.
+// Concurrent requests with one gate call in flight at a time (on a cluster, one a hash
+// slot) share calls, and the windows stay exact: of 48 requests at once on a burst of 20,
+// exactly 20 pass, each with an Idempotency-Key reserved; the 28 denied are answered 429
+// and leave no reservation. The same without Idempotency-Key (on a cluster these are the
+// calls the windows' master gets for one key).
 func TestGateBatchesKeepWindowsExact(t *testing.T) {
-	s := apitest.Start(t, testRoutes(), nil)
-	if !s.API.Deps.OneServer {
-		t.Skip("a Redis Cluster: the gate makes two calls a request, unbatched")
+	for _, idempotent := range []bool{true, false} {
+		t.Run(map[bool]string{true: "idempotency keys", false: "no idempotency key"}[idempotent], func(t *testing.T) {
+			s := apitest.Start(t, testRoutes(), nil)
+			httpserver.GateCallsInFlightForTest(s.API, 1)
+			tn := s.Tenant(t, false)
+			k, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 20, Daily: 1000})
+			const n = 48
+			codes := make([]int, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					var h []string
+					if idempotent {
+						h = []string{"Idempotency-Key", "batch-" + strconv.Itoa(i)}
+					}
+					codes[i] = s.Do(t, "POST", "/things", sec, `{"name":"a"}`, h...).Status
+				}()
+			}
+			wg.Wait()
+			ctx := context.Background()
+			passed := 0
+			for i, code := range codes {
+				st := idempotency.Absent
+				if idempotent {
+					var err error
+					if st, err = s.Deps.Idem.Peek(ctx, k.ID.String(), "batch-"+strconv.Itoa(i)); err != nil {
+						t.Fatal(err)
+					}
+				}
+				switch {
+				case code == 201 && (st == idempotency.Done || !idempotent):
+					passed++
+				case code == 429 && st == idempotency.Absent:
+				default:
+					t.Errorf("request %d: %d, its key %v", i, code, st)
+				}
+			}
+			if passed != 20 {
+				t.Fatalf("%d of %d passed on a burst of 20", passed, n)
+			}
+			var m dto.Metric
+			if err := s.API.Deps.Metrics.GateBatch.Write(&m); err != nil {
+				t.Fatal(err)
+			}
+			calls, gated := m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+			if gated != n || calls >= n {
+				t.Fatalf("%d gate calls for %v requests: want %d requests in fewer calls", calls, gated, n)
+			}
+			t.Logf("%d requests in %d gate calls", n, calls)
+		})
 	}
-	httpserver.GateCallsInFlightForTest(s.API, 1)
-	tn := s.Tenant(t, false)
-	k, sec := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Burst: 20, Daily: 1000})
-	const n = 48
-	codes := make([]int, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			codes[i] = s.Do(t, "POST", "/things", sec, `{"name":"a"}`, "Idempotency-Key", "batch-"+strconv.Itoa(i)).Status
-		}()
-	}
-	wg.Wait()
-	ctx := context.Background()
-	passed := 0
-	for i, code := range codes {
-		st, err := s.Deps.Idem.Peek(ctx, k.ID.String(), "batch-"+strconv.Itoa(i))
-		switch {
-		case err != nil:
-			t.Fatal(err)
-		case code == 201 && st == idempotency.Done:
-			passed++
-		case code == 429 && st == idempotency.Absent:
-		default:
-			t.Errorf("request %d: %d, its key %v", i, code, st)
-		}
-	}
-	if passed != 20 {
-		t.Fatalf("%d of %d passed on a burst of 20", passed, n)
-	}
-	var m dto.Metric
-	if err := s.API.Deps.Metrics.GateBatch.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	calls, gated := m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
-	if gated != n || calls >= n {
-		t.Fatalf("%d gate calls for %v requests: want %d requests in fewer calls", calls, gated, n)
-	}
-	t.Logf("%d requests in %d gate calls", n, calls)
 }

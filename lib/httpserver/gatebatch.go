@@ -15,9 +15,10 @@ import (
 // gateValues is how many values reserve_gate returns per request.
 const gateValues = 2 + limits.Results
 
-// gateCall is one Idempotency-Key request's part of a reserve_gate call: its API key
-// and windows, the record's group directory and reserve's arguments
-// (idempotency.Store.ReserveArgs), and, once the call ran, its gateValues values.
+// gateCall is one request's part of a reserve_gate call: its API key and windows, for
+// an Idempotency-Key to reserve in the same call its record's group directory and
+// reserve's arguments (idempotency.Store.ReserveArgs; dir "" takes from the windows
+// only), and, once the call ran, its gateValues values.
 type gateCall struct {
 	kid          string
 	burst, daily limits.Window
@@ -32,19 +33,21 @@ type gateCall struct {
 
 // reserveGateArgs lays calls out as reserve_gate's KEYS and ARGV (see
 // reserveGateLibrary): each directory and each API key's windows once. Calls of one API
-// key must have the same windows (gateBatcher keeps others for a later call).
+// key must have the same windows (gateBatcher keeps others for a later call), and calls
+// with a directory reserve's arguments of one length.
 func reserveGateArgs(calls []*gateCall, now time.Time) (keys []string, args []any) {
 	dirs := make([]string, 0, len(calls))
 	kids := make([]*gateCall, 0, len(calls))
+	n := 0
 	for _, c := range calls {
-		if !slices.Contains(dirs, c.dir) {
+		if c.dir != "" && !slices.Contains(dirs, c.dir) {
 			dirs = append(dirs, c.dir)
+			n = len(c.rargs)
 		}
 		if !slices.ContainsFunc(kids, func(k *gateCall) bool { return k.kid == c.kid }) {
 			kids = append(kids, c)
 		}
 	}
-	n := len(calls[0].rargs)
 	keys = append(make([]string, 0, len(dirs)+3*len(kids)), dirs...)
 	args = make([]any, 0, 5+4*len(kids)+len(calls)*(2+n))
 	args = append(args, len(calls), n, len(dirs), len(kids), now.UnixMilli())
@@ -53,7 +56,7 @@ func reserveGateArgs(calls []*gateCall, now time.Time) (keys []string, args []an
 		args = append(args, limits.Args(now, k.burst, k.daily)[1:]...)
 	}
 	for _, c := range calls {
-		d := slices.Index(dirs, c.dir) + 1
+		d := slices.Index(dirs, c.dir) + 1 // 0: no directory
 		w := slices.IndexFunc(kids, func(k *gateCall) bool { return k.kid == c.kid }) + 1
 		args = append(append(args, d, w), c.rargs...)
 	}

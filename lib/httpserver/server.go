@@ -49,7 +49,8 @@ type Server struct {
 	// crossSlot: Redis refused reserve_gate's keys of several hash slots (a cluster
 	// behind one address); the gate makes its two calls since.
 	crossSlot atomic.Bool
-	gates     *gateBatcher // the one-call gates of concurrent requests (OneServer)
+	gates     *gateBatcher // the gates of concurrent requests on one Redis server
+	slotGates sync.Map     // hash slot -> *gateBatcher: the windows' calls on a cluster
 	bodies    *bodyBudget  // bodies read once a key was checked
 	public    *bodyBudget  // bodies read before any key (public routes)
 	bodyBufs  sync.Pool    // *[]byte of at most maxPooledBody: reused body buffers
@@ -61,10 +62,7 @@ func NewServer(cfg Config, deps Deps, routes []Route) *Server {
 		noKey: limits.Full(limits.Windows(apikey.DefaultBurst, apikey.DefaultDaily)), now: time.Now,
 		bodies: &bodyBudget{limit: int64(cfg.MaxInflightBodyBytes), what: "request bodies"},
 		public: &bodyBudget{limit: int64(cfg.MaxInflightPublicBodyBytes), what: "request bodies without a key"}}
-	s.gates = &gateBatcher{inFlight: cmp.Or(cfg.GateCallsInFlight, math.MaxInt), run: func(batch []*gateCall) error {
-		s.Deps.Metrics.GateBatch.Observe(float64(len(batch)))
-		return runReserveGate(context.Background(), s.Deps.Limits.Redis(), batch, s.now())
-	}}
+	s.gates = s.newGateBatcher()
 	for _, c := range s.rt.all {
 		if c.Public && s.bodyLimit(c) > cfg.MaxInflightPublicBodyBytes {
 			s.log().Warn("a public route's body ceiling is over SVC_MAX_INFLIGHT_PUBLIC_BODY_BYTES: its largest bodies get 503",
@@ -72,6 +70,14 @@ func NewServer(cfg Config, deps Deps, routes []Route) *Server {
 		}
 	}
 	return s
+}
+
+// newGateBatcher returns a batcher of reserve_gate calls through the limiter's client.
+func (s *Server) newGateBatcher() *gateBatcher {
+	return &gateBatcher{inFlight: cmp.Or(s.Config.GateCallsInFlight, math.MaxInt), run: func(batch []*gateCall) error {
+		s.Deps.Metrics.GateBatch.Observe(float64(len(batch)))
+		return runReserveGate(context.Background(), s.Deps.Limits.Redis(), batch, s.now())
+	}}
 }
 
 // Routes returns the API's routes served (OpenAPI and documentation use it): every

@@ -45,7 +45,7 @@ var Table = []Setting{
 	{Name: "SVC_REDIS_FULL_DUPLEX", Group: GroupHTTP, Kind: Bool, Default: "true",
 		ReadBy: roles, Meaning: "with auto-pipelining, stream the hot path's commands over one held connection per Redis node (written as they come, answered as Redis replies) instead of one batch per round trip: a request waits for its own reply, not a whole batch"},
 	{Name: "SVC_GATE_CALLS_IN_FLIGHT", Group: GroupHTTP, Kind: Int, Default: "2",
-		ReadBy: roles, Meaning: "on one Redis server, the gate's calls for Idempotency-Key requests in flight at once; requests that find them all in flight go out together in one call when one returns (0: one call per request, no bound)"},
+		ReadBy: roles, Meaning: "the gate's Redis calls (rate limits, and on one server the Idempotency-Key reservation) in flight at once: on one Redis server in all, on a cluster per hash slot of the keys' windows; requests that find them all in flight go out together in one call when one returns (0: one call per request, no bound)"},
 	{Name: "SVC_KEY_CACHE_TTL", Group: GroupHTTP, Kind: Duration, Default: "500ms",
 		ReadBy: roles, Meaning: "how stale a key record may be in a process (revocations apply within it; at most 1s)"},
 	{Name: "SVC_IDEMPOTENCY_PENDING_TTL", Group: GroupHTTP, Kind: Duration, Default: "60s",

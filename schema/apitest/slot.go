@@ -1,25 +1,7 @@
 package apitest
 
-import "strings"
+import "svc/lib/redisfn"
 
-// Slot is the Redis Cluster hash slot of key (CRC16/XMODEM of the key's hash tag, or of
-// the whole key when it has none, modulo 16384), as CLUSTER KEYSLOT computes it.
-func Slot(key string) int {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for k := 0; k < len(key); k++ {
-		crc ^= uint16(key[k]) << 8
-		for b := 0; b < 8; b++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return int(crc) % 16384
-}
+// Slot is the Redis Cluster hash slot of key, as CLUSTER KEYSLOT computes it
+// (redisfn.Slot).
+func Slot(key string) int { return redisfn.Slot(key) }
