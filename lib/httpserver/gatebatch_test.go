@@ -120,3 +120,28 @@ func TestGateBatcherSurvivesAPanic(t *testing.T) {
 		t.Fatal("the request after a panicking call was never sent")
 	}
 }
+
+// BenchmarkGateBatcher: what gathering costs a request beside its Redis call: 64
+// callers at once through one call slot whose call returns at once (so every request
+// but the leaders' waits and is woken). batch/call is the requests per call.
+func BenchmarkGateBatcher(b *testing.B) {
+	var calls, reqs int64
+	var mu sync.Mutex
+	g := &gateBatcher{inFlight: 1, run: func(batch []*gateCall) error {
+		mu.Lock()
+		calls, reqs = calls+1, reqs+int64(len(batch))
+		mu.Unlock()
+		return nil
+	}}
+	b.SetParallelism(32)
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := g.do(&gateCall{kid: "k"}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(reqs)/float64(max(calls, 1)), "batch/call")
+}
