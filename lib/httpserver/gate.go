@@ -41,9 +41,9 @@ type idemState struct {
 // after another would. A second run of one call (the Redis client's retry after a lost
 // reply: reserve finds each request's own reservation) only reads the windows of
 // requests with a directory, the first run having taken them; a request without one is
-// taken again, as a second run of its own call would be. A directory and an API key's
-// windows are read once a call, the windows written once: the requests share the call's
-// cost (bench/HISTORY.md, stop 53). All keys of one call must be on one Redis server (on
+// taken again, as a second run of its own call would be. The directories are read in
+// one MGET, an API key's windows once a call and written once: the requests share the
+// call's cost (bench/HISTORY.md, stop 53). All keys of one call must be on one Redis server (on
 // a cluster: one hash slot). Returns, per request, {reserve's outcome (0 without a
 // directory), its bucket or record or false, take's limits.Results values...}:
 // gateValues values each.
@@ -58,6 +58,7 @@ local function reserve_gate(KEYS, ARGV)
     w.ds, w.bs = l_state(KEYS[k], KEYS[k + 1], KEYS[k + 2], now, w.dq, w.dw, w.bq, w.bw)
     wins[j] = w
   end
+  local dirs = nd > 0 and redis.call('MGET', unpack(KEYS, 1, nd)) or {}
   local tables, out, p = {}, {}, 6 + nk * 4
   for i = 1, m do
     local d, w = tonumber(ARGV[p]), wins[tonumber(ARGV[p + 1])]
@@ -68,6 +69,7 @@ local function reserve_gate(KEYS, ARGV)
       t = tables[d]
       if not t then
         t = r_table(KEYS[d], ra)
+        b_load(t, dirs[d])
         tables[d] = t
       end
       r = reserve_in(t, ra)

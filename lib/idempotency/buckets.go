@@ -90,15 +90,19 @@ local function b_hash(f)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
-local function b_locate(b, f)
-  if not b.level then
-    b.dir = redis.call('GET', b.base .. 'd')
-    b.level, b.split, b.count = 0, 0, 0
-    if b.dir then
-      local l, s, n = string.match(b.dir, '^(%d+) (%d+) (%d+)$')
-      b.level, b.split, b.count = tonumber(l) or 0, tonumber(s) or 0, tonumber(n) or 0
-    end
+-- b_load gives the handle its directory's value v (GET <base>d: false when absent);
+-- b_locate reads it on first use unless a caller that read several at once (MGET) gave it.
+local function b_load(b, v)
+  b.dir = v
+  b.level, b.split, b.count = 0, 0, 0
+  if v then
+    local l, s, n = string.match(v, '^(%d+) (%d+) (%d+)$')
+    b.level, b.split, b.count = tonumber(l) or 0, tonumber(s) or 0, tonumber(n) or 0
   end
+end
+
+local function b_locate(b, f)
+  if not b.level then b_load(b, redis.call('GET', b.base .. 'd')) end
   local h = b_hash(f)
   local n = h % (2 ^ b.level)
   if n < b.split then n = h % (2 ^ (b.level + 1)) end
