@@ -13,8 +13,8 @@ type Metrics struct {
 	Redis *prometheus.HistogramVec
 	// RedisGate and RedisStore are Redis's two children, resolved once (hot path).
 	RedisGate, RedisStore prometheus.Observer
-	// GateBatch is the Idempotency-Key requests of each one-call gate call
-	// (svc_http_gate_batch_requests): how many requests share a reserve_gate call.
+	// GateBatch is the requests of each gate call (svc_http_gate_batch_requests): how
+	// many requests share a reserve_gate call (gatebatch.go).
 	GateBatch prometheus.Histogram
 	// Conns counts open client connections (svc_http_open_connections). fasthttp serves
 	// each connection on a goroutine of its own, so go_goroutines follows it.
@@ -40,7 +40,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"op"}),
 		GateBatch: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "svc_http_gate_batch_requests",
-			Help:    "Idempotency-Key requests gated by one Redis call (one Redis server: concurrent requests share a call).",
+			Help:    "Requests gated by one Redis call (rate limits, and on one Redis server the Idempotency-Key reservation): concurrent requests share a call.",
 			Buckets: []float64{1, 2, 4, 8, 16, 32},
 		}),
 		Conns: prometheus.NewGauge(prometheus.GaugeOpts{
