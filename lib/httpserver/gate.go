@@ -107,15 +107,12 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 	kid := r.Key.ID.String()
 	start := time.Now()
 	defer func() { s.Deps.Metrics.RedisGate.Observe(time.Since(start).Seconds()) }()
-	if idem != nil && s.Deps.OneServer && !s.crossSlot.Load() {
+	if idem != nil && s.oneServer() {
 		dec, err := s.reserveGate(r, kid, burst, daily, idem)
-		if err == nil || !redis.HasErrorPrefix(err, "CROSSSLOT") {
+		if !s.refusedAcrossSlots(err) {
 			return dec, err
 		}
-		// A server that is one address but keeps slots apart (a cluster behind a proxy):
-		// two calls from now on. Nothing ran (Redis refuses the call whole).
-		s.crossSlot.Store(true)
-		s.Deps.Log.Warn("redis refused a call across hash slots; the gate makes two calls from now on", "err", err.Error())
+		// two calls from now on; nothing ran (Redis refuses the call whole)
 	}
 	if idem != nil {
 		var err error
@@ -156,13 +153,10 @@ func (s *Server) reserveGate(r *Request, kid string, burst, daily limits.Window,
 // takeWindows takes one request from key kid's windows, in a reserve_gate call that
 // other requests may share (gatesFor).
 func (s *Server) takeWindows(kid string, burst, daily limits.Window) (limits.Decision, error) {
-	one := s.Deps.OneServer && !s.crossSlot.Load()
+	one := s.oneServer()
 	c := &gateCall{kid: kid, burst: burst, daily: daily}
 	err := s.gatesFor(kid).do(c)
-	if err != nil && one && redis.HasErrorPrefix(err, "CROSSSLOT") {
-		// keys of several slots in the call: a cluster behind one address (see take)
-		s.crossSlot.Store(true)
-		s.Deps.Log.Warn("redis refused a call across hash slots; the gate batches calls by slot from now on", "err", err.Error())
+	if one && s.refusedAcrossSlots(err) { // again, in a call of the windows' slot
 		c = &gateCall{kid: kid, burst: burst, daily: daily}
 		err = s.gatesFor(kid).do(c)
 	}
@@ -177,7 +171,7 @@ func (s *Server) takeWindows(kid string, burst, daily limits.Window) (limits.Dec
 // refused keys of several slots) the batcher of the windows' hash slot, since one call
 // touches one slot there.
 func (s *Server) gatesFor(kid string) *gateBatcher {
-	if s.Deps.OneServer && !s.crossSlot.Load() {
+	if s.oneServer() {
 		return s.gates
 	}
 	slot := redisfn.Slot(limits.Keys(kid)[0])
@@ -186,6 +180,23 @@ func (s *Server) gatesFor(kid string) *gateBatcher {
 	}
 	b, _ := s.slotGates.LoadOrStore(slot, s.newGateBatcher())
 	return b.(*gateBatcher)
+}
+
+// oneServer reports whether a gate call may touch keys of several hash slots: Redis is
+// one server (Deps.OneServer) and has not refused such a call (refusedAcrossSlots).
+func (s *Server) oneServer() bool { return s.Deps.OneServer && !s.crossSlot.Load() }
+
+// refusedAcrossSlots reports whether err is Redis refusing a call over keys of several
+// hash slots (CROSSSLOT: a cluster behind one address, a proxy); from then on every gate
+// call keeps to one slot (oneServer is false), which is logged once.
+func (s *Server) refusedAcrossSlots(err error) bool {
+	if err == nil || !redis.HasErrorPrefix(err, "CROSSSLOT") {
+		return false
+	}
+	if !s.crossSlot.Swap(true) {
+		s.Deps.Log.Warn("redis refused a call across hash slots; the gate keeps each call to one slot from now on", "err", err.Error())
+	}
+	return true
 }
 
 // decisionOf reads take's limits.Results values.

@@ -26,8 +26,8 @@ type gateCall struct {
 	rargs        []any
 	res          []any
 	err          error
-	// done receives the batch this call is to send (it leads: gateBatcher.do), or is
-	// closed once res or err is set.
+	// done, made when the call waits in the queue, receives the batch it is to send (it
+	// leads: gateBatcher.do), or is closed once res or err is set.
 	done chan []*gateCall
 }
 
@@ -102,7 +102,6 @@ type gateBatcher struct {
 
 // do gates c, alone or with others; c.res or the error is then set.
 func (b *gateBatcher) do(c *gateCall) error {
-	c.done = make(chan []*gateCall, 1)
 	b.mu.Lock()
 	if b.sending < b.inFlight {
 		b.sending++
@@ -110,6 +109,7 @@ func (b *gateBatcher) do(c *gateCall) error {
 		b.send([]*gateCall{c})
 		return c.err
 	}
+	c.done = make(chan []*gateCall, 1) // only a request that waits needs it
 	b.queue = append(b.queue, c)
 	b.mu.Unlock()
 	if batch := <-c.done; batch != nil {

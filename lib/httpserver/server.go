@@ -47,7 +47,8 @@ type Server struct {
 	noKey limits.Decision
 	now   func() time.Time
 	// crossSlot: Redis refused reserve_gate's keys of several hash slots (a cluster
-	// behind one address); the gate makes its two calls since.
+	// behind one address); the gate makes its two calls since, each of one slot
+	// (oneServer, refusedAcrossSlots).
 	crossSlot atomic.Bool
 	gates     *gateBatcher // the gates of concurrent requests on one Redis server
 	slotGates sync.Map     // hash slot -> *gateBatcher: the windows' calls on a cluster
