@@ -6,6 +6,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/idempotency"
 	"svc/lib/limits"
 )
 
@@ -22,12 +23,11 @@ func TwoCallGateForTest(s *Server) { s.Deps.OneServer = false }
 func GateCallsInFlightForTest(s *Server, n int) { s.Config.GateCallsInFlight, s.gates.inFlight = n, n }
 
 // GateCallForTest is one request of ReserveGatesForTest: its API key and windows, and
-// its record's directory and reserve arguments (idempotency.Store.ReserveArgs).
+// its reservation (idempotency.Store.PendingRecord; none without Idempotency-Key).
 type GateCallForTest struct {
 	Kid          string
 	Burst, Daily limits.Window
-	Dir          string
-	Args         []any
+	Rec          idempotency.PendingRecord
 }
 
 // ReserveGatesForTest runs calls through the gate's one-call function (reserve_gate) as
@@ -35,7 +35,7 @@ type GateCallForTest struct {
 func ReserveGatesForTest(ctx context.Context, rdb redis.Cmdable, calls []GateCallForTest, now time.Time) ([][]any, error) {
 	cs := make([]*gateCall, len(calls))
 	for i, c := range calls {
-		cs[i] = &gateCall{kid: c.Kid, burst: c.Burst, daily: c.Daily, dir: c.Dir, rargs: c.Args}
+		cs[i] = &gateCall{kid: c.Kid, burst: c.Burst, daily: c.Daily, rec: c.Rec}
 	}
 	if err := runReserveGate(ctx, rdb, cs, now); err != nil {
 		return nil, err

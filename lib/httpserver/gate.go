@@ -28,10 +28,11 @@ type idemState struct {
 
 // reserveGateLibrary holds reserve_gate, the gate of m requests in one call, of one API
 // key or several. KEYS = {the records' group directories (nd), then limits.Keys of each
-// API key (nk of them)}; ARGV = {m, n, nd, nk, now ms, then each API key's windows (daily
-// q, daily w ms, burst q, burst w ms: limits.Args without now), then for each request:
-// its directory's index in KEYS (0: none), its key's index (1-based), and, with a
-// directory, the n arguments of the records' reserve (idempotency.Store.ReserveArgs)}.
+// API key (nk of them)}; ARGV = {m, nd, nk, now ms, the records' tables' life, every and
+// skew ms, then each API key's windows (daily q, daily w ms, burst q, burst w ms:
+// limits.Args without now), then for each request: its directory's index in KEYS (0:
+// none), its key's index (1-based), and, with a directory, its record's field and
+// reservation (idempotency.PendingRecord)}: what every request shares is sent once.
 // See reserveGateArgs. For each request in order: one without a directory takes one
 // request from its key's windows (a request without Idempotency-Key, or one whose key
 // was reserved by a call of its own: a Redis Cluster); one with a directory reserves the
@@ -49,30 +50,30 @@ type idemState struct {
 // gateValues values each.
 var reserveGateLibrary = redisfn.New("reserve_gate", idempotency.LuaBuckets+idempotency.LuaRecords+limits.LuaTake+`
 local function reserve_gate(KEYS, ARGV)
-  local m, n, nd, nk, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+  local m, nd, nk, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
   local wins = {}
   for j = 1, nk do
-    local a, k = 6 + (j - 1) * 4, nd + (j - 1) * 3 + 1
+    local a, k = 8 + (j - 1) * 4, nd + (j - 1) * 3 + 1
     local w = {k = KEYS[k], dq = tonumber(ARGV[a]), dw = tonumber(ARGV[a + 1]), bq = tonumber(ARGV[a + 2]),
       bw = tonumber(ARGV[a + 3]), ds = 0, bs = 0, spent = false}
     w.ds, w.bs = l_state(KEYS[k], KEYS[k + 1], KEYS[k + 2], now, w.dq, w.dw, w.bq, w.bw)
     wins[j] = w
   end
   local dirs = nd > 0 and redis.call('MGET', unpack(KEYS, 1, nd)) or {}
-  local tables, out, p = {}, {}, 6 + nk * 4
+  local tables, out, p = {}, {}, 8 + nk * 4
   for i = 1, m do
     local d, w = tonumber(ARGV[p]), wins[tonumber(ARGV[p + 1])]
-    local t, ra, r = nil, nil, {0}
+    local t, f, pv, r = nil, nil, nil, {0}
     if d > 0 then
-      ra = {unpack(ARGV, p + 2, p + 1 + n)}
-      p = p + 2 + n
+      f, pv = ARGV[p + 2], ARGV[p + 3]
+      p = p + 4
       t = tables[d]
       if not t then
-        t = r_table(KEYS[d], ra)
+        t = r_open(KEYS[d], now, ARGV[5], ARGV[6], ARGV[7])
         b_load(t, dirs[d])
         tables[d] = t
       end
-      r = reserve_in(t, ra)
+      r = reserve_in(t, f, pv)
     else
       p = p + 2
     end
@@ -81,7 +82,7 @@ local function reserve_gate(KEYS, ARGV)
     local allowed, denied, retry
     w.ds, w.bs, allowed, denied, retry = l_step(w.ds, w.bs, cost, w.dq, w.dw, w.bq, w.bw)
     if cost ~= 0 and allowed == 1 then w.spent = true end
-    if t and r[1] == 0 and allowed ~= 1 then unreserve_in(t, ra) end
+    if t and r[1] == 0 and allowed ~= 1 then unreserve_in(t, f, pv) end
     local k = #out
     out[k + 1], out[k + 2] = r[1], r[2] or false
     out[k + 3], out[k + 4], out[k + 5], out[k + 6], out[k + 7], out[k + 8], out[k + 9] =
@@ -136,8 +137,8 @@ func (s *Server) take(r *Request, burst, daily limits.Window, idem *idemState) (
 
 // reserveGate is take for an Idempotency-Key request in one call (reserve_gate).
 func (s *Server) reserveGate(r *Request, kid string, burst, daily limits.Window, idem *idemState) (limits.Decision, error) {
-	dir, rargs := s.Deps.Idem.ReserveArgs(kid, idem.key, idem.fp, r.route.TakeoverAfter, r.ID)
-	c := &gateCall{kid: kid, burst: burst, daily: daily, dir: dir, rargs: rargs}
+	c := &gateCall{kid: kid, burst: burst, daily: daily,
+		rec: s.Deps.Idem.PendingRecord(kid, idem.key, idem.fp, r.route.TakeoverAfter, r.ID)}
 	if err := s.gates.do(c); err != nil {
 		return limits.Decision{}, err
 	}

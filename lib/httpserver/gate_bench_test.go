@@ -169,8 +169,8 @@ func BenchmarkReserveGateBatch(b *testing.B) {
 				for i := range calls {
 					keys[i] = key + "-" + strconv.Itoa(i)
 					g.sent.Store(keys[i], true)
-					dir, rargs := g.store.ReserveArgs(g.kid, keys[i], g.fp, 0, "req_"+keys[i])
-					calls[i] = httpserver.GateCallForTest{Kid: g.kid, Burst: g.burst, Daily: g.daily, Dir: dir, Args: rargs}
+					calls[i] = httpserver.GateCallForTest{Kid: g.kid, Burst: g.burst, Daily: g.daily,
+						Rec: g.store.PendingRecord(g.kid, keys[i], g.fp, 0, "req_"+keys[i])}
 				}
 				res, err := httpserver.ReserveGatesForTest(ctx, g.rdb, calls, time.Now())
 				if err != nil {
@@ -304,9 +304,10 @@ func BenchmarkReserveGateParts(b *testing.B) {
 				if fn == "gp_reserve" {
 					g.sent.Store(key, true)
 				}
-				dir, rargs := g.store.ReserveArgs(g.kid, key, g.fp, 0, "req_"+key)
+				rec := g.store.PendingRecord(g.kid, key, g.fp, 0, "req_"+key)
+				rargs := append([]any{time.Now().UnixMilli(), rec.Field, rec.Value}, rec.Table...) // reserve's a
 				args := append(append([]any{len(rargs)}, rargs...), limits.Args(time.Now(), g.burst, g.daily)...)
-				return gatePartsLibrary.Call(ctx, g.rdb, fn, append([]string{dir}, limits.Keys(g.kid)...), args...).Err()
+				return gatePartsLibrary.Call(ctx, g.rdb, fn, append([]string{rec.Dir}, limits.Keys(g.kid)...), args...).Err()
 			})
 			b.ReportMetric((after.fnUs-before.fnUs)/float64(b.N), "fcall-us/call")
 		})

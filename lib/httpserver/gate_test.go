@@ -133,8 +133,8 @@ func oneServer(tb testing.TB) redis.UniversalClient {
 // idemKey of request reqID at now, with the arguments the server's gate sends.
 func reserveGate(ctx context.Context, rdb redis.UniversalClient, store *idempotency.Store, kid, idemKey, fp, reqID string,
 	now time.Time, burst, daily limits.Window) ([]any, error) {
-	dir, rargs := store.ReserveArgs(kid, idemKey, fp, 0, reqID)
-	res, err := httpserver.ReserveGatesForTest(ctx, rdb, []httpserver.GateCallForTest{{Kid: kid, Burst: burst, Daily: daily, Dir: dir, Args: rargs}}, now)
+	rec := store.PendingRecord(kid, idemKey, fp, 0, reqID)
+	res, err := httpserver.ReserveGatesForTest(ctx, rdb, []httpserver.GateCallForTest{{Kid: kid, Burst: burst, Daily: daily, Rec: rec}}, now)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +183,7 @@ func TestReserveGateBatchIsSequential(t *testing.T) {
 		for i, q := range reqs {
 			calls[i] = httpserver.GateCallForTest{Kid: kids[q.key], Burst: burstA, Daily: daily}
 			if q.idem != "" {
-				calls[i].Dir, calls[i].Args = store.ReserveArgs(kids[q.key], q.idem, q.fp, 0, q.id)
+				calls[i].Rec = store.PendingRecord(kids[q.key], q.idem, q.fp, 0, q.id)
 			}
 			if q.key == "b" {
 				calls[i].Burst = burstB

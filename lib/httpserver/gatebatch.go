@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"svc/lib/idempotency"
 	"svc/lib/limits"
 )
 
@@ -16,14 +17,12 @@ import (
 const gateValues = 2 + limits.Results
 
 // gateCall is one request's part of a reserve_gate call: its API key and windows, for
-// an Idempotency-Key to reserve in the same call its record's group directory and
-// reserve's arguments (idempotency.Store.ReserveArgs; dir "" takes from the windows
-// only), and, once the call ran, its gateValues values.
+// an Idempotency-Key to reserve in the same call its reservation (rec; rec.Dir "" takes
+// from the windows only), and, once the call ran, its gateValues values.
 type gateCall struct {
 	kid          string
 	burst, daily limits.Window
-	dir          string
-	rargs        []any
+	rec          idempotency.PendingRecord
 	res          []any
 	err          error
 	// done, made when the call waits in the queue, receives the batch it is to send (it
@@ -33,32 +32,34 @@ type gateCall struct {
 
 // reserveGateArgs lays calls out as reserve_gate's KEYS and ARGV (see
 // reserveGateLibrary): each directory and each API key's windows once. Calls of one API
-// key must have the same windows (gateBatcher keeps others for a later call), and calls
-// with a directory reserve's arguments of one length.
+// key must have the same windows (gateBatcher keeps others for a later call), and the
+// reservations one store's (their tables' timing is sent once).
 func reserveGateArgs(calls []*gateCall, now time.Time) (keys []string, args []any) {
 	dirs := make([]string, 0, len(calls))
 	kids := make([]*gateCall, 0, len(calls))
-	n := 0
+	table := []any{0, 0, 0}
 	for _, c := range calls {
-		if c.dir != "" && !slices.Contains(dirs, c.dir) {
-			dirs = append(dirs, c.dir)
-			n = len(c.rargs)
+		if c.rec.Dir != "" && !slices.Contains(dirs, c.rec.Dir) {
+			dirs = append(dirs, c.rec.Dir)
+			table = c.rec.Table
 		}
 		if !slices.ContainsFunc(kids, func(k *gateCall) bool { return k.kid == c.kid }) {
 			kids = append(kids, c)
 		}
 	}
 	keys = append(make([]string, 0, len(dirs)+3*len(kids)), dirs...)
-	args = make([]any, 0, 5+4*len(kids)+len(calls)*(2+n))
-	args = append(args, len(calls), n, len(dirs), len(kids), now.UnixMilli())
+	args = make([]any, 0, 7+4*len(kids)+len(calls)*4)
+	args = append(append(args, len(calls), len(dirs), len(kids), now.UnixMilli()), table...)
 	for _, k := range kids {
 		keys = append(keys, limits.Keys(k.kid)...)
 		args = append(args, limits.Args(now, k.burst, k.daily)[1:]...)
 	}
 	for _, c := range calls {
-		d := slices.Index(dirs, c.dir) + 1 // 0: no directory
+		d := slices.Index(dirs, c.rec.Dir) + 1 // 0: no directory
 		w := slices.IndexFunc(kids, func(k *gateCall) bool { return k.kid == c.kid }) + 1
-		args = append(append(args, d, w), c.rargs...)
+		if args = append(args, d, w); d > 0 {
+			args = append(args, c.rec.Field, c.rec.Value)
+		}
 	}
 	return keys, args
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"svc/lib/idempotency"
 	"svc/lib/limits"
 )
 
@@ -21,7 +22,7 @@ func TestGateBatcherGathersWaitingRequests(t *testing.T) {
 		mu.Lock()
 		ids := make([]string, len(batch))
 		for i, c := range batch {
-			ids[i] = c.dir
+			ids[i] = c.rec.Dir
 		}
 		calls = append(calls, ids)
 		mu.Unlock()
@@ -30,7 +31,7 @@ func TestGateBatcherGathersWaitingRequests(t *testing.T) {
 	burst, daily := limits.Windows(10, 100)
 	other, _ := limits.Windows(20, 100)
 	mk := func(dir, kid string, burst limits.Window) *gateCall {
-		return &gateCall{kid: kid, dir: dir, burst: burst, daily: daily}
+		return &gateCall{kid: kid, rec: idempotency.PendingRecord{Dir: dir}, burst: burst, daily: daily}
 	}
 	all := []*gateCall{mk("first", "a", burst), mk("q1", "a", burst), mk("q2", "b", burst), mk("q3", "a", other), mk("q4", "b", burst)}
 	errs := make([]error, len(all))
@@ -89,7 +90,7 @@ func TestGateBatcherGathersWaitingRequests(t *testing.T) {
 	}
 	for i, err := range errs {
 		if failed := err != nil; failed != (i == 1 || i == 2 || i == 4) {
-			t.Errorf("request %s: error %v", all[i].dir, err)
+			t.Errorf("request %s: error %v", all[i].rec.Dir, err)
 		}
 	}
 	if b.sending != 0 || len(b.queue) != 0 {
@@ -101,16 +102,16 @@ func TestGateBatcherGathersWaitingRequests(t *testing.T) {
 // request is sent.
 func TestGateBatcherSurvivesAPanic(t *testing.T) {
 	b := &gateBatcher{inFlight: 1, run: func(batch []*gateCall) error {
-		if batch[0].dir == "boom" {
+		if batch[0].rec.Dir == "boom" {
 			panic("boom")
 		}
 		return nil
 	}}
-	if err := b.do(&gateCall{dir: "boom"}); err == nil {
+	if err := b.do(&gateCall{rec: idempotency.PendingRecord{Dir: "boom"}}); err == nil {
 		t.Fatal("a panicking call returned no error")
 	}
 	done := make(chan error)
-	go func() { done <- b.do(&gateCall{dir: "next"}) }()
+	go func() { done <- b.do(&gateCall{rec: idempotency.PendingRecord{Dir: "next"}}) }()
 	select {
 	case err := <-done:
 		if err != nil {

@@ -101,12 +101,26 @@ local function b_load(b, v)
   end
 end
 
+-- B_NUM[n] is n's decimal text, for the buckets' numbers below B_NUMS: formatted once
+-- (a number's text is Lua's sprintf) and kept by the library for later calls.
+local B_NUMS = 4096
+local B_NUM = {}
+
+local function b_num(n)
+  local s = B_NUM[n]
+  if not s then
+    s = string.format('%d', n)
+    if n < B_NUMS then B_NUM[n] = s end
+  end
+  return s
+end
+
 local function b_locate(b, f)
   if not b.level then b_load(b, redis.call('GET', b.base .. 'd')) end
   local h = b_hash(f)
   local n = h % (2 ^ b.level)
   if n < b.split then n = h % (2 ^ (b.level + 1)) end
-  return b.base .. n
+  return b.base .. b_num(n)
 end
 
 local function b_get(b, f)

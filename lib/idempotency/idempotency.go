@@ -43,7 +43,7 @@
 // server's gate reserves first (Reserve, on the record's slot), then takes from the
 // windows (on the key's), and releases the reservation of a request the windows deny
 // (on one Redis server, the HTTP gate does the three in one function call, with
-// ReserveArgs and LuaRecords).
+// PendingRecord and LuaRecords).
 // (Records of the formats before, svc:idem3:{<key id>}: tables, svc:idem2: strings and
 // svc:idem: hashes, are not read: they expire within 30 hours of an upgrade, and a retry
 // that misses one runs again, its events caught by the consumer's batch claim.)
@@ -55,6 +55,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -166,39 +167,44 @@ func GroupBase(g byte) string { return fmt.Sprintf("svc:idem4:{%02x}:", g) }
 func (s *Store) Buckets() Buckets { return Buckets{Life: s.TTL, Every: s.Span, Skew: time.Minute} }
 
 // LuaRecords defines, over LuaBuckets, the operations on records (a function library
-// may combine it with code of its own: Store.ReserveArgs): reserve, complete, release,
+// may combine it with code of its own: Store.PendingRecord): reserve, complete, release,
 // forget and peek. Each takes the group's directory key dk and its ARGV: now (ms), the
 // record's field, its arguments, then the table's life, every and skew (the last three).
-// reserve_in and unreserve_in (reserve's own arguments) work over an open table,
-// r_table(dk, a), that several reservations of one group share.
+// reserve_in(t, f, pv) and unreserve_in(t, f, pv) work over an open table, r_open(dk,
+// now, life, every, skew) or r_table(dk, a), that several reservations of one group
+// share; pv is the reservation's value, made by the caller (PendingRecord.Value).
 const LuaRecords = `
+local function r_open(dk, now, life, every, skew)
+  return b_open(string.sub(dk, 1, -2), now, life, every, skew)
+end
+
 local function r_table(dk, a)
   local n = #a
-  return b_open(string.sub(dk, 1, -2), a[1], a[n - 2], a[n - 1], a[n])
+  return r_open(dk, a[1], a[n - 2], a[n - 1], a[n])
 end
 
 local function r_large(t, f)
   return t.base .. 'a' .. b_hex(f)
 end
 
--- reserve: a = {now, f, fp, pending ms, takeover ms, owner, ...}. {0, bucket} proceed,
--- the reservation made in that bucket (also when it takes over an expired takeover time
--- or a lapsed reservation); {0, bucket, 1} proceed, the reservation being this very
--- request's (owner and fingerprint): a second run of the same call, as a client library
--- retries a call whose reply was lost, nothing written; {1, record} replay, {2} reuse,
--- {3} in use: nothing written. reserve_in is reserve over an open table t (r_table's
--- handle), which a batch of one group's reservations shares: the directory read once.
-local function reserve_in(t, a)
-  local f, fp = a[2], a[3]
+-- reserve: a = {now, f, pv, ...}, pv the reservation to write ("P" fp owner lapse " "
+-- takeover at: PendingRecord.Value). {0, bucket} proceed, the reservation made in that bucket
+-- (also when it takes over an expired takeover time or a lapsed reservation); {0,
+-- bucket, 1} proceed, the reservation being this very request's (owner and fingerprint):
+-- a second run of the same call, as a client library retries a call whose reply was
+-- lost, nothing written; {1, record} replay, {2} reuse, {3} in use: nothing written.
+-- reserve_in is reserve over an open table t (r_open's handle), which a batch of one
+-- group's reservations shares: the directory read once.
+local function reserve_in(t, f, pv)
   local v = b_get(t, f)
   if v then
-    local kind, same = string.sub(v, 1, 1), string.sub(v, 2, 9) == fp
+    local kind, same = string.sub(v, 1, 1), string.sub(v, 2, 9) == string.sub(pv, 2, 9)
     if kind == 'P' then
       local lapse, was = string.match(v, '^(%d+) (%d+)$', 18)
       lapse, was = tonumber(lapse) or 0, tonumber(was) or 0
       if lapse > t.now then
         if not same then return {2} end
-        if string.sub(v, 10, 17) == a[6] then return {0, t.key, 1} end
+        if string.sub(v, 10, 17) == string.sub(pv, 10, 17) then return {0, t.key, 1} end
         if was == 0 or t.now < was then return {3} end
       end
     elseif not same then
@@ -210,13 +216,11 @@ local function reserve_in(t, a)
       if big then return {1, big} end
     end
   end
-  local takeover, at = tonumber(a[5]), 0
-  if takeover > 0 then at = t.now + takeover end
-  b_put(t, f, 'P' .. fp .. a[6] .. string.format('%d %d', t.now + tonumber(a[4]), at))
+  b_put(t, f, pv)
   return {0, t.key}
 end
 
-local function reserve(dk, a) return reserve_in(r_table(dk, a), a) end
+local function reserve(dk, a) return reserve_in(r_table(dk, a), a[2], a[3]) end
 
 -- complete: a = {now, f, record, ...}: the record replaces whatever f holds (usually
 -- the reservation, made moments before: one HSET).
@@ -240,9 +244,9 @@ end
 
 local function release(dk, a) return release_in(r_table(dk, a), a[2], a[3], a[4]) end
 
--- unreserve_in: a = reserve's arguments: drops the reservation reserve_in(t, a) made
--- (release with its fingerprint and owner).
-local function unreserve_in(t, a) return release_in(t, a[2], a[3], a[6]) end
+-- unreserve_in drops the reservation reserve_in(t, f, pv) made (release with its
+-- fingerprint and owner).
+local function unreserve_in(t, f, pv) return release_in(t, f, string.sub(pv, 2, 9), string.sub(pv, 10, 17)) end
 
 -- forget: a = {now, f, ...}: drops the record, whatever it holds.
 local function forget(dk, a)
@@ -274,19 +278,43 @@ type Reservation struct {
 // route's TakeoverAfter; 0: none), in one call on the record's group. Replay comes with
 // the stored answer; Reuse and InUse write nothing.
 func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string, takeover time.Duration, requestID string) (Reservation, error) {
-	dir, args := s.ReserveArgs(keyID, idemKey, fp, takeover, requestID)
-	res, err := recordsLibrary.Call(ctx, s.rdb, "reserve_record", []string{dir}, args...).Slice()
+	p := s.PendingRecord(keyID, idemKey, fp, takeover, requestID)
+	args := append([]any{p.now, p.Field, p.Value}, p.Table...)
+	res, err := recordsLibrary.Call(ctx, s.rdb, "reserve_record", []string{p.Dir}, args...).Slice()
 	if err != nil {
 		return Reservation{}, err
 	}
 	return ReservationOf(res)
 }
 
-// ReserveArgs is what Reserve calls LuaRecords' reserve(dk, a) with: dk the group's
-// directory key, a its arguments; for a function of another library that reserves as
-// one step of its own (the HTTP gate's, on one Redis server).
-func (s *Store) ReserveArgs(keyID, idemKey, fp string, takeover time.Duration, requestID string) (dir string, args []any) {
-	return s.callArgs(keyID, idemKey, fp, s.PendingTTL.Milliseconds(), takeover.Milliseconds(), owner(requestID))
+// PendingRecord is a reservation as LuaRecords' reserve_in(t, f, pv) makes it, for a function
+// of another library that reserves as one step of its own (the HTTP gate's, on one Redis
+// server): t = r_open(Dir, now, Table...), f = Field, pv = Value. Its lapse and takeover
+// times are fixed when it is made (Store.PendingRecord), so a caller sends the strings as they
+// are and Redis formats no number for them.
+type PendingRecord struct {
+	Dir   string // the record's group directory key
+	Field string // the record's field in the group's table
+	Value string // the reservation: "P" <fingerprint> <owner> <lapses at> " " <takeover at>
+	Table []any  // the table's timing (Buckets.Args): life, every and skew, ms
+	now   int64  // when it was made, Unix ms
+}
+
+// PendingRecord makes the reservation of key id's record of idemKey for the request requestID
+// with its fingerprint fp, lapsing after PendingTTL, for takeover after takeover (the
+// route's TakeoverAfter; 0: none). Reserve makes it in a call of its own.
+func (s *Store) PendingRecord(keyID, idemKey, fp string, takeover time.Duration, requestID string) PendingRecord {
+	now := s.Now().UnixMilli()
+	at := int64(0)
+	if takeover > 0 {
+		at = now + takeover.Milliseconds()
+	}
+	dir, f := record(keyID, idemKey)
+	v := make([]byte, 0, 1+fpLen+ownerLen+2*14)
+	v = append(append(append(v, 'P'), fp...), owner(requestID)...)
+	v = append(strconv.AppendInt(v, now+s.PendingTTL.Milliseconds(), 10), ' ')
+	v = strconv.AppendInt(v, at, 10)
+	return PendingRecord{Dir: dir, Field: f, Value: string(v), Table: s.Buckets().Args(), now: now}
 }
 
 // ReservationOf reads reserve's result: {0, bucket} proceed (also {0, bucket, 1}, a
