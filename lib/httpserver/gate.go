@@ -30,9 +30,11 @@ type idemState struct {
 // key or several. KEYS = {the records' group directories (nd), then limits.Keys of each
 // API key (nk of them)}; ARGV = {m, nd, nk, now ms, the records' tables' life, every and
 // skew ms, then each API key's windows (daily q, daily w ms, burst q, burst w ms:
-// limits.Args without now), then for each request: its directory's index in KEYS (0:
-// none), its key's index (1-based), and, with a directory, its record's field and
-// reservation (idempotency.PendingRecord)}: what every request shares is sent once.
+// limits.Args without now), then for each request: two bytes, its directory's index in
+// KEYS (0: none) and its key's index (1-based), and, with a directory, its record's field
+// and reservation (idempotency.PendingRecord)}: what every request shares is sent once,
+// and Lua parses no number a request (tonumber of a string is two strtod calls in Lua
+// 5.1; bench/HISTORY.md, stop 54).
 // See reserveGateArgs. For each request in order: one without a directory takes one
 // request from its key's windows (a request without Idempotency-Key, or one whose key
 // was reserved by a call of its own: a Redis Cluster); one with a directory reserves the
@@ -51,6 +53,7 @@ type idemState struct {
 var reserveGateLibrary = redisfn.New("reserve_gate", idempotency.LuaBuckets+idempotency.LuaRecords+limits.LuaTake+`
 local function reserve_gate(KEYS, ARGV)
   local m, nd, nk, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+  local life, every, skew = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
   local wins = {}
   for j = 1, nk do
     local a, k = 8 + (j - 1) * 4, nd + (j - 1) * 3 + 1
@@ -62,20 +65,20 @@ local function reserve_gate(KEYS, ARGV)
   local dirs = nd > 0 and redis.call('MGET', unpack(KEYS, 1, nd)) or {}
   local tables, out, p = {}, {}, 8 + nk * 4
   for i = 1, m do
-    local d, w = tonumber(ARGV[p]), wins[tonumber(ARGV[p + 1])]
-    local t, f, pv, r = nil, nil, nil, {0}
+    local d, j = string.byte(ARGV[p], 1, 2)
+    local w, t, f, pv, r = wins[j], nil, nil, nil, {0}
     if d > 0 then
-      f, pv = ARGV[p + 2], ARGV[p + 3]
-      p = p + 4
+      f, pv = ARGV[p + 1], ARGV[p + 2]
+      p = p + 3
       t = tables[d]
       if not t then
-        t = r_open(KEYS[d], now, ARGV[5], ARGV[6], ARGV[7])
+        t = r_open(KEYS[d], now, life, every, skew)
         b_load(t, dirs[d])
         tables[d] = t
       end
       r = reserve_in(t, f, pv)
     else
-      p = p + 2
+      p = p + 1
     end
     local cost = 1
     if r[1] == 2 or r[1] == 3 or r[3] == 1 then cost = 0 end

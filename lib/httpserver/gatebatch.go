@@ -32,8 +32,9 @@ type gateCall struct {
 
 // reserveGateArgs lays calls out as reserve_gate's KEYS and ARGV (see
 // reserveGateLibrary): each directory and each API key's windows once. Calls of one API
-// key must have the same windows (gateBatcher keeps others for a later call), and the
-// reservations one store's (their tables' timing is sent once).
+// key must have the same windows (gateBatcher keeps others for a later call), the
+// reservations must be one store's (their tables' timing is sent once), and there may be
+// at most maxGateCall calls (a request's indices are a byte each).
 func reserveGateArgs(calls []*gateCall, now time.Time) (keys []string, args []any) {
 	dirs := make([]string, 0, len(calls))
 	kids := make([]*gateCall, 0, len(calls))
@@ -57,7 +58,7 @@ func reserveGateArgs(calls []*gateCall, now time.Time) (keys []string, args []an
 	for _, c := range calls {
 		d := slices.Index(dirs, c.rec.Dir) + 1 // 0: no directory
 		w := slices.IndexFunc(kids, func(k *gateCall) bool { return k.kid == c.kid }) + 1
-		if args = append(args, d, w); d > 0 {
+		if args = append(args, string([]byte{byte(d), byte(w)})); d > 0 {
 			args = append(args, c.rec.Field, c.rec.Value)
 		}
 	}
@@ -66,6 +67,9 @@ func reserveGateArgs(calls []*gateCall, now time.Time) (keys []string, args []an
 
 // runReserveGate sends calls as one reserve_gate call and hands each its values.
 func runReserveGate(ctx context.Context, rdb redis.Cmdable, calls []*gateCall, now time.Time) error {
+	if len(calls) > maxGateCall {
+		return fmt.Errorf("reserve_gate: %d requests, at most %d a call", len(calls), maxGateCall)
+	}
 	keys, args := reserveGateArgs(calls, now)
 	res, err := reserveGateLibrary.Call(ctx, rdb, "reserve_gate", keys, args...).Slice()
 	if err != nil {
@@ -84,6 +88,9 @@ func runReserveGate(ctx context.Context, rdb redis.Cmdable, calls []*gateCall, n
 // end before any other command, and a request takes 10–20 µs of it on the 2-core VM
 // (BenchmarkReserveGateBatch).
 const maxGateBatch = 32
+
+// maxGateCall is the most requests reserve_gate takes in one call.
+const maxGateCall = 255
 
 // gateBatcher sends the gates of concurrent requests together: at most inFlight
 // reserve_gate calls at a time; a request that finds them all in flight waits in the
