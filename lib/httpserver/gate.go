@@ -63,10 +63,10 @@ local function reserve_gate(KEYS, ARGV)
     wins[j] = w
   end
   local dirs = nd > 0 and redis.call('MGET', unpack(KEYS, 1, nd)) or {}
-  local tables, out, p = {}, {}, 8 + nk * 4
+  local tables, out, p, k = {}, {}, 8 + nk * 4, 0
   for i = 1, m do
     local d, j = string.byte(ARGV[p], 1, 2)
-    local w, t, f, pv, r = wins[j], nil, nil, nil, {0}
+    local w, t, f, pv, o, v, again = wins[j], nil, nil, nil, 0, false, nil
     if d > 0 then
       f, pv = ARGV[p + 1], ARGV[p + 2]
       p = p + 3
@@ -76,20 +76,20 @@ local function reserve_gate(KEYS, ARGV)
         b_load(t, dirs[d])
         tables[d] = t
       end
-      r = reserve_in(t, f, pv)
+      o, v, again = reserve_in(t, f, pv)
     else
       p = p + 1
     end
     local cost = 1
-    if r[1] == 2 or r[1] == 3 or r[3] == 1 then cost = 0 end
+    if o == 2 or o == 3 or again == 1 then cost = 0 end
     local allowed, denied, retry
     w.ds, w.bs, allowed, denied, retry = l_step(w.ds, w.bs, cost, w.dq, w.dw, w.bq, w.bw)
     if cost ~= 0 and allowed == 1 then w.spent = true end
-    if t and r[1] == 0 and allowed ~= 1 then unreserve_in(t, f, pv) end
-    local k = #out
-    out[k + 1], out[k + 2] = r[1], r[2] or false
+    if t and o == 0 and allowed ~= 1 then unreserve_in(t, f, pv) end
+    out[k + 1], out[k + 2] = o, v or false
     out[k + 3], out[k + 4], out[k + 5], out[k + 6], out[k + 7], out[k + 8], out[k + 9] =
       l_results(allowed, denied, retry, w.ds, w.bs, w.dq, w.dw, w.bq, w.bw)
+    k = k + 9
   end
   for j = 1, nk do
     local w = wins[j]

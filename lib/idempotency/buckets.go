@@ -215,8 +215,10 @@ local function b_split(b)
   if b.split == size then b.level, b.split = b.level + 1, 0 end
 end
 
+-- b.swept is the sweep time's text as Redis returned it (or a number): the subtraction
+-- converts it, once, where tonumber would parse it twice (Lua 5.1).
 local function b_after(b, f, key, added)
-  if not b.swept or b.now - tonumber(b.swept) > tonumber(b.every) then
+  if not b.swept or b.now - b.swept > tonumber(b.every) then
     b.life, b.every, b.skew = tonumber(b.life), tonumber(b.every), tonumber(b.skew)
     b_sweep(b, key)
     b.swept = b.now

@@ -194,7 +194,8 @@ end
 -- a second run of the same call, as a client library retries a call whose reply was
 -- lost, nothing written; {1, record} replay, {2} reuse, {3} in use: nothing written.
 -- reserve_in is reserve over an open table t (r_open's handle), which a batch of one
--- group's reservations shares: the directory read once.
+-- group's reservations shares: the directory read once; it returns the values, not a
+-- table of them.
 local function reserve_in(t, f, pv)
   local v = b_get(t, f)
   if v then
@@ -203,24 +204,24 @@ local function reserve_in(t, f, pv)
       local lapse, was = string.match(v, '^(%d+) (%d+)$', 18)
       lapse, was = tonumber(lapse) or 0, tonumber(was) or 0
       if lapse > t.now then
-        if not same then return {2} end
-        if string.sub(v, 10, 17) == string.sub(pv, 10, 17) then return {0, t.key, 1} end
-        if was == 0 or t.now < was then return {3} end
+        if not same then return 2 end
+        if string.sub(v, 10, 17) == string.sub(pv, 10, 17) then return 0, t.key, 1 end
+        if was == 0 or t.now < was then return 3 end
       end
     elseif not same then
-      return {2}
+      return 2
     elseif kind == 'D' then
-      return {1, v}
+      return 1, v
     else
       local big = redis.call('GET', r_large(t, f))
-      if big then return {1, big} end
+      if big then return 1, big end
     end
   end
   b_put(t, f, pv)
-  return {0, t.key}
+  return 0, t.key
 end
 
-local function reserve(dk, a) return reserve_in(r_table(dk, a), a[2], a[3]) end
+local function reserve(dk, a) return {reserve_in(r_table(dk, a), a[2], a[3])} end
 
 -- complete: a = {now, f, record, ...}: the record replaces whatever f holds (usually
 -- the reservation, made moments before: one HSET).
