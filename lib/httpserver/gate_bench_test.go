@@ -1,8 +1,10 @@
 package httpserver_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -311,5 +313,51 @@ func BenchmarkReserveGateParts(b *testing.B) {
 			})
 			b.ReportMetric((after.fnUs-before.fnUs)/float64(b.N), "fcall-us/call")
 		})
+	}
+}
+
+// TestReserveGateForCallgrind drives reserve_gate for bench/callgrind-gate.sh, which runs
+// Redis under callgrind and counts the instructions of its FCALLs: 4,800 requests, each
+// with a new Idempotency-Key of one API key, in calls of SVC_CALLGRIND_M requests (16),
+// each answer then stored as the server stores it (a plain HSET, outside the count).
+// Instructions do not vary with the host's speed or its neighbours, as the time of the
+// same calls does (bench/HISTORY.md, stop 54). It runs only against the Redis that
+// SVC_CALLGRIND_REDIS names (host:port), which it leaves full.
+func TestReserveGateForCallgrind(t *testing.T) {
+	addr := os.Getenv("SVC_CALLGRIND_REDIS")
+	if addr == "" {
+		t.Skip("SVC_CALLGRIND_REDIS is not set: bench/callgrind-gate.sh runs this")
+	}
+	m, err := strconv.Atoi(cmp.Or(os.Getenv("SVC_CALLGRIND_M"), "16"))
+	if err != nil || m < 1 || 4800%m != 0 {
+		t.Fatalf("SVC_CALLGRIND_M=%q: want a divisor of 4800", os.Getenv("SVC_CALLGRIND_M"))
+	}
+	ctx := context.Background()
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	store := idempotency.New(rdb)
+	burst, daily := httpserver.LimitsWindowsForTest(1<<40, 1<<40)
+	fp := idempotency.Fingerprint("POST", "/v1/events", []byte(`{"events":[]}`))
+	answer := idempotency.Stored{Status: 202, ContentType: "application/json", Body: []byte(`{"accepted":50,"rejected":0}`)}
+	for c := range 4800 / m {
+		calls, keys := make([]httpserver.GateCallForTest, m), make([]string, m)
+		for i := range calls {
+			keys[i] = fmt.Sprintf("callgrind-%d-%d", c, i)
+			calls[i] = httpserver.GateCallForTest{Kid: "callgrind", Burst: burst, Daily: daily,
+				Rec: store.PendingRecord("callgrind", keys[i], fp, 0, "req_"+keys[i])}
+		}
+		res, err := httpserver.ReserveGatesForTest(ctx, rdb, calls, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, r := range res {
+			rsv, err := idempotency.ReservationOf(r[:2])
+			if err != nil || rsv.Outcome != idempotency.Proceed || r[2] != int64(1) {
+				t.Fatalf("call %d, request %d: reserve_gate answered %v (%v)", c, i, r, err)
+			}
+			if err := store.CompleteReserved(ctx, rsv, "callgrind", keys[i], fp, answer); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 }
