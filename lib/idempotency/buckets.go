@@ -95,15 +95,17 @@ end
 local function b_load(b, v)
   b.dir = v
   b.level, b.split, b.count = 0, 0, 0
-  if v then
-    local l, s, n = string.match(v, '^(%d+) (%d+) (%d+)$')
-    b.level, b.split, b.count = tonumber(l) or 0, tonumber(s) or 0, tonumber(n) or 0
+  local l, s, n = string.match(v or '', '^(%d+) (%d+) (%d+)$')
+  if l then -- digits: arithmetic converts each once, where tonumber parses it twice
+    b.level, b.split, b.count = l + 0, s + 0, n + 0
   end
 end
 
--- B_NUM[n] is n's decimal text, for the buckets' numbers below B_NUMS: formatted once
--- (a number's text is Lua's sprintf) and kept by the library for later calls.
-local B_NUMS = 4096
+-- b_num(n) is the integer n's decimal text; below B_NUMS (a bucket's number, a
+-- directory's level and split) it is formatted once (a number's text is Lua's sprintf)
+-- and kept in B_NUM for the library's later calls: at most B_NUMS short strings of the
+-- library's Lua memory, the same whatever the calls, so no call sees another's effects.
+local B_NUMS = 1024
 local B_NUM = {}
 
 local function b_num(n)
@@ -153,7 +155,7 @@ local function b_expiry(b)
 end
 
 local function b_setdir(b)
-  local v = b.level .. ' ' .. b.split .. ' ' .. math.max(0, b.count)
+  local v = b_num(b.level) .. ' ' .. b_num(b.split) .. ' ' .. b_num(math.max(0, b.count))
   if b.dir then
     redis.call('SET', b.base .. 'd', v, 'KEEPTTL')
   else
