@@ -52,13 +52,15 @@ type idemState struct {
 // gateValues values each.
 var reserveGateLibrary = redisfn.New("reserve_gate", idempotency.LuaBuckets+idempotency.LuaRecords+limits.LuaTake+`
 local function reserve_gate(KEYS, ARGV)
-  local m, nd, nk, now = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
-  local life, every, skew = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+  -- ARGV's numbers are integers the server wrote: arithmetic converts each once (x + 0),
+  -- where tonumber parses it twice (Lua 5.1).
+  local m, nd, nk, now = ARGV[1] + 0, ARGV[2] + 0, ARGV[3] + 0, ARGV[4] + 0
+  local life, every, skew = ARGV[5] + 0, ARGV[6] + 0, ARGV[7] + 0
   local wins = {}
   for j = 1, nk do
     local a, k = 8 + (j - 1) * 4, nd + (j - 1) * 3 + 1
-    local w = {k = KEYS[k], dq = tonumber(ARGV[a]), dw = tonumber(ARGV[a + 1]), bq = tonumber(ARGV[a + 2]),
-      bw = tonumber(ARGV[a + 3]), ds = 0, bs = 0, spent = false}
+    local w = {k = KEYS[k], dq = ARGV[a] + 0, dw = ARGV[a + 1] + 0, bq = ARGV[a + 2] + 0,
+      bw = ARGV[a + 3] + 0, ds = 0, bs = 0, spent = false}
     w.ds, w.bs = l_state(KEYS[k], KEYS[k + 1], KEYS[k + 2], now, w.dq, w.dw, w.bq, w.bw)
     wins[j] = w
   end
