@@ -79,9 +79,11 @@ local B_MARGIN = 600000
 local B_AHEAD = 8
 
 -- The handle names every field it will hold (false: not read yet), so that Lua sizes
--- its table once instead of growing it field by field within the call.
+-- its table once instead of growing it field by field within the call. Its times are
+-- integers (ms) as numbers or as the digits a caller sent: arithmetic converts each once
+-- (x + 0), where tonumber parses a string twice (Lua 5.1).
 local function b_open(base, now, life, every, skew)
-  return {base = base, now = tonumber(now), life = life, every = every, skew = skew,
+  return {base = base, now = now + 0, life = life + 0, every = every + 0, skew = skew + 0,
     dir = false, level = false, split = 0, count = 0, key = false, swept = false}
 end
 
@@ -151,7 +153,7 @@ local function b_stamp(now)
 end
 
 local function b_expiry(b)
-  return string.format('%d', b.now + tonumber(b.every) + tonumber(b.life) + tonumber(b.skew) + B_MARGIN)
+  return string.format('%d', b.now + b.every + b.life + b.skew + B_MARGIN)
 end
 
 local function b_setdir(b)
@@ -220,8 +222,7 @@ end
 -- b.swept is the sweep time's text as Redis returned it (or a number): the subtraction
 -- converts it, once, where tonumber would parse it twice (Lua 5.1).
 local function b_after(b, f, key, added)
-  if not b.swept or b.now - b.swept > tonumber(b.every) then
-    b.life, b.every, b.skew = tonumber(b.life), tonumber(b.every), tonumber(b.skew)
+  if not b.swept or b.now - b.swept > b.every then
     b_sweep(b, key)
     b.swept = b.now
   end
