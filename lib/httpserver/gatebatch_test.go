@@ -1,7 +1,10 @@
 package httpserver
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -119,6 +122,43 @@ func TestGateBatcherSurvivesAPanic(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("the request after a panicking call was never sent")
+	}
+}
+
+// reserve_gate's arguments: what a call's requests share sent once (now, the tables'
+// timing, each key's windows, each directory), a request's indices as two bytes, its
+// field and reservation only with a directory; and no call of more requests than a byte
+// can index.
+func TestReserveGateArgsLayout(t *testing.T) {
+	burst, daily := limits.Windows(100, 1000)
+	now := time.UnixMilli(1_800_000_000_000)
+	table := []any{int64(86_400_000), int64(21_600_000), int64(60_000)}
+	rec := func(dir, f string) idempotency.PendingRecord {
+		return idempotency.PendingRecord{Dir: dir, Field: f, Value: "P" + f, Table: table}
+	}
+	calls := []*gateCall{
+		{kid: "a", burst: burst, daily: daily, rec: rec("d1", "f1")},
+		{kid: "b", burst: burst, daily: daily},
+		{kid: "a", burst: burst, daily: daily, rec: rec("d2", "f2")},
+		{kid: "b", burst: burst, daily: daily, rec: rec("d1", "f3")},
+	}
+	keys, args := reserveGateArgs(calls, now)
+	wantKeys := append(append([]string{"d1", "d2"}, limits.Keys("a")...), limits.Keys("b")...)
+	if !slices.Equal(keys, wantKeys) {
+		t.Errorf("keys %q, want %q", keys, wantKeys)
+	}
+	want := []any{4, 2, 2, now.UnixMilli(), table[0], table[1], table[2]}
+	want = append(append(want, limits.Args(now, burst, daily)[1:]...), limits.Args(now, burst, daily)[1:]...)
+	want = append(want, "\x01\x01", "f1", "Pf1", "\x00\x02", "\x02\x01", "f2", "Pf2", "\x01\x02", "f3", "Pf3")
+	if fmt.Sprint(args) != fmt.Sprint(want) {
+		t.Errorf("args\n%q\nwant\n%q", args, want)
+	}
+	many := make([]*gateCall, maxGateCall+1)
+	for i := range many {
+		many[i] = &gateCall{kid: "a", burst: burst, daily: daily}
+	}
+	if err := runReserveGate(context.Background(), nil, many, now); err == nil {
+		t.Errorf("a call of %d requests was sent", len(many))
 	}
 }
 
