@@ -33,8 +33,8 @@ type idemState struct {
 // limits.Args without now), then for each request: two bytes, its directory's index in
 // KEYS (0: none) and its key's index (1-based), and, with a directory, its record's field
 // and reservation (idempotency.PendingRecord)}: what every request shares is sent once,
-// and Lua parses no number a request (tonumber of a string is two strtod calls in Lua
-// 5.1; bench/HISTORY.md, stop 54).
+// and a request's indices are bytes, read without parsing a number (tonumber of a
+// string is two strtod calls in Lua 5.1; bench/HISTORY.md, stop 54).
 // See reserveGateArgs. For each request in order: one without a directory takes one
 // request from its key's windows (a request without Idempotency-Key, or one whose key
 // was reserved by a call of its own: a Redis Cluster); one with a directory reserves the
