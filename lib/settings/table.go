@@ -217,7 +217,7 @@ var Table = []Setting{
 	{Name: "SVC_FOOTPRINT_N", Group: GroupTests, Kind: Int, Default: "100000",
 		ReadBy: []string{Tests}, Meaning: "idempotent POST /events requests `TestIdempotencyFootprint` sends"},
 	{Name: "SVC_FOOTPRINT_MAX", Group: GroupTests, Kind: Int, Default: "120",
-		ReadBy: []string{Tests}, Meaning: "the most Redis bytes per idempotent request `TestIdempotencyFootprint` accepts"},
+		ReadBy: []string{Tests}, Meaning: "the most Redis bytes per idempotent request `TestIdempotencyFootprint` accepts (`used_memory`'s growth less the clients' and the replication stream's buffers)"},
 	{Name: "SVC_CALLGRIND_REDIS", Group: GroupTests, Kind: String,
 		ReadBy: []string{Tests}, Meaning: "a scratch Redis (host:port) that `TestReserveGateForCallgrind` fills, run by `bench/callgrind-gate.sh`; empty: the test is skipped"},
 	{Name: "SVC_CALLGRIND_M", Group: GroupTests, Kind: Int, Default: "16",
