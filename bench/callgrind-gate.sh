@@ -5,7 +5,9 @@
 # does. It starts a scratch redis-server under callgrind (only FCALL's own instructions
 # are collected), runs TestReserveGateForCallgrind (4,800 new Idempotency-Keys of one API
 # key, in calls of M requests; each answer then stored by a plain HSET, not counted),
-# and prints the count per request. M: 1 and 16 unless given. PORT: 6391.
+# and prints the count per request; then the same for a Redis Cluster's reservation, a
+# reserve_record call a request (TestReserveRecordForCallgrind). M: 1 and 16 unless
+# given. PORT: 6391.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { echo "callgrind-gate: valgrind is missing (apt-get install valgrind)" >&2; exit 1; }
@@ -13,16 +15,23 @@ port=${PORT:-6391}
 work=$(mktemp -d)
 trap 'redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
 go test -c -o "$work/httpserver.test" ./lib/httpserver/
-for m in "${@:-1 16}"; do
-  for m1 in $m; do
-    valgrind --tool=callgrind --toggle-collect=fcallCommand --callgrind-out-file="$work/cg.$m1" \
-      redis-server --port "$port" --save "" --appendonly no >"$work/valgrind.$m1.log" 2>&1 &
-    vg=$!
-    for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
-    SVC_CALLGRIND_REDIS=127.0.0.1:$port SVC_CALLGRIND_M=$m1 "$work/httpserver.test" -test.run '^TestReserveGateForCallgrind$' -test.count 1
-    redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
-    wait "$vg" || true
-    total=$(awk '/^totals:/ {print $2}' "$work/cg.$m1")
-    echo "reserve_gate, $m1 request(s) a call: $((total / 4800)) instructions a request (callgrind, FCALL's own, 4800 requests)"
-  done
+
+# count TEST M LABEL: TEST's FCALL instructions a request, against a fresh Redis.
+count() {
+  valgrind --tool=callgrind --toggle-collect=fcallCommand --callgrind-out-file="$work/cg.out" \
+    redis-server --port "$port" --save "" --appendonly no >"$work/valgrind.log" 2>&1 &
+  local vg=$!
+  for _ in $(seq 100); do redis-cli -p "$port" ping >/dev/null 2>&1 && break; sleep 0.2; done
+  SVC_CALLGRIND_REDIS=127.0.0.1:$port SVC_CALLGRIND_M=$2 "$work/httpserver.test" -test.run "^$1\$" -test.count 1 >/dev/null
+  redis-cli -p "$port" shutdown nosave >/dev/null 2>&1 || true
+  wait "$vg" || true
+  local total
+  total=$(awk '/^totals:/ {print $2}' "$work/cg.out")
+  echo "$3: $((total / 4800)) instructions a request (callgrind, FCALL's own, 4800 requests)"
+  rm -f "$work"/cg.out*
+}
+
+for m in ${*:-1 16}; do
+  count TestReserveGateForCallgrind "$m" "reserve_gate, $m request(s) a call"
 done
+count TestReserveRecordForCallgrind 16 "reserve_record alone (a Redis Cluster's reservation; its take is a call on another master)"
