@@ -31,13 +31,14 @@ type GateCallForTest struct {
 }
 
 // ReserveGatesForTest runs calls through the gate's one-call function (reserve_gate) as
-// one call, as a batch of the server's gate does, and returns each call's values.
+// one call, as a batch of the server's gate does, and returns each call's values; the
+// reservations' tables have a default store's timing (idempotency.New).
 func ReserveGatesForTest(ctx context.Context, rdb redis.Cmdable, calls []GateCallForTest, now time.Time) ([][]any, error) {
 	cs := make([]*gateCall, len(calls))
 	for i, c := range calls {
 		cs[i] = &gateCall{kid: c.Kid, burst: c.Burst, daily: c.Daily, rec: c.Rec}
 	}
-	if err := runReserveGate(ctx, rdb, cs, now); err != nil {
+	if err := runReserveGate(ctx, rdb, cs, now, idempotency.New(nil).Buckets().Args()); err != nil {
 		return nil, err
 	}
 	out := make([][]any, len(cs))

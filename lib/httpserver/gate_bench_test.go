@@ -307,7 +307,7 @@ func BenchmarkReserveGateParts(b *testing.B) {
 					g.sent.Store(key, true)
 				}
 				rec := g.store.PendingRecord(g.kid, key, g.fp, 0, "req_"+key)
-				rargs := append([]any{time.Now().UnixMilli(), rec.Field, rec.Value}, rec.Table...) // reserve's a
+				rargs := append([]any{time.Now().UnixMilli(), rec.Field, rec.Value}, g.store.Buckets().Args()...) // reserve's a
 				args := append(append([]any{len(rargs)}, rargs...), limits.Args(time.Now(), g.burst, g.daily)...)
 				return gatePartsLibrary.Call(ctx, g.rdb, fn, append([]string{rec.Dir}, limits.Keys(g.kid)...), args...).Err()
 			})
@@ -324,18 +324,12 @@ func BenchmarkReserveGateParts(b *testing.B) {
 // same calls does (bench/HISTORY.md, stop 54). It runs only against the Redis that
 // SVC_CALLGRIND_REDIS names (host:port), which it leaves full.
 func TestReserveGateForCallgrind(t *testing.T) {
-	addr := os.Getenv("SVC_CALLGRIND_REDIS")
-	if addr == "" {
-		t.Skip("SVC_CALLGRIND_REDIS is not set: bench/callgrind-gate.sh runs this")
-	}
+	rdb, store := callgrindRedis(t)
 	m, err := strconv.Atoi(cmp.Or(os.Getenv("SVC_CALLGRIND_M"), "16"))
 	if err != nil || m < 1 || 4800%m != 0 {
 		t.Fatalf("SVC_CALLGRIND_M=%q: want a divisor of 4800", os.Getenv("SVC_CALLGRIND_M"))
 	}
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	store := idempotency.New(rdb)
 	burst, daily := httpserver.LimitsWindowsForTest(1<<40, 1<<40)
 	for c := range 4800 / m {
 		calls, keys := make([]httpserver.GateCallForTest, m), make([]string, m)
@@ -365,14 +359,8 @@ func TestReserveGateForCallgrind(t *testing.T) {
 // reserve_record), for the same 4,800 Idempotency-Keys; the take from the windows, a
 // call on another master there, is not in it.
 func TestReserveRecordForCallgrind(t *testing.T) {
-	addr := os.Getenv("SVC_CALLGRIND_REDIS")
-	if addr == "" {
-		t.Skip("SVC_CALLGRIND_REDIS is not set: bench/callgrind-gate.sh runs this")
-	}
+	_, store := callgrindRedis(t)
 	ctx := context.Background()
-	rdb := redis.NewClient(&redis.Options{Addr: addr})
-	defer rdb.Close()
-	store := idempotency.New(rdb)
 	for i := range 4800 {
 		key := fmt.Sprintf("callgrind-%d", i)
 		rsv, err := store.Reserve(ctx, "callgrind", key, callgrindFP, 0, "req_"+key)
@@ -383,6 +371,18 @@ func TestReserveRecordForCallgrind(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// callgrindRedis is the callgrind tests' Redis (SVC_CALLGRIND_REDIS, closed when t ends)
+// and a records store on it; the test is skipped without it.
+func callgrindRedis(t *testing.T) (*redis.Client, *idempotency.Store) {
+	addr := os.Getenv("SVC_CALLGRIND_REDIS")
+	if addr == "" {
+		t.Skip("SVC_CALLGRIND_REDIS is not set: bench/callgrind-gate.sh runs this")
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	t.Cleanup(func() { rdb.Close() })
+	return rdb, idempotency.New(rdb)
 }
 
 // callgrindFP and callgrindAnswer are the callgrind tests' requests' fingerprint and

@@ -33,16 +33,14 @@ type gateCall struct {
 // reserveGateArgs lays calls out as reserve_gate's KEYS and ARGV (see
 // reserveGateLibrary): each directory and each API key's windows once. Calls of one API
 // key must have the same windows (gateBatcher keeps others for a later call), the
-// reservations must be one store's (their tables' timing is sent once), and there may be
-// at most maxGateCall calls (a request's indices are a byte each).
-func reserveGateArgs(calls []*gateCall, now time.Time) (keys []string, args []any) {
+// reservations must be of the store whose tables' timing table is (Buckets.Args, sent
+// once), and there may be at most maxGateCall calls (a request's indices are a byte each).
+func reserveGateArgs(calls []*gateCall, now time.Time, table []any) (keys []string, args []any) {
 	dirs := make([]string, 0, len(calls))
 	kids := make([]*gateCall, 0, len(calls))
-	table := []any{0, 0, 0}
 	for _, c := range calls {
 		if c.rec.Dir != "" && !slices.Contains(dirs, c.rec.Dir) {
 			dirs = append(dirs, c.rec.Dir)
-			table = c.rec.Table
 		}
 		if !slices.ContainsFunc(kids, func(k *gateCall) bool { return k.kid == c.kid }) {
 			kids = append(kids, c)
@@ -65,12 +63,13 @@ func reserveGateArgs(calls []*gateCall, now time.Time) (keys []string, args []an
 	return keys, args
 }
 
-// runReserveGate sends calls as one reserve_gate call and hands each its values.
-func runReserveGate(ctx context.Context, rdb redis.Cmdable, calls []*gateCall, now time.Time) error {
+// runReserveGate sends calls as one reserve_gate call and hands each its values; table
+// is the records' tables' timing (idempotency.Buckets.Args).
+func runReserveGate(ctx context.Context, rdb redis.Cmdable, calls []*gateCall, now time.Time, table []any) error {
 	if len(calls) > maxGateCall {
 		return fmt.Errorf("reserve_gate: %d requests, at most %d a call", len(calls), maxGateCall)
 	}
-	keys, args := reserveGateArgs(calls, now)
+	keys, args := reserveGateArgs(calls, now, table)
 	res, err := reserveGateLibrary.Call(ctx, rdb, "reserve_gate", keys, args...).Slice()
 	if err != nil {
 		return err

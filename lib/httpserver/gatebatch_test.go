@@ -134,7 +134,7 @@ func TestReserveGateArgsLayout(t *testing.T) {
 	now := time.UnixMilli(1_800_000_000_000)
 	table := []any{int64(86_400_000), int64(21_600_000), int64(60_000)}
 	rec := func(dir, f string) idempotency.PendingRecord {
-		return idempotency.PendingRecord{Dir: dir, Field: f, Value: "P" + f, Table: table}
+		return idempotency.PendingRecord{Dir: dir, Field: f, Value: "P" + f}
 	}
 	calls := []*gateCall{
 		{kid: "a", burst: burst, daily: daily, rec: rec("d1", "f1")},
@@ -142,7 +142,7 @@ func TestReserveGateArgsLayout(t *testing.T) {
 		{kid: "a", burst: burst, daily: daily, rec: rec("d2", "f2")},
 		{kid: "b", burst: burst, daily: daily, rec: rec("d1", "f3")},
 	}
-	keys, args := reserveGateArgs(calls, now)
+	keys, args := reserveGateArgs(calls, now, table)
 	wantKeys := append(append([]string{"d1", "d2"}, limits.Keys("a")...), limits.Keys("b")...)
 	if !slices.Equal(keys, wantKeys) {
 		t.Errorf("keys %q, want %q", keys, wantKeys)
@@ -157,7 +157,7 @@ func TestReserveGateArgsLayout(t *testing.T) {
 	for i := range many {
 		many[i] = &gateCall{kid: "a", burst: burst, daily: daily}
 	}
-	if err := runReserveGate(context.Background(), nil, many, now); err == nil {
+	if err := runReserveGate(context.Background(), nil, many, now, table); err == nil {
 		t.Errorf("a call of %d requests was sent", len(many))
 	}
 }

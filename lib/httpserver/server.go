@@ -77,7 +77,11 @@ func NewServer(cfg Config, deps Deps, routes []Route) *Server {
 func (s *Server) newGateBatcher() *gateBatcher {
 	return &gateBatcher{inFlight: cmp.Or(s.Config.GateCallsInFlight, math.MaxInt), run: func(batch []*gateCall) error {
 		s.Deps.Metrics.GateBatch.Observe(float64(len(batch)))
-		return runReserveGate(context.Background(), s.Deps.Limits.Redis(), batch, s.now())
+		table := []any{0, 0, 0} // no records' tables: every request takes from its windows only
+		if s.Deps.Idem != nil {
+			table = s.Deps.Idem.Buckets().Args()
+		}
+		return runReserveGate(context.Background(), s.Deps.Limits.Redis(), batch, s.now(), table)
 	}}
 }
 

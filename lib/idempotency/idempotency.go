@@ -178,7 +178,7 @@ type Reservation struct {
 // the stored answer; Reuse and InUse write nothing.
 func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string, takeover time.Duration, requestID string) (Reservation, error) {
 	p := s.PendingRecord(keyID, idemKey, fp, takeover, requestID)
-	args := append([]any{p.now, p.Field, p.Value}, p.Table...)
+	args := append([]any{p.now, p.Field, p.Value}, s.Buckets().Args()...)
 	res, err := recordsLibrary.Call(ctx, s.rdb, "reserve_record", []string{p.Dir}, args...).Slice()
 	if err != nil {
 		return Reservation{}, err
@@ -188,14 +188,13 @@ func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string, takeover
 
 // PendingRecord is a reservation as LuaRecords' reserve_in(t, f, pv) makes it, for a function
 // of another library that reserves as one step of its own (the HTTP gate's, on one Redis
-// server): t = r_open(Dir, now, Table...), f = Field, pv = Value. Its lapse and takeover
+// server): t = r_open(Dir, now, Buckets.Args...), f = Field, pv = Value. Its lapse and takeover
 // times are fixed when it is made (Store.PendingRecord), so a caller sends the strings as they
 // are and Redis formats no number for them.
 type PendingRecord struct {
 	Dir   string // the record's group directory key
 	Field string // the record's field in the group's table
 	Value string // the reservation: "P" <fingerprint> <owner> <lapses at> " " <takeover at>
-	Table []any  // the table's timing (Buckets.Args): life, every and skew, ms
 	now   int64  // when it was made, Unix ms
 }
 
@@ -213,7 +212,7 @@ func (s *Store) PendingRecord(keyID, idemKey, fp string, takeover time.Duration,
 	v = append(append(append(v, 'P'), fp...), owner(requestID)...)
 	v = append(strconv.AppendInt(v, now+s.PendingTTL.Milliseconds(), 10), ' ')
 	v = strconv.AppendInt(v, at, 10)
-	return PendingRecord{Dir: dir, Field: f, Value: string(v), Table: s.Buckets().Args(), now: now}
+	return PendingRecord{Dir: dir, Field: f, Value: string(v), now: now}
 }
 
 // ReservationOf reads reserve's result: {0, bucket} proceed (also {0, bucket, 1}, a
