@@ -51,6 +51,11 @@ type idemState struct {
 // directory), its bucket or record or false, take's limits.Results values...}:
 // gateValues values each.
 var reserveGateLibrary = redisfn.New("reserve_gate", idempotency.LuaBuckets+idempotency.LuaRecords+limits.LuaTake+`
+-- G_SLOTS are the values a call's answer starts from: {unpack(G_SLOTS, 1, 9 * m)} sizes
+-- the answer's table once, where filling an empty one resizes it at every power of two.
+local G_SLOTS = {}
+for i = 1, 9 * 255 do G_SLOTS[i] = false end
+
 local function reserve_gate(KEYS, ARGV)
   -- ARGV's numbers are integers the server wrote: arithmetic converts each once (x + 0),
   -- where tonumber parses it twice (Lua 5.1).
@@ -65,7 +70,7 @@ local function reserve_gate(KEYS, ARGV)
     wins[j] = w
   end
   local dirs = nd > 0 and redis.call('MGET', unpack(KEYS, 1, nd)) or {}
-  local tables, out, p, k = {}, {}, 8 + nk * 4, 0
+  local tables, out, p, k = {}, {unpack(G_SLOTS, 1, 9 * m)}, 8 + nk * 4, 0
   for i = 1, m do
     local d, j = string.byte(ARGV[p], 1, 2)
     local w, t, f, pv, o, v, again = wins[j], nil, nil, nil, 0, false, nil
@@ -95,7 +100,7 @@ local function reserve_gate(KEYS, ARGV)
   end
   for j = 1, nk do
     local w = wins[j]
-    if w.spent then l_store(w.k, w.ds, w.bs, now, w.dw, w.bw) end
+    if w.spent then l_store(w.k, w.ds, w.bs, now, w.dw, w.bw, ARGV[4]) end
   end
   return out
 end

@@ -92,17 +92,36 @@ local function b_hash(f)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
+-- b_dir(v) is the directory value v's {level, split, count} (B_DIR0, {0, 0, 0}, for false or a
+-- value of another shape), kept in B_DIRS for the library's later calls: a pure function
+-- of v's text, in at most B_DIRS_MAX entries (then B_DIRS starts again, empty), so no
+-- call sees another's effects. b_remember(v, d) enters a value b_setdir wrote.
+local B_DIRS_MAX = 1024
+local B_DIRS, B_DIRN, B_DIR0 = {}, 0, {0, 0, 0}
+local function b_remember(v, d)
+  if B_DIRN >= B_DIRS_MAX then B_DIRS, B_DIRN = {}, 0 end
+  B_DIRS[v], B_DIRN = d, B_DIRN + 1
+  return d
+end
+local function b_dir(v)
+  if not v then return B_DIR0 end
+  local d = B_DIRS[v]
+  if d then return d end
+  local l, s, n = string.match(v, '^(%d+) (%d+) (%d+)$')
+  if not l then return B_DIR0 end
+  -- digits: arithmetic converts each once, where tonumber parses it twice
+  return b_remember(v, {l + 0, s + 0, n + 0})
+end
 -- b_load gives the handle its directory's value v (GET <base>d: false when absent);
 -- b_locate reads it on first use unless a caller that read several at once (MGET) gave it.
+-- A value's numbers are kept in B_DIRS (b_dir), filled by the parse of a value read and
+-- by b_setdir's writes, so that a directory is parsed about once per value the library
+-- writes, not once per call that reads it.
 local function b_load(b, v)
   b.dir = v
-  b.level, b.split, b.count = 0, 0, 0
-  local l, s, n = string.match(v or '', '^(%d+) (%d+) (%d+)$')
-  if l then -- digits: arithmetic converts each once, where tonumber parses it twice
-    b.level, b.split, b.count = l + 0, s + 0, n + 0
-  end
+  local d = b_dir(v)
+  b.level, b.split, b.count = d[1], d[2], d[3]
 end
-
 -- b_num(n) is the integer n's decimal text; below B_NUMS (a bucket's number, a
 -- directory's level and split) it is formatted once (a number's text is Lua's sprintf)
 -- and kept in B_NUM for the library's later calls: at most B_NUMS short strings of the
@@ -157,7 +176,9 @@ local function b_expiry(b)
 end
 
 local function b_setdir(b)
-  local v = b_num(b.level) .. ' ' .. b_num(b.split) .. ' ' .. b_num(math.max(0, b.count))
+  local n = math.max(0, b.count)
+  local v = b_num(b.level) .. ' ' .. b_num(b.split) .. ' ' .. b_num(n)
+  b_remember(v, {b.level, b.split, n})
   if b.dir then
     redis.call('SET', b.base .. 'd', v, 'KEEPTTL')
   else

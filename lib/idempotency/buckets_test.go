@@ -8,17 +8,22 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"svc/lib/redisfn"
 )
 
-// bucketScript exposes the bucket functions: ARGV = op ("put", "get" or "del"), base,
-// now, life, every, skew, f[, v].
-var bucketScript = redis.NewScript(LuaBuckets + `
-local b = b_open(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
-local v = b_get(b, ARGV[7])
-if ARGV[1] == 'put' then return b_put(b, ARGV[7], ARGV[8]) and 1 or 0 end
-if ARGV[1] == 'del' then b_del(b, ARGV[7]) end
-return v or false
-`)
+// bucketLibrary exposes the bucket functions: ARGV = op ("put", "get" or "del"), base,
+// now, life, every, skew, f[, v]. A function library, as the service runs them, so that
+// what the library keeps from call to call (B_NUM, B_DIRS) is tested too.
+var bucketLibrary = redisfn.New("buckets_test", LuaBuckets+`
+local function bucket_op(KEYS, ARGV)
+  local b = b_open(ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6])
+  local v = b_get(b, ARGV[7])
+  if ARGV[1] == 'put' then return b_put(b, ARGV[7], ARGV[8]) and 1 or 0 end
+  if ARGV[1] == 'del' then b_del(b, ARGV[7]) end
+  return v or false
+end
+`, "bucket_op")
 
 type testBuckets struct {
 	t    *testing.T
@@ -35,7 +40,7 @@ func newTestBuckets(t *testing.T, tab Buckets) *testBuckets {
 func (tb *testBuckets) run(op string, now time.Time, f string, v ...any) any {
 	tb.t.Helper()
 	args := append(append([]any{op, tb.base, now.UnixMilli()}, tb.tab.Args()...), f)
-	res, err := bucketScript.Run(context.Background(), tb.rdb, []string{tb.base + "d"}, append(args, v...)...).Result()
+	res, err := bucketLibrary.Call(context.Background(), tb.rdb, "bucket_op", []string{tb.base + "d"}, append(args, v...)...).Result()
 	if err == redis.Nil {
 		return nil
 	}

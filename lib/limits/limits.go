@@ -130,8 +130,10 @@ local function l_step(ds, bs, cost, dq, dw, bq, bw)
   return ds, bs, allowed, denied, retry
 end
 
-local function l_store(k, ds, bs, now, dw, bw)
-  redis.call('SET', k, tostring(ds) .. ' ' .. tostring(bs) .. ' ' .. string.format('%d', now), 'PX', math.max(dw, bw) + 1000)
+-- l_store's at is now's text when the caller has it (the digits it was sent), else nil:
+-- formatting a number is a sprintf (Lua 5.1).
+local function l_store(k, ds, bs, now, dw, bw, at)
+  redis.call('SET', k, tostring(ds) .. ' ' .. tostring(bs) .. ' ' .. (at or string.format('%d', now)), 'PX', math.max(dw, bw) + 1000)
 end
 
 local function l_results(allowed, denied, retry, ds, bs, dq, dw, bq, bw)

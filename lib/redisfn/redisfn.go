@@ -43,13 +43,27 @@ func New(family, code string, fns ...string) *Library {
 	h := sha256.Sum256([]byte(code + "\x00" + strings.Join(fns, ",")))
 	l := &Library{name: "svc_" + family + "_" + hex.EncodeToString(h[:5])}
 	var b strings.Builder
-	b.WriteString("#!lua name=" + l.name + "\n" + code + "\n")
+	b.WriteString("#!lua name=" + l.name + "\n" + libsPrelude + code + "\n")
 	for _, fn := range fns {
-		b.WriteString("redis.register_function('" + l.Function(fn) + "', " + fn + ")\n")
+		b.WriteString("redis.register_function('" + l.Function(fn) + "', function(KEYS, ARGV)\n" +
+			"  if not string then " + libsNames + " = lua_libs() end\n" +
+			"  return " + fn + "(KEYS, ARGV)\nend)\n")
 	}
 	l.code = b.String()
 	return l
 }
+
+// libsNames are the Lua standard library's names a library's code sees as upvalues
+// (libsPrelude), not as globals.
+const libsNames = "string, math, table, tonumber, tostring, unpack"
+
+// libsPrelude starts every library. In a function Redis 7 gives a global name an empty
+// table whose metatable's __index is the real globals: each string.sub is two table
+// misses and a metamethod before the string table's own lookup. A library's code sees
+// those names as upvalues instead, set from the globals at its functions' first call
+// (lua_libs: while a library loads, its globals hold only a reduced redis table).
+// bench/HISTORY.md, stop 55.
+const libsPrelude = "local function lua_libs() return " + libsNames + " end\nlocal " + libsNames + "\n"
 
 // Name is the library's name in Redis (FUNCTION LIST).
 func (l *Library) Name() string { return l.name }
