@@ -23,7 +23,8 @@ local function bucket_op(KEYS, ARGV)
   if ARGV[1] == 'del' then b_del(b, ARGV[7]) end
   return v or false
 end
-`, "bucket_op")
+local function bucket_memo(KEYS, ARGV) return {B_DIRN, B_DIRS_MAX} end
+`, "bucket_op", "bucket_memo")
 
 type testBuckets struct {
 	t    *testing.T
@@ -150,6 +151,38 @@ func TestBucketsSweepOnlyExpiredRecords(t *testing.T) {
 	}
 	if ex, err := tb.rdb.PExpireTime(ctx, key).Result(); err != nil || ex.Milliseconds() < late.Add(tab.Life).UnixMilli() {
 		t.Fatalf("emptied bucket expires at %v (%v)", ex, err)
+	}
+}
+
+// A directory is read by its text, whatever the library kept from earlier calls: a
+// directory written by hand (another version, an operator) moves a field to the bucket
+// it names; and what the library keeps of directories it read stays within B_DIRS_MAX
+// entries however many it reads.
+func TestBucketsDirectoryIsReadByItsText(t *testing.T) {
+	tb := newTestBuckets(t, Buckets{Life: 24 * time.Hour, Every: 6 * time.Hour, Skew: time.Minute})
+	ctx := context.Background()
+	now := time.Now()
+	f := testField(7)
+	odd := int(f[3]) % 2 // the field's bucket among two: its hash mod 2
+	for i := 0; i < 3000; i++ {
+		if err := tb.rdb.Set(ctx, tb.base+"d", fmt.Sprintf("0 0 %d", 100000+i), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		tb.get(now, f)
+	}
+	memo, err := bucketLibrary.Call(ctx, tb.rdb, "bucket_memo", []string{tb.base + "d"}).Int64Slice()
+	if err != nil || len(memo) != 2 {
+		t.Fatalf("bucket_memo: %v %v", memo, err)
+	}
+	if memo[0] < 1 || memo[0] > memo[1] {
+		t.Fatalf("the library keeps %d directory values after reading 3,000, want 1 to %d", memo[0], memo[1])
+	}
+	if err := tb.rdb.Set(ctx, tb.base+"d", "1 0 0", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	tb.put(now, f, "moved")
+	if n, _ := tb.rdb.HExists(ctx, BucketKey(tb.base, odd), f).Result(); !n {
+		t.Fatalf("with the directory at level 1, the field is not in bucket %d", odd)
 	}
 }
 
