@@ -92,10 +92,11 @@ local function b_hash(f)
   return ((a * 256 + b) * 256 + c) * 256 + d
 end
 
--- b_dir(v) is the directory value v's {level, split, count} (B_DIR0, {0, 0, 0}, for false or a
--- value of another shape), kept in B_DIRS for the library's later calls: a pure function
--- of v's text, in at most B_DIRS_MAX entries (then B_DIRS starts again, empty), so no
--- call sees another's effects. b_remember(v, d) enters a value b_setdir wrote.
+-- b_dir(v) is the directory value v's {level, split, count} (B_DIR0, {0, 0, 0}, for
+-- false or a value of another shape), kept in B_DIRS for the library's later calls: a
+-- pure function of v's text, in at most B_DIRS_MAX entries (then B_DIRS starts again,
+-- empty), so no call sees another's effects. b_remember(v, d) enters a value b_setdir
+-- wrote. (An EVAL script keeps nothing from one call to the next.)
 local B_DIRS_MAX = 1024
 local B_DIRS, B_DIRN, B_DIR0 = {}, 0, {0, 0, 0}
 local function b_remember(v, d)
@@ -122,6 +123,7 @@ local function b_load(b, v)
   local d = b_dir(v)
   b.level, b.split, b.count = d[1], d[2], d[3]
 end
+
 -- b_num(n) is the integer n's decimal text; below B_NUMS (a bucket's number, a
 -- directory's level and split) it is formatted once (a number's text is Lua's sprintf)
 -- and kept in B_NUM for the library's later calls: at most B_NUMS short strings of the

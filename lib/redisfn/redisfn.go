@@ -13,6 +13,10 @@
 //     upgrade) live side by side in Redis and each process calls its own.
 //   - The functions are called as f(KEYS, ARGV), the parameters an EVAL script sees as
 //     globals, and may write (no flags): they are called with FCALL, never FCALL_RO.
+//   - The code sees string, math, table, tonumber, tostring and unpack as upvalues
+//     (libsPrelude), set when a function of the library is first called: code that runs
+//     while the library loads (its top level) finds them nil, as Redis gives it no
+//     standard library then either.
 //   - Redis keeps loaded libraries in its AOF and RDB and replicates them. A node that
 //     does not have one (new, emptied, or promoted before the load reached it) answers
 //     "Function not found"; Call then loads the library and calls again (the first call
