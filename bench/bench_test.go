@@ -471,13 +471,15 @@ func TestCPUPerEvent(t *testing.T) {
 	}
 	rep := sampleReport()
 	rep.CPU, rep.Redis = c, redisWork(nil, map[string]cmdStat{"fcall": {2000, 20000}}, 1000, 0)
+	rep.Redis.setRoundTrips(960, 950)
 	var text, page bytes.Buffer
 	PrintSummary(&text, rep)
 	if err := RenderHTML(&page, rep); err != nil {
 		t.Fatal(err)
 	}
 	for _, out := range []string{text.String(), html.UnescapeString(page.String())} {
-		for _, line := range []string{"svc 10.00, redis 5.00, clickhouse 2.50, generator 3.00, svc+redis+clickhouse 17.50", "20.00 µs in 2.00 commands"} {
+		for _, line := range []string{"svc 10.00, redis 5.00, clickhouse 2.50, generator 3.00, svc+redis+clickhouse 17.50", "20.00 µs in 2.00 commands",
+			"0.96 reads and 0.95 writes a request"} {
 			if !strings.Contains(out, line) {
 				t.Errorf("report lacks %q:\n%s", line, out)
 			}
@@ -520,6 +522,18 @@ func TestRedisWorkFromCommandStats(t *testing.T) {
 	}
 	if redisWork(before, after, 0, 0) != nil {
 		t.Error("figures per request without requests")
+	}
+	// Round trips: INFO stats' reads and writes over the requests; none when the
+	// statistics went back (reset during the run).
+	if w.setRoundTrips(2500, 2400); w.RoundTrips() != "2.50 reads and 2.40 writes a request" {
+		t.Errorf("round trips %q", w.RoundTrips())
+	}
+	r := redisWork(before, after, 1000, 0)
+	if r.setRoundTrips(-5, 10); r.RoundTrips() != "" {
+		t.Errorf("round trips %q after a reset", r.RoundTrips())
+	}
+	if got := infoInt("# Stats\r\ntotal_reads_processed:1136006\r\ntotal_writes_processed:1135289\r\n", "total_writes_processed"); got != 1135289 {
+		t.Errorf("total_writes_processed read as %d", got)
 	}
 	// svc's own HSETs (the stored answers: 1,000 here) count at HSET's average: 8,000
 	// calls took 6,400 usec, so 800 usec more.

@@ -330,7 +330,7 @@ svg{display:block;margin:12px 0;border:1px solid #eee}.note{color:#555}
 {{if .R.CPU}}<tr><th>CPU (cores)</th><td class="n">busy {{printf "%.2f" .R.CPU.Busy}} of {{.R.Machine.Cores}}{{range $k, $v := .R.CPU.Procs}} · {{$k}} {{printf "%.2f" $v}}{{end}}</td></tr>
 {{if .R.CPU.PerEvent}}<tr><th>CPU per event (µs)</th><td class="n">{{.R.CPU.PerEventLine}}</td></tr>{{end}}{{end}}
 {{with .R.CaughtUp}}{{if .CPU}}<tr><th>CPU per event, caught up (µs)</th><td class="n">{{.CaughtUpLine}}</td></tr>{{end}}{{end}}
-{{with .R.Redis}}<tr><th>Redis per request</th><td class="n">{{printf "%.2f" .UsecPerRequest}} µs in {{printf "%.2f" .CallsPerRequest}} commands (INFO commandstats, {{.Requests}} requests){{range .TopCommands}} · {{.}}{{end}}{{with .Held}} · Redis held {{.}} at the start{{end}}</td></tr>{{end}}
+{{with .R.Redis}}<tr><th>Redis per request</th><td class="n">{{printf "%.2f" .UsecPerRequest}} µs in {{printf "%.2f" .CallsPerRequest}} commands (INFO commandstats, {{.Requests}} requests){{range .TopCommands}} · {{.}}{{end}}{{with .Held}} · Redis held {{.}} at the start{{end}}{{with .RoundTrips}} · {{.}} (INFO stats){{end}}</td></tr>{{end}}
 {{with .R.ClickHouse}}<tr><th>ClickHouse's work</th><td class="n">{{.Line $.R.Events.Accepted}}</td></tr>{{end}}
 </table>
 <table><tr><th>latency (ms)</th><th>n</th><th>p50</th><th>p90</th><th>p99</th><th>p99.9</th><th>max</th></tr>

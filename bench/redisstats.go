@@ -36,6 +36,43 @@ type RedisWork struct {
 	// the same size.
 	HeldBytes int64 `json:"held_bytes,omitempty"`
 	HeldKeys  int64 `json:"held_keys,omitempty"`
+	// ReadsPerRequest and WritesPerRequest are Redis's reads of its clients' commands
+	// and writes of its replies per request (INFO stats: total_reads_processed,
+	// total_writes_processed, summed over the masters; the bench's own INFOs included,
+	// a handful a run): how many requests' commands shared a round trip. Each is a
+	// system call and an event-loop turn of Redis's, time commandstats does not count
+	// (bench/HISTORY.md, stop 55: about 30 µs a request at 200k, one read a request).
+	ReadsPerRequest  float64 `json:"reads_per_request,omitempty"`
+	WritesPerRequest float64 `json:"writes_per_request,omitempty"`
+}
+
+// RoundTrips describes ReadsPerRequest and WritesPerRequest: "0.96 reads and 0.96
+// writes a request" ("" unknown).
+func (w *RedisWork) RoundTrips() string {
+	if w.ReadsPerRequest <= 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.2f reads and %.2f writes a request", w.ReadsPerRequest, w.WritesPerRequest)
+}
+
+// redisIO is total_reads_processed and total_writes_processed summed over every master.
+func redisIO(ctx context.Context, rdb redis.UniversalClient) (reads, writes int64, err error) {
+	err = eachMasterInfo(ctx, rdb, "stats", func(_ context.Context, _ *redis.Client, info string) error {
+		reads += infoInt(info, "total_reads_processed")
+		writes += infoInt(info, "total_writes_processed")
+		return nil
+	})
+	return reads, writes, err
+}
+
+// setRoundTrips sets ReadsPerRequest and WritesPerRequest from the run's reads and
+// writes (nothing when either went back: statistics reset during the run).
+func (w *RedisWork) setRoundTrips(reads, writes int64) {
+	if reads <= 0 || writes < 0 || w.Requests <= 0 {
+		return
+	}
+	n := float64(w.Requests)
+	w.ReadsPerRequest, w.WritesPerRequest = round(float64(reads)/n, 2), round(float64(writes)/n, 2)
 }
 
 // Held describes what Redis held at the start: "2.14 GB in 624,875 keys" ("" unknown).
@@ -206,6 +243,7 @@ const redisSettle = time.Second
 // or a note when Redis cannot be asked.
 func watchRedisWork(ctx context.Context, rdb redis.UniversalClient) func(rep *Report, hsets int64) {
 	heldBytes, heldKeys, heldErr := redisHeld(ctx, rdb)
+	reads, writes, ioErr := redisIO(ctx, rdb)
 	before, err := redisCommandStats(ctx, rdb)
 	return func(rep *Report, hsets int64) {
 		if err == nil {
@@ -215,6 +253,9 @@ func watchRedisWork(ctx context.Context, rdb redis.UniversalClient) func(rep *Re
 				rep.Redis = redisWork(before, after, rep.Requests.Completed, hsets)
 				if rep.Redis != nil && heldErr == nil {
 					rep.Redis.HeldBytes, rep.Redis.HeldKeys = heldBytes, heldKeys
+				}
+				if r, w, err := redisIO(ctx, rdb); rep.Redis != nil && ioErr == nil && err == nil {
+					rep.Redis.setRoundTrips(r-reads, w-writes)
 				}
 				return
 			}

@@ -283,6 +283,9 @@ func PrintSummary(w io.Writer, rep *Report) {
 		if h := r.Held(); h != "" {
 			fmt.Fprintf(tw, "redis held\t%s at the start (its commands' times grow with it)\n", h)
 		}
+		if t := r.RoundTrips(); t != "" {
+			fmt.Fprintf(tw, "redis round trips\t%s (INFO stats; each a system call commandstats does not count)\n", t)
+		}
 	}
 	if w := rep.ClickHouse; w != nil {
 		fmt.Fprintf(tw, "clickhouse's work\t%s\n", w.Line(rep.Events.Accepted))
