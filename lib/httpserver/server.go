@@ -75,12 +75,12 @@ func NewServer(cfg Config, deps Deps, routes []Route) *Server {
 
 // newGateBatcher returns a batcher of reserve_gate calls through the limiter's client.
 func (s *Server) newGateBatcher() *gateBatcher {
+	table := []any{0, 0, 0} // no records' tables: every request takes from its windows only
+	if s.Deps.Idem != nil {
+		table = s.Deps.Idem.Buckets().Args() // the store's timing, fixed once it serves
+	}
 	return &gateBatcher{inFlight: cmp.Or(s.Config.GateCallsInFlight, math.MaxInt), run: func(batch []*gateCall) error {
 		s.Deps.Metrics.GateBatch.Observe(float64(len(batch)))
-		table := []any{0, 0, 0} // no records' tables: every request takes from its windows only
-		if s.Deps.Idem != nil {
-			table = s.Deps.Idem.Buckets().Args()
-		}
 		return runReserveGate(context.Background(), s.Deps.Limits.Redis(), batch, s.now(), table)
 	}}
 }

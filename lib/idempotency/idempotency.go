@@ -178,8 +178,7 @@ type Reservation struct {
 // the stored answer; Reuse and InUse write nothing.
 func (s *Store) Reserve(ctx context.Context, keyID, idemKey, fp string, takeover time.Duration, requestID string) (Reservation, error) {
 	p := s.PendingRecord(keyID, idemKey, fp, takeover, requestID)
-	args := append([]any{p.now, p.Field, p.Value}, s.Buckets().Args()...)
-	res, err := recordsLibrary.Call(ctx, s.rdb, "reserve_record", []string{p.Dir}, args...).Slice()
+	res, err := recordsLibrary.Call(ctx, s.rdb, "reserve_record", []string{p.Dir}, s.recordArgs(p.now, p.Field, p.Value)...).Slice()
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -326,8 +325,14 @@ func (s *Store) run(ctx context.Context, fn, keyID, idemKey string, args ...any)
 // args: now (ms), the record's field, args, the table's timing.
 func (s *Store) callArgs(keyID, idemKey string, args ...any) (dir string, all []any) {
 	dir, f := record(keyID, idemKey)
-	all = make([]any, 0, 2+len(args)+3)
-	return dir, append(append(append(all, s.Now().UnixMilli(), f), args...), s.Buckets().Args()...)
+	return dir, s.recordArgs(s.Now().UnixMilli(), f, args...)
+}
+
+// recordArgs is a records' function's ARGV (LuaRecords): now (ms), the record's field f,
+// args, then the tables' timing (Buckets.Args).
+func (s *Store) recordArgs(now int64, f string, args ...any) []any {
+	all := make([]any, 0, 2+len(args)+3)
+	return append(append(append(all, now, f), args...), s.Buckets().Args()...)
 }
 
 // Complete stores the response of the reserved request for the replay window, in one
