@@ -59,7 +59,7 @@ stop:
 # or `make bench` restores 19.
 test test-scale: export SVC_CLICKHOUSE_NICE ?= 0
 
-test: build services chdb
+test: build services chdb fmt-check
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m -p 2 $(PKGS)
 	$(MAKE) --no-print-directory fuzz
@@ -99,9 +99,13 @@ fuzz:
 bench: build services
 	bench/run-standard.sh
 
-lint: lint-deploy
-	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
+lint: lint-deploy fmt-check
 	$(GO) vet ./...
+
+# fmt-check: every Go file as gofmt writes it (part of test and lint).
+.PHONY: fmt-check
+fmt-check:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 
 # lint-deploy: every file under deploy/ through real validators (promtool, kubeconform,
 # haproxy -c, go test ./deploy/...); installs them when missing. See deploy/lint.sh.

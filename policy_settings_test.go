@@ -83,3 +83,28 @@ func TestConfigBrokerChecksAsTheBrokerDoes(t *testing.T) {
 		t.Fatalf("svc config broker with a bad embedded address: %v", err)
 	}
 }
+
+// TestConfigRefusesOutOfRange: each documented bound of a setting is checked where the
+// role starts (svc config runs the same checks): one value past it, alone, is an error
+// naming the setting. SVC_KEY_CACHE_TTL's bound is what keeps "a revocation applies
+// within a second" true.
+func TestConfigRefusesOutOfRange(t *testing.T) {
+	for name, value := range map[string]string{
+		"SVC_KEY_CACHE_TTL":           "2s",
+		"SVC_API_CACHE_TTL":           "11s",
+		"SVC_API_QUERY_THREADS":       "65",
+		"SVC_CLICKHOUSE_MAX_CONNS":    "0",
+		"SVC_MAX_BODY_BYTES":          "10",
+		"SVC_IDEMPOTENCY_PENDING_TTL": "10ms",
+		"SVC_GATE_CALLS_IN_FLIGHT":    "-1",
+		"SVC_MAX_CONNS_PER_IP":        "-1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Setenv(name, value)
+			var out strings.Builder
+			if err := printConfig([]string{"dev"}, &out); err == nil || !strings.Contains(err.Error(), name) {
+				t.Fatalf("%s=%s: %v", name, value, err)
+			}
+		})
+	}
+}

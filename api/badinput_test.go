@@ -3,6 +3,7 @@ package api_test
 import (
 	"encoding/base64"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -67,4 +68,34 @@ func jsonString(s string) string {
 		}
 	}
 	return b.String() + `"`
+}
+
+// TestNoEchoOfContactsOrSecrets: whatever an endpoint quotes of its input (errors[].value,
+// a 404's detail), an email or a key's secret sent in any field comes back withheld.
+func TestNoEchoOfContactsOrSecrets(t *testing.T) {
+	e := newEnv(t)
+	tn := e.tenant(t, false)
+	plan, _ := onePlan(t, e, tn, "echo")
+	for _, v := range []string{"ada@example.com", tn.Secret} {
+		answers := map[string][]byte{}
+		for _, p := range []string{"/plans/", "/batches/", "/pixels/"} {
+			answers["GET "+p] = e.Do(t, "GET", p+url.PathEscape(v), tn.Secret, "").Body
+		}
+		for i, body := range []string{
+			`{"rows":[{"plan_id":` + jsonString(v) + `,"line_id":` + jsonString(v) + `,"date":` + jsonString(v) + `,"currency":` + jsonString(v) + `}]}`,
+			`{"rows":[` + jsonString(v) + `]}`,
+			`{"rows":[{"plan_id":"` + plan.String() + `","date":"2026-11-01","spend":1,"currency":` + jsonString(v+strings.Repeat("x", 5000)) + `}]}`,
+		} {
+			r := e.Do(t, "POST", "/imports/actuals", tn.Secret, body)
+			if r.Status != 422 || len(r.Body) > 4096 {
+				t.Fatalf("POST /imports/actuals #%d: %d, %d bytes", i, r.Status, len(r.Body))
+			}
+			answers["POST /imports/actuals #"+strconv.Itoa(i)] = r.Body
+		}
+		for what, body := range answers {
+			if strings.Contains(string(body), v) || strings.Contains(string(body), "svc_live_") {
+				t.Fatalf("%s echoes %q: %s", what, v, body)
+			}
+		}
+	}
 }

@@ -8,7 +8,6 @@ import (
 	"encoding/binary"
 	"strconv"
 	"time"
-	"unicode/utf8"
 	"unsafe"
 
 	"svc/lib/problem"
@@ -27,6 +26,12 @@ const (
 	// MaxValue bounds |value|: Decimal(18,4) holds 14 integer digits.
 	MaxValue = 99_999_999_999_999
 )
+
+// RuleSecret rejects an event whose event_name holds what looks like a secret the
+// service issues (an API key's "svc_live_…", "svc_sandbox_…", a webhook secret's
+// "whsec_…", problem.HoldsSecret): a name is stored in the raw table and the rollups and
+// read by every key of the workspace, so a secret pasted into it is refused, never kept.
+const RuleSecret = "secret"
 
 // Rejection explains why one event of a batch was not accepted.
 type Rejection struct {
@@ -95,12 +100,24 @@ func (p *Parser) Parse(body []byte, b *Batch) bool {
 			Value: s.raw(s.i), Pointer: ""})
 		return false
 	}
-	sawEvents := false
+	sawEvents, sawPixel := false, false
 	if s.objectStart() {
 		for {
 			name := s.member()
 			switch string(name) {
-			case "pixel_id":
+			case "pixel_id", "events":
+				if seen := string(name) == "pixel_id" && sawPixel || string(name) == "events" && sawEvents; seen {
+					// JSON leaves which copy counts open: the batch is refused whole.
+					envelopeError(b, problem.FieldError{Field: string(name), Rule: RuleDuplicateMember, Value: nil, Pointer: "/" + string(name)})
+					s.skip(0)
+					break
+				}
+				if string(name) == "events" {
+					sawEvents = true
+					p.events(b)
+					break
+				}
+				sawPixel = true
 				if s.kind() == kString {
 					b.PixelID = string(s.str())
 				} else {
@@ -108,9 +125,6 @@ func (p *Parser) Parse(body []byte, b *Batch) bool {
 					s.skip(0)
 					envelopeError(b, problem.FieldError{Field: "pixel_id", Rule: "type_string", Value: s.raw(from), Pointer: "/pixel_id"})
 				}
-			case "events":
-				sawEvents = true
-				p.events(b)
 			default:
 				s.skip(0)
 			}
@@ -193,9 +207,23 @@ func (p *Parser) events(b *Batch) {
 // eventState tracks one event: which members it has shown with a valid value (seen, the
 // bits of members_gen.go), whether it was rejected, and its client event_id.
 type eventState struct {
-	seen     uint32
+	seen     uint32 // the members read with a valid value (members_gen.go's seen bits)
+	met      uint32 // the members met, valid or not (the same bits)
 	rejected bool
 	clientID []byte
+}
+
+// RuleDuplicateMember rejects an event that holds one member twice (in the event or in
+// one of its objects: "consent":{"measurement":false,"measurement":true}): JSON leaves
+// which copy counts open, and an event whose consent is unclear must not be counted as
+// consented.
+const RuleDuplicateMember = "duplicate_member"
+
+// duplicate rejects an event for a second copy of its member at JSON path field (met
+// before: eventState.met), and skips the copy's value.
+func (p *Parser) duplicate(b *Batch, st *eventState, idx int, field string) {
+	p.reject(b, st, idx, field, RuleDuplicateMember, nil)
+	p.sc.skip(0)
 }
 
 func (p *Parser) reject(b *Batch, st *eventState, idx int, field, rule string, value any) {
@@ -293,22 +321,6 @@ func (b *Batch) AssignIDs(base [16]byte) {
 	}
 }
 
-// longer reports whether the UTF-8 text b has more than n characters (the bounds of
-// names and ids count characters, as JSON Schema's maxLength does; a text of at most n
-// bytes is not counted).
-func longer(b []byte, n int) bool {
-	return len(b) > n && utf8.RuneCount(b) > n
-}
-
-func printable(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 || c == 0x7f {
-			return false
-		}
-	}
-	return true
-}
-
 // unsafeString aliases b as a string without copying. The caller guarantees b is not
 // modified while the string is in use (the request body, during the handler).
 func unsafeString(b []byte) string {
@@ -321,54 +333,8 @@ func unsafeString(b []byte) string {
 // The readers of the members, one per JSON path of schema.EventFields (members_gen.go
 // calls them): each reads the member's value at the scanner (from is where the value
 // starts), checks its type and rules, rejecting the event with the first broken rule,
-// and stores it in e. They report whether a valid value was read.
-
-func (p *Parser) readEventID(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
-	s := &p.sc
-	if s.kind() == kNull {
-		s.skip(0)
-		return false
-	}
-	if s.kind() != kString {
-		s.skip(0)
-		p.reject(b, st, idx, "event_id", "type_string", s.raw(from))
-		return false
-	}
-	id := s.str()
-	if len(id) == 0 || longer(id, MaxEventIDLen) || !printable(id) {
-		p.reject(b, st, idx, "event_id", "max_length", echo(id))
-		return false
-	}
-	if s.escaped {
-		p.clientID = append(p.clientID[:0], id...)
-		id = p.clientID
-	}
-	st.clientID = id
-	return true
-}
-
-func (p *Parser) readEventName(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
-	s := &p.sc
-	if !p.required(b, st, idx, "event_name", kString) {
-		return false
-	}
-	v := s.str()
-	switch {
-	case len(v) == 0:
-		p.reject(b, st, idx, "event_name", "required", "")
-	case longer(v, schema.MaxNameLen):
-		p.reject(b, st, idx, "event_name", "max_length", clip(v, 32, "…"))
-	case !printable(v):
-		p.reject(b, st, idx, "event_name", "printable", echo(v))
-	case s.escaped:
-		e.Name = string(v)
-		return true
-	default:
-		e.Name = unsafeString(v)
-		return true
-	}
-	return false
-}
+// and stores it in e. They report whether a valid value was read. (event_id's,
+// event_name's and the other fields' are in fields.go.)
 
 func (p *Parser) readOccurredAt(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
 	s := &p.sc

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strings"
+	"svc/lib/problem"
 	"syscall"
 	"testing"
 	"time"
@@ -81,6 +82,17 @@ func TestParseRejectsEachBadEventAlone(t *testing.T) {
 		{"identity type", ev(`,"identity":"ada"`), "identity", "type_object"},
 		{"event type", `"purchase"`, "event", "type_object"},
 		{"event_id long", ev(`,"event_id":"` + strings.Repeat("x", 65) + `"`), "event_id", "max_length"},
+		{"event_id empty", ev(`,"event_id":""`), "event_id", "min_length"},
+		{"event_id control", ev(`,"event_id":"a\u0007b"`), "event_id", "printable"},
+		{"event_id C1 control", ev(`,"event_id":"a\u0085b"`), "event_id", "printable"},
+		{"name bidi override", `{"event_name":"buy\u202Egpj","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name", "printable"},
+		{"name bidi isolate", `{"event_name":"buy⁧x","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name", "printable"},
+		{"consent twice", ev(`,"consent":{"measurement":true}`), "consent", RuleDuplicateMember},
+		{"measurement twice", `{"event_name":"a","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":false,"measurement":true}}`, "consent.measurement", RuleDuplicateMember},
+		{"email twice", ev(`,"identity":{"email":"ada@example.com","email":"bob@example.com"}`), "identity.email", RuleDuplicateMember},
+		{"name twice", `{"event_name":"a","event_name":"b","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name", RuleDuplicateMember},
+		{"name a key secret", `{"event_name":"svc_live_0a1b2c","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name", RuleSecret},
+		{"name a webhook secret inside", `{"event_name":"x WHSEC_abc","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name", RuleSecret},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -115,6 +127,8 @@ func TestParseEnvelope(t *testing.T) {
 		{"no events", `{"pixel_id":"x"}`, "events", "required"},
 		{"events type", `{"pixel_id":"x","events":{}}`, "events", "type_array"},
 		{"empty events", `{"pixel_id":"x","events":[]}`, "events", "min_items"},
+		{"pixel twice", `{"pixel_id":"x","events":[` + goodEvent + `],"pixel_id":"y"}`, "pixel_id", RuleDuplicateMember},
+		{"events twice", `{"pixel_id":"x","events":[` + goodEvent + `],"events":[` + goodEvent + `]}`, "events", RuleDuplicateMember},
 		{"51 events", `{"pixel_id":"x","events":[` + many + `]}`, "events", "max_items"},
 	}
 	for _, c := range cases {
@@ -332,7 +346,7 @@ func TestRejectedValueWithheldPastTheCut(t *testing.T) {
 	cases := []struct{ name, event, field string }{
 		{"raw value", ev + `,"value":"` + pad + local + `@example.com","currency":"EUR"}`, "value"},
 		{"raw value escaped", ev + `,"value":"` + pad + local + `\u0040example.com","currency":"EUR"}`, "value"},
-		{"raw object", ev + `,"consent":{"measurement":{"note":"` + pad + local + `@example.com"}}}`, "consent.measurement"},
+		{"raw object", `{"event_name":"purchase","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":{"note":"` + pad + local + `@example.com"}}}`, "consent.measurement"},
 		{"event_id type", ev + `,"event_id":["` + pad + local + `@example.com"]}`, "event_id"},
 		{"long name", `{"event_name":"` + local + strings.Repeat("y", 10) + `@example.com` + strings.Repeat("z", 100) +
 			`","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name"},
@@ -413,5 +427,30 @@ func TestRejectionsNeverEchoAContactDetail(t *testing.T) {
 	b, _ := parse(t, `{"pixel_id":"x","events":[{"event_name":"purchase","occurred_at":"`+long+`","consent":{"measurement":true}}]}`)
 	if len(b.Rejections) != 1 || b.Rejections[0].Value != long[:64]+"…" {
 		t.Fatalf("rejections %+v, want occurred_at cut to 64 bytes", b.Rejections)
+	}
+}
+
+// TestRejectionsNeverEchoASecret: a value holding what looks like an API key or a webhook
+// secret is withheld wherever a rule echoes it, as an email is (a key pasted into the
+// wrong field must not come back in the 202, nor reach the rejections table).
+func TestRejectionsNeverEchoASecret(t *testing.T) {
+	const key = "svc_live_0123456789abcdef0123456789abcdef0123456789abcdef"
+	ok := `"event_name":"purchase","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}`
+	cases := []struct{ name, events, field, rule string }{
+		{"currency", `{` + ok + `,"value":1,"currency":"` + key + `"}`, "currency", "iso4217"},
+		{"event_id too long", `{` + ok + `,"event_id":"` + strings.Repeat("i", 70) + key + `"}`, "event_id", "max_length"},
+		{"occurred_at", `{"event_name":"purchase","occurred_at":"whsec_abc","consent":{"measurement":true}}`, "occurred_at", "iso8601_utc"},
+		{"event_name", `{"event_name":"Bearer ` + key + `","occurred_at":"2026-11-24T11:59:00Z","consent":{"measurement":true}}`, "event_name", RuleSecret},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, _ := parse(t, `{"pixel_id":"x","events":[`+c.events+`]}`)
+			if len(b.Rejections) != 1 || b.Rejections[0].Field != c.field || b.Rejections[0].Rule != c.rule {
+				t.Fatalf("rejections %+v, want one of %s/%s", b.Rejections, c.field, c.rule)
+			}
+			if v := b.Rejections[0].Value; v != problem.WithheldSecret {
+				t.Fatalf("errors[].value %q, want it withheld", v)
+			}
+		})
 	}
 }

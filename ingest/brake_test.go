@@ -238,3 +238,33 @@ func TestBrakeCountsBatchesOfNoPixel(t *testing.T) {
 		}
 	}
 }
+
+// TestBrakeHoldsHalfToAllOfASecond: by default a braked 429 is held between half a second
+// and a second, never past its Retry-After: 1, at a spread of moments (a flood's requests
+// braked together do not all come back together).
+func TestBrakeHoldsHalfToAllOfASecond(t *testing.T) {
+	ib := newInvalidBrake(Config{InvalidRate: 1})
+	var waits []time.Duration
+	for i := 0; i < 4; i++ {
+		start := time.Now()
+		ib.hold(nil)
+		waits = append(waits, time.Since(start))
+	}
+	distinct := map[time.Duration]bool{}
+	for _, w := range waits {
+		if w < 500*time.Millisecond || w > 1100*time.Millisecond {
+			t.Fatalf("held %s, want 0.5–1 s", w)
+		}
+		distinct[w.Round(10*time.Millisecond)] = true
+	}
+	if len(distinct) < 2 {
+		t.Fatalf("four holds all %v: not spread", waits)
+	}
+	done := make(chan struct{})
+	close(done)
+	start := time.Now()
+	ib.hold(done)
+	if time.Since(start) > 100*time.Millisecond {
+		t.Fatal("a hold outlives the server's shutdown")
+	}
+}

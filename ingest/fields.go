@@ -2,7 +2,9 @@ package ingest
 
 import (
 	"strconv"
+	"unicode/utf8"
 
+	"svc/lib/problem"
 	"svc/schema"
 )
 
@@ -158,5 +160,92 @@ func (p *Parser) readIdentityEmail(b *Batch, st *eventState, idx int, e *schema.
 	}
 	e.HasEmail = true
 	e.EmailSHA = digest
+	return true
+}
+
+func (p *Parser) readEventID(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
+	s := &p.sc
+	if s.kind() == kNull {
+		s.skip(0)
+		return false
+	}
+	if s.kind() != kString {
+		s.skip(0)
+		p.reject(b, st, idx, "event_id", "type_string", s.raw(from))
+		return false
+	}
+	id := s.str()
+	switch {
+	case len(id) == 0:
+		p.reject(b, st, idx, "event_id", "min_length", "")
+		return false
+	case longer(id, MaxEventIDLen):
+		p.reject(b, st, idx, "event_id", "max_length", echo(id))
+		return false
+	case !printable(id):
+		p.reject(b, st, idx, "event_id", "printable", echo(id))
+		return false
+	}
+	if s.escaped {
+		p.clientID = append(p.clientID[:0], id...)
+		id = p.clientID
+	}
+	st.clientID = id
+	return true
+}
+
+func (p *Parser) readEventName(b *Batch, st *eventState, idx int, e *schema.Event, from int) bool {
+	s := &p.sc
+	if !p.required(b, st, idx, "event_name", kString) {
+		return false
+	}
+	v := s.str()
+	switch {
+	case len(v) == 0:
+		p.reject(b, st, idx, "event_name", "required", "")
+	case longer(v, schema.MaxNameLen):
+		p.reject(b, st, idx, "event_name", "max_length", clip(v, 32, "…"))
+	case !printable(v):
+		p.reject(b, st, idx, "event_name", "printable", echo(v))
+	case problem.HoldsSecret(unsafeString(v)):
+		p.reject(b, st, idx, "event_name", RuleSecret, problem.WithheldSecret)
+	case s.escaped:
+		e.Name = string(v)
+		return true
+	default:
+		e.Name = unsafeString(v)
+		return true
+	}
+	return false
+}
+
+// longer reports whether the UTF-8 text b has more than n characters (the bounds of
+// names and ids count characters, as JSON Schema's maxLength does; a text of at most n
+// bytes is not counted).
+func longer(b []byte, n int) bool {
+	return len(b) > n && utf8.RuneCount(b) > n
+}
+
+// printable reports whether the UTF-8 text b holds no control character: no C0 or C1
+// control, no DEL, and none of Unicode's bidirectional embeddings, overrides and isolates
+// (U+202A–U+202E, U+2066–U+2069), which reorder the text shown around them.
+func printable(b []byte) bool {
+	var all byte
+	for _, c := range b {
+		if c < 0x20 || c == 0x7f {
+			return false
+		}
+		all |= c
+	}
+	return all < 0x80 || printableWide(b)
+}
+
+// printableWide is printable's check of the characters beyond ASCII.
+func printableWide(b []byte) bool {
+	for _, r := range string(b) {
+		if r >= 0x80 && r <= 0x9f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069 {
+			return false
+		}
+	}
 	return true
 }

@@ -28,31 +28,66 @@ func (p *Parser) eventMembers(b *Batch, st *eventState, idx int, e *schema.Event
 		from := s.i
 		switch string(name) {
 		case "event_id":
+			if st.met&seenEventID != 0 {
+				p.duplicate(b, st, idx, "event_id")
+				break
+			}
+			st.met |= seenEventID
 			if p.readEventID(b, st, idx, e, from) {
 				st.seen |= seenEventID
 			}
 		case "event_name":
+			if st.met&seenEventName != 0 {
+				p.duplicate(b, st, idx, "event_name")
+				break
+			}
+			st.met |= seenEventName
 			if p.readEventName(b, st, idx, e, from) {
 				st.seen |= seenEventName
 			}
 		case "occurred_at":
+			if st.met&seenOccurredAt != 0 {
+				p.duplicate(b, st, idx, "occurred_at")
+				break
+			}
+			st.met |= seenOccurredAt
 			if p.readOccurredAt(b, st, idx, e, from) {
 				st.seen |= seenOccurredAt
 			}
 		case "value":
+			if st.met&seenValue != 0 {
+				p.duplicate(b, st, idx, "value")
+				break
+			}
+			st.met |= seenValue
 			if p.readValue(b, st, idx, e, from) {
 				st.seen |= seenValue
 			}
 		case "currency":
+			if st.met&seenCurrency != 0 {
+				p.duplicate(b, st, idx, "currency")
+				break
+			}
+			st.met |= seenCurrency
 			if p.readCurrency(b, st, idx, e, from) {
 				st.seen |= seenCurrency
 			}
 		case "consent":
+			if st.met&seenConsent != 0 {
+				p.duplicate(b, st, idx, "consent")
+				break
+			}
+			st.met |= seenConsent
 			if p.required(b, st, idx, "consent", kObject) {
 				st.seen |= seenConsent
 				p.consentMembers(b, st, idx, e)
 			}
 		case "identity":
+			if st.met&seenIdentity != 0 {
+				p.duplicate(b, st, idx, "identity")
+				break
+			}
+			st.met |= seenIdentity
 			if p.optional(b, st, idx, "identity", kObject, false) {
 				st.seen |= seenIdentity
 				p.identityMembers(b, st, idx, e)
@@ -77,6 +112,11 @@ func (p *Parser) consentMembers(b *Batch, st *eventState, idx int, e *schema.Eve
 		from := s.i
 		switch string(name) {
 		case "measurement":
+			if st.met&seenConsentMeasurement != 0 {
+				p.duplicate(b, st, idx, "consent.measurement")
+				break
+			}
+			st.met |= seenConsentMeasurement
 			if p.readConsentMeasurement(b, st, idx, e, from) {
 				st.seen |= seenConsentMeasurement
 			}
@@ -100,6 +140,11 @@ func (p *Parser) identityMembers(b *Batch, st *eventState, idx int, e *schema.Ev
 		from := s.i
 		switch string(name) {
 		case "email":
+			if st.met&seenIdentityEmail != 0 {
+				p.duplicate(b, st, idx, "identity.email")
+				break
+			}
+			st.met |= seenIdentityEmail
 			if p.readIdentityEmail(b, st, idx, e, from) {
 				st.seen |= seenIdentityEmail
 			}

@@ -178,6 +178,11 @@ func renderMembers(fields []schema.Field) ([]byte, error) {
 		for _, c := range children[obj] {
 			_, name := parentOf(c.JSON)
 			p("case %q:", name)
+			p("if st.met&seen%s != 0 {", camel(c.JSON))
+			p("p.duplicate(b, st, idx, %q)", c.JSON)
+			p("break")
+			p("}")
+			p("st.met |= seen%s", camel(c.JSON))
 			if c.Kind != schema.Object {
 				p("if p.read%s(b, st, idx, e, from) {", camel(c.JSON))
 				p("st.seen |= seen%s", camel(c.JSON))

@@ -29,13 +29,14 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 }
 
+// TestJitterBounds: a wait is spread uniformly over ±Jitter of itself: the lowest draw
+// gives the bottom of the range, the middle the wait itself, the highest its top.
 func TestJitterBounds(t *testing.T) {
 	w := &Worker{Config: Config{Jitter: 0.1}}
-	for _, r := range []float64{0, 0.5, 0.999999} {
+	for r, want := range map[float64]time.Duration{0: 54 * time.Minute, 0.5: time.Hour, 0.999999: 66 * time.Minute} {
 		w.Rand = func() float64 { return r }
-		d := w.jitter(time.Hour)
-		if d < 54*time.Minute || d > 66*time.Minute {
-			t.Fatalf("jitter(1h) with rand %v = %s", r, d)
+		if d := w.jitter(time.Hour); d < want-time.Second || d > want+time.Second {
+			t.Fatalf("jitter(1h) with rand %v = %s, want %s", r, d, want)
 		}
 	}
 	if w.jitter(0) != 0 {

@@ -70,6 +70,9 @@ func (k *Key) Allows(ip netip.Addr) bool {
 	}
 	ip = ip.Unmap()
 	for _, p := range k.Allow {
+		if p.Addr().Is4In6() { // a key stored before ParseAllow unmapped its ranges
+			p, _ = unmapPrefix(p)
+		}
 		if p.Contains(ip) {
 			return true
 		}
@@ -103,6 +106,20 @@ func LooksLikeSecret(s string) bool {
 	return strings.HasPrefix(s, "svc_live_") || strings.HasPrefix(s, "svc_sandbox_")
 }
 
+// unmapPrefix writes an IPv4-mapped IPv6 range (::ffff:a.b.c.d/n) as the IPv4 range it
+// stands for, since callers are matched by their unmapped address (Key.Allows): left
+// mapped, it would never match. A mapped range wider than the mapped space (n < 96) is
+// refused.
+func unmapPrefix(p netip.Prefix) (netip.Prefix, error) {
+	if !p.Addr().Is4In6() {
+		return p, nil
+	}
+	if p.Bits() < 96 {
+		return netip.Prefix{}, fmt.Errorf("an IPv4-mapped range must be /96 or narrower; write the IPv4 range instead")
+	}
+	return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96), nil
+}
+
 // ParseAllow parses addresses and CIDR ranges ("203.0.113.7", "10.0.0.0/8", "::1").
 func ParseAllow(items []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
@@ -115,6 +132,9 @@ func ParseAllow(items []string) ([]netip.Prefix, error) {
 			p, err := netip.ParsePrefix(s)
 			if err != nil {
 				return nil, fmt.Errorf("allow-list entry %q is not an address or CIDR range", s)
+			}
+			if p, err = unmapPrefix(p); err != nil {
+				return nil, fmt.Errorf("allow-list entry %q: %v", s, err)
 			}
 			out = append(out, p.Masked())
 			continue

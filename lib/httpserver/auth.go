@@ -23,6 +23,9 @@ func (s *Server) authenticate(r *Request) (*apikey.Key, *problem.Problem) {
 	if len(h) == 0 {
 		return nil, problem.New(problem.Unauthorized, "The Authorization header is missing.")
 	}
+	if len(r.Ctx.Request.Header.PeekAll("Authorization")) > 1 {
+		return nil, problem.New(problem.Unauthorized, "The Authorization header is sent more than once: send one bearer token.")
+	}
 	if len(h) <= len(bearer) || !strings.EqualFold(string(h[:len(bearer)]), bearer) {
 		return nil, problem.New(problem.Unauthorized, "The Authorization header is not a bearer token.")
 	}

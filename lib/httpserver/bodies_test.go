@@ -160,7 +160,7 @@ func TestConnectionsPerAddress(t *testing.T) {
 	c := rawConn(t, s, "")
 	refused := readAnswer(t, c, bufio.NewReader(c))
 	m := apitest.Problem(t, refused, 429, "rate_limited")
-	if !strings.Contains(m["detail"].(string), "3 open connections") {
+	if d := m["detail"].(string); !strings.Contains(d, "3 open connections") || strings.Contains(d, "127.0.0.1") {
 		t.Fatalf("detail %v", m["detail"])
 	}
 	// No key is known: the default windows, nothing spent, as any answer before a key.
@@ -189,5 +189,68 @@ func TestConnectionsPerAddress(t *testing.T) {
 		if r := readAnswer(t, c, bufio.NewReader(c)); r.Status != 200 {
 			t.Fatalf("connection %d from a trusted proxy: %d %s", i, r.Status, r.Body)
 		}
+	}
+}
+
+// TestBothLengthsCloseTheConnection: a request announcing its body with both
+// Content-Length and Transfer-Encoding (in either order, any letter case) is answered
+// 422 invalid_request naming Transfer-Encoding, and the connection is closed (RFC 9112
+// §6.1): a request pipelined behind it is never served, so a proxy that went by the
+// Content-Length cannot smuggle one through.
+func TestBothLengthsCloseTheConnection(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	for _, heads := range []string{
+		"Content-Length: 60\r\nTransfer-Encoding: chunked\r\n",
+		"transfer-encoding: chunked\r\ncontent-LENGTH: 5\r\n",
+	} {
+		msg := "POST /things HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tn.Secret + "\r\n" + heads + "\r\n0\r\n\r\n" +
+			"GET /things HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tn.Secret + "\r\n\r\n"
+		c := rawConn(t, s, msg)
+		br := bufio.NewReader(c)
+		r := readAnswer(t, c, br)
+		apitest.Problem(t, r, 422, "invalid_request")
+		if !strings.Contains(string(r.Body), `"field":"Transfer-Encoding","rule":"http_syntax"`) {
+			t.Fatalf("errors[] %s", r.Body)
+		}
+		c.SetReadDeadline(time.Now().Add(2 * time.Second))
+		rest, err := io.ReadAll(br)
+		if len(rest) > 0 {
+			t.Fatalf("the pipelined request was answered: %q", rest)
+		}
+		if err != nil { // io.ReadAll ends without an error at EOF: the server closed
+			t.Fatalf("the connection stayed open: %v", err)
+		}
+	}
+	// One framing alone is served as before.
+	c := rawConn(t, s, "POST /things HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+tn.Secret+
+		"\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nc\r\n{\"name\":\"x\"}\r\n0\r\n\r\n")
+	if r := readAnswer(t, c, bufio.NewReader(c)); r.Status != 201 {
+		t.Fatalf("a chunked body alone: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestContentEncodingRefused: a body sent with a Content-Encoding other than identity
+// (compressed, or labelled so) is 422 invalid_request naming Content-Encoding, unread,
+// and spends nothing; identity, or no body, is served as before.
+func TestContentEncodingRefused(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	for _, enc := range []string{"gzip", "deflate", "br", "gzip, gzip"} {
+		r := s.Do(t, "POST", "/things", tn.Secret, `{"name":"x"}`, "Content-Encoding", enc)
+		m := apitest.Problem(t, r, 422, "invalid_request")
+		errs, _ := m["errors"].([]any)
+		if len(errs) != 1 || errs[0].(map[string]any)["field"] != "Content-Encoding" || errs[0].(map[string]any)["value"] != enc {
+			t.Fatalf("%s: errors %v", enc, m["errors"])
+		}
+		if got := r.Header.Get("RateLimit-Remaining"); got != "120" {
+			t.Fatalf("%s: RateLimit-Remaining %q: a refused body spent the window", enc, got)
+		}
+	}
+	if r := s.Do(t, "POST", "/things", tn.Secret, `{"name":"x"}`, "Content-Encoding", "Identity"); r.Status != 201 {
+		t.Fatalf("identity: %d %s", r.Status, r.Body)
+	}
+	if r := s.Do(t, "GET", "/things", tn.Secret, "", "Content-Encoding", "gzip"); r.Status != 200 {
+		t.Fatalf("a GET without a body: %d %s", r.Status, r.Body)
 	}
 }

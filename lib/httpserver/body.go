@@ -1,11 +1,13 @@
 package httpserver
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -43,6 +45,12 @@ const (
 	// connection before any of the body is read. A client-sent header of this name is
 	// removed first.
 	oversizeHeader = "Svc-Internal-Body-Over-Limit"
+	// framingHeader marks, in HeaderReceived, a request that announced its body both
+	// with Content-Length and with Transfer-Encoding (RFC 9112 §6.1: a proxy in front
+	// that went by the Content-Length would see another request boundary than ours).
+	// Its body is not read: Handle answers 422 and closes the connection. A client-sent
+	// header of this name is removed first.
+	framingHeader = "Svc-Internal-Body-Framing-Conflict"
 )
 
 // bodyBudget counts the bytes of body buffers held by requests in flight.
@@ -68,8 +76,14 @@ func (b *bodyBudget) give(n int) { b.used.Add(-int64(n)) }
 // decides again on the mark or the Content-Length: this only spares the pre-read.)
 func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfig {
 	h.Del(oversizeHeader)
+	h.Del(framingHeader)
 	n := h.ContentLength()
 	if n == 0 || n < -1 { // -2: neither Content-Length nor Transfer-Encoding, no body
+		return fasthttp.RequestConfig{}
+	}
+	if n == -1 && hasHeaderLine(h.RawHeaders(), "content-length") {
+		h.Set(framingHeader, "1")
+		h.SetContentLength(0)
 		return fasthttp.RequestConfig{}
 	}
 	if n > s.Config.MaxBodyBytes || tooLarge(n, s.headerLimit(h)) {
@@ -77,6 +91,56 @@ func (s *Server) headerReceived(h *fasthttp.RequestHeader) fasthttp.RequestConfi
 		h.SetContentLength(0)
 	}
 	return fasthttp.RequestConfig{}
+}
+
+// hasHeaderLine reports whether raw, a request's header lines as received, holds a
+// header named name (lower case), in any letter case.
+func hasHeaderLine(raw []byte, name string) bool {
+	for len(raw) > 0 {
+		line := raw
+		if i := bytes.IndexByte(raw, '\n'); i >= 0 {
+			line, raw = raw[:i], raw[i+1:]
+		} else {
+			raw = nil
+		}
+		if k, _, ok := bytes.Cut(line, []byte(":")); ok && strings.EqualFold(string(bytes.TrimSpace(k)), name) {
+			return true
+		}
+	}
+	return false
+}
+
+// framingConflict is the 422 of a request headerReceived marked with framingHeader (nil
+// for any other). It marks the connection to close: the body is not read.
+func framingConflict(ctx *fasthttp.RequestCtx) *problem.Problem {
+	if len(ctx.Request.Header.Peek(framingHeader)) == 0 {
+		return nil
+	}
+	ctx.SetConnectionClose()
+	return problem.Invalid("The request could not be read as HTTP/1.1: it announced its body with both Content-Length and Transfer-Encoding.",
+		problem.FieldError{Field: "Transfer-Encoding", Rule: "http_syntax", Value: nil,
+			Detail: "Send the body with a Content-Length, or with Transfer-Encoding: chunked, never both."})
+}
+
+// encodingRefused is the 422 of a request with a body r's route would read that
+// names a Content-Encoding other than identity (nil for any other request): the server
+// decodes none, and reading compressed bytes as JSON would answer with a misleading
+// rule, or accept a body labelled compressed that is not. It marks the connection to
+// close: the body is not read.
+func encodingRefused(r *Request) *problem.Problem {
+	vs := r.Ctx.Request.Header.PeekAll(fasthttp.HeaderContentEncoding)
+	if n := r.Ctx.Request.Header.ContentLength(); len(vs) == 0 || !r.route.takesBody() || n == 0 || n < -1 {
+		return nil
+	}
+	for _, v := range vs {
+		if !strings.EqualFold(strings.TrimSpace(string(v)), "identity") {
+			r.Ctx.SetConnectionClose()
+			return problem.Invalid("The body is sent with a Content-Encoding the server does not decode.",
+				problem.FieldError{Field: "Content-Encoding", Rule: "identity", Value: string(v),
+					Detail: "Send the body uncompressed, without Content-Encoding (or with identity)."})
+		}
+	}
+	return nil
 }
 
 // headerLimit is the body ceiling of the route h asks for (Config.MaxBodyBytes when no

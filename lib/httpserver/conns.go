@@ -93,7 +93,7 @@ func (l *perIPListener) leave(a netip.Addr) {
 // regardless). No key is known: the rate-limit headers declare the default windows, with
 // nothing spent, as any answer given before a key is.
 func (l *perIPListener) refuse(c net.Conn, a netip.Addr) {
-	p := problem.New(problem.RateLimited, "%s already holds %d open connections, the most allowed; reuse keep-alive connections.", a, l.limit)
+	p := problem.New(problem.RateLimited, "This address already holds %d open connections, the most allowed; reuse keep-alive connections.", l.limit)
 	p.Finish(l.srv.Config.DocsURL(), ids.RequestID())
 	body, _ := json.Marshal(p)
 	head := "HTTP/1.1 429 Too Many Requests\r\nContent-Type: application/problem+json\r\nRetry-After: 1\r\n" +

@@ -222,12 +222,37 @@ func decisionOf(res []any, burst, daily limits.Window) (limits.Decision, error) 
 	return limits.DecisionOf(ints, burst, daily), nil
 }
 
+// idempotencyKeyRefused is the 422 of an Idempotency-Key header sent empty or more than
+// once (nil otherwise): a client whose key variable is unset, or that names two keys,
+// would otherwise be served without the protection it asked for, or with one it did not
+// choose. Nothing is spent.
+func (s *Server) idempotencyKeyRefused(r *Request) *problem.Problem {
+	vs := r.Ctx.Request.Header.PeekAll("Idempotency-Key")
+	var p *problem.Problem
+	switch {
+	case len(vs) > 1:
+		p = problem.Invalid("The Idempotency-Key header is sent more than once.",
+			problem.FieldError{Field: "Idempotency-Key", Rule: "single", Value: nil, Detail: "Send one Idempotency-Key header."})
+	case len(vs) == 1 && len(vs[0]) == 0:
+		p = problem.Invalid("The Idempotency-Key header is empty.",
+			problem.FieldError{Field: "Idempotency-Key", Rule: "min_length", Value: "",
+				Detail: "Send a key of 1 to 255 characters, or no Idempotency-Key header."})
+	default:
+		return nil
+	}
+	r.Limits = s.peek(r, r.Key)
+	return p
+}
+
 // gate takes one request from the key's windows and, for an Idempotency-Key request,
 // reserves the key first (take). A conflicting Idempotency-Key (reuse, in use) spends
 // nothing.
 func (s *Server) gate(r *Request) *problem.Problem {
 	var idem *idemState
 	if r.route.Idempotent {
+		if p := s.idempotencyKeyRefused(r); p != nil {
+			return p
+		}
 		if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 {
 			if len(k) > idempotency.MaxKeyLen {
 				r.Limits = s.peek(r, r.Key)

@@ -173,6 +173,9 @@ func pick(cands []*compiled, method string) (*compiled, []string) {
 			return c, nil
 		}
 		allow = append(allow, c.Method)
+		if c.Method == fasthttp.MethodGet {
+			allow = append(allow, fasthttp.MethodHead) // served as the GET without its body
+		}
 	}
 	return nil, allow
 }

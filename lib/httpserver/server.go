@@ -222,6 +222,10 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) (r *Request) {
 	if c != nil {
 		routeName = c.Method + " " + c.Path
 	}
+	if p := framingConflict(ctx); p != nil {
+		s.writeProblem(ctx, r.ID, nil, p)
+		return
+	}
 	if announcedBody(ctx) > s.Config.MaxBodyBytes {
 		ctx.SetConnectionClose()
 		s.writeProblem(ctx, r.ID, nil, problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", s.Config.MaxBodyBytes))
@@ -249,6 +253,9 @@ func (s *Server) serve(r *Request) {
 	c := r.route
 	if c.Public {
 		p := s.bodyRefused(r)
+		if p == nil {
+			p = encodingRefused(r)
+		}
 		if p == nil {
 			p = s.readBody(r, s.bodyLimit(c), s.public)
 		}
@@ -280,6 +287,10 @@ func (s *Server) serve(r *Request) {
 		return
 	}
 	if p := s.bodyRefused(r); p != nil {
+		s.refuse(r, k, p)
+		return
+	}
+	if p := encodingRefused(r); p != nil {
 		s.refuse(r, k, p)
 		return
 	}

@@ -215,7 +215,7 @@ func TestRoutingProblems(t *testing.T) {
 	apitest.Problem(t, s.Do(t, "GET", "/v1/things/missing", tn.Secret, ""), 404, "not_found")
 	r := s.Do(t, "DELETE", "/things", tn.Secret, "")
 	apitest.Problem(t, r, 405, "method_not_allowed")
-	if allow := r.Header.Get("Allow"); !strings.Contains(allow, "GET") || !strings.Contains(allow, "POST") {
+	if allow := r.Header.Get("Allow"); allow != "GET, HEAD, POST" { // HEAD is served wherever GET is
 		t.Fatalf("Allow %q", allow)
 	}
 	m := apitest.Problem(t, s.Do(t, "GET", "/panic", tn.Secret, ""), 500, "internal_error")
@@ -263,6 +263,13 @@ func TestVersions(t *testing.T) {
 	}
 	apitest.Problem(t, s.Do(t, "GET", "/things?version=2020-01-01", tn.Secret, ""), 400, "unsupported_version")
 	apitest.Problem(t, s.Do(t, "GET", "/things", tn.Secret, "", "SVC-Version", "latest"), 400, "unsupported_version")
+	// What a request names is never echoed when it looks like a secret or an email.
+	for _, v := range []string{"svc_live_0a1b2c3d", "ada@example.com"} {
+		m := apitest.Problem(t, s.Do(t, "GET", "/things?version="+v, tn.Secret, ""), 400, "unsupported_version")
+		if d := m["detail"].(string); strings.Contains(d, v) || !strings.Contains(d, "(withheld)") {
+			t.Fatalf("detail %q", d)
+		}
+	}
 	// A problem answered at a version names it too: a handler's 404, a scope refusal.
 	_, noScope := s.Key(t, workspace.KeySpec{WorkspaceID: tn.Workspace.ID, Env: apikey.Live, Scopes: []string{"pixels:read"}})
 	for _, c := range []struct {
@@ -812,5 +819,41 @@ func TestDryRunRefusedWhereThereIsNone(t *testing.T) {
 	}
 	if r := s.Do(t, "GET", "/things?"+httpserver.DryRunQuery+"=true", tn.Secret, ""); r.Status != 200 {
 		t.Fatalf("a read with validate_only: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestIdempotencyKeyEmptyOrRepeated: an Idempotency-Key header sent empty or twice is
+// 422 invalid_request naming it, and spends nothing; the request is not run.
+func TestIdempotencyKeyEmptyOrRepeated(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	empty := s.Do(t, "POST", "/things", tn.Secret, `{"name":"x"}`, "Idempotency-Key", "")
+	m := apitest.Problem(t, empty, 422, "invalid_request")
+	if e := m["errors"].([]any)[0].(map[string]any); e["field"] != "Idempotency-Key" || e["rule"] != "min_length" {
+		t.Fatalf("empty: errors %v", m["errors"])
+	}
+	c := rawConn(t, s, "POST /things HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+tn.Secret+
+		"\r\nContent-Type: application/json\r\nIdempotency-Key: a\r\nIdempotency-Key: b\r\nContent-Length: 12\r\n\r\n{\"name\":\"x\"}")
+	twice := readAnswer(t, c, bufio.NewReader(c))
+	m = apitest.Problem(t, twice, 422, "invalid_request")
+	if e := m["errors"].([]any)[0].(map[string]any); e["field"] != "Idempotency-Key" || e["rule"] != "single" {
+		t.Fatalf("twice: errors %v", m["errors"])
+	}
+	if got := twice.Header.Get("RateLimit-Remaining"); got != "120" {
+		t.Fatalf("RateLimit-Remaining %q: a refused key spent the window", got)
+	}
+	if r := s.Do(t, "POST", "/things", tn.Secret, `{"name":"x"}`, "Idempotency-Key", "a"); r.Status != 201 {
+		t.Fatalf("one key: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestAuthorizationRepeated: two Authorization headers are 401 unauthorized, whichever
+// comes first: the server never picks one of two tokens.
+func TestAuthorizationRepeated(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	for _, pair := range [][2]string{{tn.Secret, "svc_live_bogus"}, {"svc_live_bogus", tn.Secret}} {
+		c := rawConn(t, s, "GET /things HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+pair[0]+"\r\nAuthorization: Bearer "+pair[1]+"\r\n\r\n")
+		apitest.Problem(t, readAnswer(t, c, bufio.NewReader(c)), 401, "unauthorized")
 	}
 }

@@ -186,10 +186,73 @@ func (p *Problem) Error() string { return string(p.Code) + ": " + p.Detail }
 // Finish fills the document's URLs and request id. docsURL is the developer pages' base
 // (for example https://api.example.com/developers): type and doc_url are
 // docsURL/errors/<code>.
+//
+// It also withholds, whoever built the document, what must never be echoed: every
+// errors[].value string passes through Echo (and is cut past EchoLen bytes and a "…",
+// so a value an earlier Echo cut stays as it was), and a word of the detail that holds an '@'
+// or a secret (HoldsContact, HoldsSecret) is replaced by "(withheld)", so that an id,
+// a version or a path received and quoted in a detail cannot carry an email or a key
+// back out.
 func (p *Problem) Finish(docsURL, requestID string) {
 	p.Type = docsURL + "/errors/" + string(p.Code)
 	p.DocURL = p.Type
 	p.RequestID = requestID
+	for i := range p.Errors {
+		if v, ok := p.Errors[i].Value.(string); ok {
+			p.Errors[i].Value = Echo(v, EchoLen+len("…"), "…")
+		}
+	}
+	p.Detail = withholdWords(p.Detail)
+}
+
+// withholdWords is text with each space-separated word that holds an '@' or a secret
+// replaced by "(withheld)".
+func withholdWords(text string) string {
+	if !HoldsContact(text) && !HoldsSecret(text) {
+		return text
+	}
+	words := strings.Split(text, " ")
+	for i, w := range words {
+		if HoldsContact(w) || HoldsSecret(w) {
+			words[i] = "(withheld)"
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// HoldsContact reports whether v holds an '@', written or JSON-escaped as \u0040: an
+// email, or anything that could be one.
+func HoldsContact(v string) bool {
+	return strings.IndexByte(v, '@') >= 0 || strings.Contains(v, `\u0040`)
+}
+
+// secretMarks end the prefixes of the secrets the service issues: API keys
+// ("svc_live_…", "svc_sandbox_…", lib/apikey) and webhook signing secrets ("whsec_…",
+// schema/webhook), each followed by an underscore.
+var secretMarks = [...]string{"svc_live", "svc_sandbox", "whsec"}
+
+// HoldsSecret reports whether v holds, anywhere and in any letter case, the prefix of a
+// secret the service issues (secretMarks and its underscore). It allocates nothing and
+// looks only around underscores, so it is cheap enough for every event name.
+func HoldsSecret(v string) bool {
+	for i := 0; ; i++ {
+		j := strings.IndexByte(v[i:], '_')
+		if j < 0 {
+			return false
+		}
+		i += j
+		if i == 0 {
+			continue
+		}
+		if c := v[i-1] | 0x20; c != 'e' && c != 'x' && c != 'c' { // no mark ends otherwise
+			continue
+		}
+		for _, m := range secretMarks {
+			if i >= len(m) && strings.EqualFold(v[i-len(m):i], m) {
+				return true
+			}
+		}
+	}
 }
 
 // Unavailable returns a 503 service_unavailable problem naming the dependency, with
@@ -211,13 +274,21 @@ const WithheldEcho = "(withheld: contact details are never echoed)"
 // EchoLen is how much of a rejected value an answer echoes (errors[].value, rejections[]).
 const EchoLen = 64
 
+// WithheldSecret is what an answer says in place of a value that holds what looks like a
+// secret the service issues (HoldsSecret).
+const WithheldSecret = "(withheld: secrets are never echoed)"
+
 // Echo is what an answer says of a value received: WithheldEcho when v holds an '@',
 // written or escaped as \u0040 (the whole value is read before it is cut, so an email
-// after a long prefix does not leave its local part behind), else v cut to n bytes and
-// marked with more when cut.
+// after a long prefix does not leave its local part behind), WithheldSecret when it
+// holds what looks like a secret (HoldsSecret), else v cut to n bytes and marked with
+// more when cut.
 func Echo(v string, n int, more string) string {
-	if strings.IndexByte(v, '@') >= 0 || strings.Contains(v, `\u0040`) {
+	if HoldsContact(v) {
 		return WithheldEcho
+	}
+	if HoldsSecret(v) {
+		return WithheldSecret
 	}
 	if len(v) <= n {
 		return v

@@ -90,19 +90,20 @@ type Record struct {
 }
 
 // Redact returns the JSON text to keep for value received in field: Withheld for an
-// identity field ("identity", "identity.…"), for WithheldEcho, and for any value whose JSON text holds an
-// '@', written or escaped (a value kept as the raw JSON text received may hold
-// "\u0040"); otherwise its JSON text, and when that is longer than maxValue bytes, the text
+// identity field ("identity", "identity.…"), for WithheldEcho and problem.WithheldSecret, and for
+// any value whose JSON text holds an '@', written or escaped (a value kept as the raw JSON
+// text received may hold "\u0040"), or what looks like a secret (problem.HoldsSecret);
+// otherwise its JSON text, and when that is longer than maxValue bytes, the text
 // cut and kept as a JSON string ending in "…" (at most maxValue bytes).
 func Redact(field string, value any) string {
-	if field == "identity" || strings.HasPrefix(field, "identity.") || value == WithheldEcho {
+	if field == "identity" || strings.HasPrefix(field, "identity.") || value == WithheldEcho || value == problem.WithheldSecret {
 		return Withheld
 	}
 	b, err := json.Marshal(value)
 	if err != nil {
 		return "null"
 	}
-	if strings.IndexByte(string(b), '@') >= 0 || strings.Contains(string(b), `\u0040`) {
+	if problem.HoldsContact(string(b)) || problem.HoldsSecret(string(b)) {
 		return Withheld
 	}
 	if len(b) <= maxValue {

@@ -40,6 +40,9 @@ func TestRedact(t *testing.T) {
 		{"event_name", `{"a":"b@c"}`, Withheld},
 		{"consent", `"jane\u0040example.com"`, Withheld}, // a value echoed as raw JSON text, its '@' escaped
 		{"event_name", `{"to":"a\u0040b.example"}`, Withheld},
+		{"currency", "svc_live_0a1b2c", Withheld}, // an API key pasted into the wrong field
+		{"event_id", "see whsec_abc", Withheld},
+		{"event_name", "(withheld: secrets are never echoed)", Withheld},
 		{"currency", "EURO", `"EURO"`},
 		{"occurred_at", nil, "null"},
 		{"events", 51, "51"},

@@ -61,6 +61,11 @@ func TestMoveLegacySchedule(t *testing.T) {
 	if n, err := rdb.Exists(ctx, st.legacySchedKey()).Result(); err != nil || n != 0 {
 		t.Fatalf("the legacy schedule is still there (%d, %v)", n, err)
 	}
+	for _, m := range members { // each moved with its due time, not rescheduled
+		if score, err := rdb.ZScore(ctx, st.schedKey(), m).Result(); err != nil || int64(score) != due {
+			t.Fatalf("%s: due %v (%v) in the new schedule, want %d", m, score, err, due)
+		}
+	}
 	claims, err := st.ClaimDue(ctx, now, time.Minute, 10)
 	if err != nil || len(claims) != 3 {
 		t.Fatalf("claimed %d, %v; want the 3 moved deliveries", len(claims), err)

@@ -1,0 +1,62 @@
+package problem
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestHoldsSecret(t *testing.T) {
+	for v, want := range map[string]bool{
+		"svc_live_0a1b":            true,
+		"svc_sandbox_0a1b":         true,
+		"whsec_abc":                true,
+		"Bearer Svc_Live_0A1B":     true, // any letter case
+		"x=whsec_":                 true,
+		"svc_signup":               false,
+		"svc_live":                 false, // no underscore after the mark: not a secret's prefix
+		"live_svc_":                false,
+		"purchase_completed_order": false,
+		"":                         false,
+		"_":                        false,
+	} {
+		if got := HoldsSecret(v); got != want {
+			t.Errorf("HoldsSecret(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// TestFinishWithholdsWhatIsNeverEchoed: whoever built a problem, the document written
+// carries no email and no secret, in errors[].value or in its detail, and leaves other
+// text as it was.
+func TestFinishWithholdsWhatIsNeverEchoed(t *testing.T) {
+	p := Invalid(`No plan "ada@example.com" and no version "svc_live_0a1b" here.`,
+		FieldError{Field: "a", Rule: "r", Value: "ada@example.com"},
+		FieldError{Field: "b", Rule: "r", Value: "x svc_sandbox_0a1b"},
+		FieldError{Field: "c", Rule: "r", Value: "plain"},
+		FieldError{Field: "d", Rule: "r", Value: 7})
+	p.Finish("https://docs", "req_1")
+	if p.Detail != `No plan (withheld) and no version (withheld) here.` {
+		t.Fatalf("detail %q", p.Detail)
+	}
+	want := []any{WithheldEcho, WithheldSecret, "plain", 7}
+	for i, w := range want {
+		if p.Errors[i].Value != w {
+			t.Fatalf("errors[%d].value %v, want %v", i, p.Errors[i].Value, w)
+		}
+	}
+	q := New(NotFound, "No pixel %q in this key's workspace.", "pxl_42")
+	q.Finish("https://docs", "req_2")
+	if !strings.Contains(q.Detail, `"pxl_42"`) || q.Type != "https://docs/errors/not_found" || q.RequestID != "req_2" {
+		t.Fatalf("an ordinary problem changed: %+v", q)
+	}
+}
+
+func TestEchoWithholdsBeforeCutting(t *testing.T) {
+	long := strings.Repeat("a", 100)
+	if got := Echo(long+"svc_live_0a", 64, "…"); got != WithheldSecret {
+		t.Fatalf("a secret past the cut: %q", got)
+	}
+	if got := Echo(long, 64, "…"); got != long[:64]+"…" {
+		t.Fatalf("cut %q", got)
+	}
+}
