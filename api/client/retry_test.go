@@ -270,3 +270,32 @@ func TestImportActualsSendsOneIdempotencyKeyOnEveryRetry(t *testing.T) {
 		}
 	}
 }
+
+// TestBackoffIsFullJitterUpToMaxDelay: after a lost response, wait i is drawn from
+// (0, min(BaseDelay·2^(i−1), MaxDelay)] (README.md: exponential backoff with full jitter),
+// so over many draws the waits reach into the top half of each bound, never past it.
+func TestBackoffIsFullJitterUpToMaxDelay(t *testing.T) {
+	rg := newReadRig(t, false)
+	tn := rg.Tenant(t, false)
+	top := make([]time.Duration, 9) // the largest wait i seen
+	for run := 0; run < 40; run++ {
+		w := &wire{next: &recorder{lose: func(int, *http.Request) bool { return true }}}
+		c, waits := retryClient(rg, tn.Secret, w)
+		c.MaxAttempts, c.BaseDelay, c.MaxDelay = 10, 10*time.Millisecond, 40*time.Millisecond
+		if err := c.Get(context.Background(), "/me", nil, nil); err == nil {
+			t.Fatal("every response lost, and no error")
+		}
+		for i, d := range waits() {
+			bound := min(10*time.Millisecond<<i, 40*time.Millisecond)
+			if d <= 0 || d > bound {
+				t.Fatalf("wait %d: %s, want in (0, %s]", i+1, d, bound)
+			}
+			top[i] = max(top[i], d)
+		}
+	}
+	for i, d := range top {
+		if bound := min(10*time.Millisecond<<i, 40*time.Millisecond); d <= bound/2 {
+			t.Fatalf("wait %d: at most %s in 40 runs, bound %s: not drawn up to the bound", i+1, d, bound)
+		}
+	}
+}
