@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+
+	"svc/schema/apitest"
 )
 
 // TestNoServerErrorOnBadInput sends hostile values to every parameter (each value on
@@ -96,6 +98,21 @@ func TestNoEchoOfContactsOrSecrets(t *testing.T) {
 			if strings.Contains(string(body), v) || strings.Contains(string(body), "svc_live_") {
 				t.Fatalf("%s echoes %q: %s", what, v, body)
 			}
+		}
+	}
+}
+
+// TestDayParameterSaysItsRange: a from/to outside the days the service stores is refused
+// with the range in errors[].detail, not only rule date.
+func TestDayParameterSaysItsRange(t *testing.T) {
+	e := newEnv(t)
+	tn := e.tenant(t, false)
+	for _, q := range []string{"from=1970-01-01", "to=2106-01-01", "from=2026-02-30"} {
+		r := e.Do(t, "GET", "/pixel-rollups?pixel_id="+tn.PixelID()+"&"+q, tn.Secret, "")
+		m := apitest.Problem(t, r, 422, "invalid_request")
+		e0 := m["errors"].([]any)[0].(map[string]any)
+		if e0["rule"] != "date" || !strings.Contains(e0["detail"].(string), "between 1970-01-02 and 2105-12-31") {
+			t.Fatalf("%s: errors %v", q, m["errors"])
 		}
 	}
 }
