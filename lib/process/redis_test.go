@@ -19,8 +19,8 @@ func TestCheckRedisVersion(t *testing.T) {
 		if (err == nil) != ok {
 			t.Errorf("%q: err %v, want ok=%v", info, err, ok)
 		}
-		if err != nil && !strings.Contains(err.Error(), "7.0 or newer") {
-			t.Errorf("%q: %v does not say what is needed", info, err)
+		if err != nil && (!strings.Contains(err.Error(), "7.0 or newer") || !strings.Contains(err.Error(), strings.TrimSpace(strings.SplitN(info, ":", 2)[1]))) {
+			t.Errorf("%q: %v does not say what is needed and what was found", info, err)
 		}
 	}
 	// The Redis this suite runs against passes (every node of a cluster is asked).
