@@ -42,8 +42,14 @@ func TestMeLimitsVersions(t *testing.T) {
 	if r := e.get(t, sec, "/versions?version=next", &v); r.Status != 200 {
 		t.Fatalf("/versions %d %s", r.Status, r.Body)
 	}
-	if len(v.Data) != len(httpserver.Served) || v.Aliases["stable"] != httpserver.Stable || v.Current != httpserver.Next {
+	if len(v.Data) != len(httpserver.Served) || v.Aliases["stable"] != httpserver.Stable || v.Aliases["next"] != httpserver.Next ||
+		v.Current != httpserver.Next {
 		t.Fatalf("/versions = %+v", v)
+	}
+	for i, d := range v.Data { // each served version as GET /versions documents it
+		if d != httpserver.Served[i] || d.Version == "" || d.Released == "" || (d.Status != "stable" && d.Status != "deprecated" && d.Status != "preview") {
+			t.Fatalf("/versions data[%d] = %+v, want %+v", i, d, httpserver.Served[i])
+		}
 	}
 	apitest.Problem(t, e.Do(t, "GET", "/me", "", ""), 401, "unauthorized")
 	apitest.Problem(t, e.Do(t, "GET", "/limits", "svc_live_nope", ""), 401, "invalid_key")
