@@ -2,6 +2,7 @@ package httpserver_test
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -252,5 +253,26 @@ func TestContentEncodingRefused(t *testing.T) {
 	}
 	if r := s.Do(t, "GET", "/things", tn.Secret, "", "Content-Encoding", "gzip"); r.Status != 200 {
 		t.Fatalf("a GET without a body: %d %s", r.Status, r.Body)
+	}
+}
+
+// TestPartialRequestAnsweredAtTheTimeout: a request whose headers never end (lines ended
+// by a bare LF, which the server does not take as their end) is answered 422 naming the
+// request once the read timeout passes, not met with a silent close; a connection that
+// sent nothing is closed without an answer, as before.
+func TestPartialRequestAnsweredAtTheTimeout(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), func(c *httpserver.Config) { c.ReadTimeout = 300 * time.Millisecond })
+	c := rawConn(t, s, "GET /healthz HTTP/1.1\nHost: x\n\n")
+	m := apitest.Problem(t, readAnswer(t, c, bufio.NewReader(c)), 422, "invalid_request")
+	if e := m["errors"].([]any)[0].(map[string]any); e["field"] != "request" || e["rule"] != "http_syntax" || !strings.Contains(e["detail"].(string), "CRLF") {
+		t.Fatalf("errors %v", m["errors"])
+	}
+	if strings.Contains(fmt.Sprint(m), "healthz") {
+		t.Fatalf("the answer quotes the request: %v", m)
+	}
+	silent := rawConn(t, s, "")
+	silent.SetReadDeadline(time.Now().Add(2 * time.Second))
+	if b, err := io.ReadAll(silent); len(b) > 0 || err != nil {
+		t.Fatalf("a connection that sent nothing: %q, %v (want closed without an answer)", b, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"math"
 	"net"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -171,17 +172,31 @@ func (s *Server) serverError(ctx *fasthttp.RequestCtx, err error) {
 	var p *problem.Problem
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		p = problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", s.Config.MaxBodyBytes)
-	} else if isTimeout(err) {
-		// A connection idle or stalled past the read timeout is closed without an answer:
-		// writing one to a keep-alive connection that sent nothing would be a response to
-		// no request.
+	} else if isTimeout(err) && !partialRequest(err) {
+		// A connection that sent nothing within the read timeout is closed without an
+		// answer: one would be a response to no request.
 		_ = ctx.Conn().Close()
 		return
+	} else if isTimeout(err) {
+		// Part of a request came, not its end: most often lines ended by a bare LF, which
+		// fasthttp does not take as the headers' end. The client waited the read timeout;
+		// it is told why instead of meeting a closed connection.
+		p = problem.Invalid("The request was not complete within the read timeout: its headers did not end.",
+			problem.FieldError{Field: "request", Rule: "http_syntax", Value: nil,
+				Detail: fmt.Sprintf("Send the request line and headers within %s, each line ended by CRLF (\\r\\n) and the headers by an empty line (CRLF CRLF).", s.Config.ReadTimeout)})
 	} else {
 		p = malformedProblem(err)
 	}
 	ctx.Response.SetConnectionClose()
 	s.writeProblem(ctx, ids.RequestID(), nil, p)
+}
+
+// partialRequest reports whether err, fasthttp's reading error, came after some bytes
+// of a request: fasthttp then adds how many it buffered ("buffer size=N, contents: …",
+// never echoed), and nothing when none came.
+func partialRequest(err error) bool {
+	_, after, ok := strings.Cut(err.Error(), "buffer size=")
+	return ok && !strings.HasPrefix(after, "0,")
 }
 
 func isTimeout(err error) bool {
