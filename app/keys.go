@@ -96,11 +96,11 @@ func (a *App) createKey(c *call) error {
 	}
 	var errs []string
 	var err error
-	if spec.Burst, err = strconv.Atoi(f.Get("burst")); err != nil || spec.Burst < 1 {
-		errs = append(errs, "The burst limit is a whole number of at least 1.")
+	if spec.Burst, err = strconv.Atoi(f.Get("burst")); err != nil || spec.Burst < 1 || spec.Burst > limits.MaxQuota {
+		errs = append(errs, "The burst limit is a whole number from 1 to 1,000,000,000.")
 	}
-	if spec.Daily, err = strconv.Atoi(f.Get("daily")); err != nil || spec.Daily < 1 {
-		errs = append(errs, "The daily limit is a whole number of at least 1.")
+	if spec.Daily, err = strconv.Atoi(f.Get("daily")); err != nil || spec.Daily < 1 || spec.Daily > limits.MaxQuota {
+		errs = append(errs, "The daily limit is a whole number from 1 to 1,000,000,000.")
 	}
 	if e := f.Get("expires"); e != "" {
 		t, err := time.Parse("2006-01-02", e)
@@ -231,6 +231,10 @@ func (a *App) revokeKey(c *call) error {
 		return c.render(422, "key", "Revoke", "keys", keyData{Key: c.keyView(*k, a.Now()), Overlaps: overlaps,
 			Error: "Tick the box to confirm: a revoked key stops working at once, for good."})
 	}
+	if k.RevokedAt != nil { // revoked already: nothing changes, nothing to audit
+		c.SeeOther("/app/api-keys/" + ids.Format(ids.Key, k.ID))
+		return nil
+	}
 	if _, err := a.Keys.Revoke(c.Context(), k.ID); err != nil {
 		return err
 	}
@@ -248,9 +252,9 @@ func (a *App) keyLimits(c *call) error {
 	}
 	burst, err1 := strconv.Atoi(c.form.Get("burst"))
 	daily, err2 := strconv.Atoi(c.form.Get("daily"))
-	if err1 != nil || err2 != nil || burst < 1 || daily < 1 {
+	if err1 != nil || err2 != nil || burst < 1 || daily < 1 || burst > limits.MaxQuota || daily > limits.MaxQuota {
 		return c.render(422, "key", "Limits", "keys", keyData{Key: c.keyView(*k, a.Now()), Overlaps: overlaps,
-			Error: "Both limits are whole numbers of at least 1."})
+			Error: "Both limits are whole numbers from 1 to 1,000,000,000."})
 	}
 	if _, err := a.Keys.SetLimits(c.Context(), k.ID, burst, daily); err != nil {
 		return err

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
@@ -50,8 +52,8 @@ func (a *App) renderPixels(c *call, status int, errText, name, zone string) erro
 // as `svc admin pixel create` does.
 func (a *App) createPixel(c *call) error {
 	name, zone := strings.TrimSpace(c.form.Get("name")), strings.TrimSpace(c.form.Get("time_zone"))
-	if name == "" || len(name) > 200 {
-		return a.renderPixels(c, 422, "A pixel needs a name (at most 200 characters).", name, zone)
+	if name == "" || utf8.RuneCountInString(name) > 200 || !utf8.ValidString(name) || strings.ContainsFunc(name, unicode.IsControl) {
+		return a.renderPixels(c, 422, "A pixel needs a name of at most 200 characters, without control characters.", strings.ToValidUTF8(name, ""), zone)
 	}
 	p, err := a.Keys.PutPixel(c.Context(), workspace.Pixel{ID: uuid.New(), WorkspaceID: c.ws.ID, Name: name, TimeZone: zone})
 	if err != nil {

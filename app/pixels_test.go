@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/ClickHouse/clickhouse-go/v2"
 	"github.com/google/uuid"
@@ -44,6 +45,12 @@ func TestPixelScreens(t *testing.T) {
 		p := adm.get(path)
 		if p.Status != 200 || strings.Contains(p.Body, name) || !strings.Contains(p.Body, "&lt;script&gt;alert(1)&lt;/script&gt;") {
 			t.Fatalf("%s renders the name unescaped: %d\n%s", path, p.Status, p.Body)
+		}
+	}
+	// A name's bound counts characters; control characters and broken UTF-8 are refused.
+	for name, want := range map[string]int{strings.Repeat("é", 200): 303, strings.Repeat("é", 201): 422, "a\x00b": 422, "a\xffb": 422, "a\u0085b": 422} {
+		if p := adm.post("/app/pixels", "/app/pixels", url.Values{"name": {name}}); p.Status != want {
+			t.Fatalf("name %q (%d characters): %d, want %d", name, utf8.RuneCountInString(name), p.Status, want)
 		}
 	}
 	if p := adm.post("/app/pixels", "/app/pixels", url.Values{"name": {"x"}, "time_zone": {"Mars/Olympus"}}); p.Status != 422 {

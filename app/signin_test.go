@@ -99,13 +99,20 @@ func TestInviteSignInSignOut(t *testing.T) {
 	}
 }
 
-// Behind https the cookies are Secure with the __Host- prefix.
+// Behind https the cookies are Secure with the __Host- prefix, and pages ask browsers to
+// keep to https (Strict-Transport-Security); over plain http they do not.
 func TestCookiesUnderHTTPS(t *testing.T) {
 	rg := newRig(t, true)
 	p := rg.browser(t).get("/app/sign-in")
 	ck := strings.Join(p.Header.Values("Set-Cookie"), "\n")
 	if !strings.Contains(ck, "__Host-svc_pre=") || !strings.Contains(ck, "secure") && !strings.Contains(ck, "Secure") || !strings.Contains(ck, "path=/") {
 		t.Fatalf("cookie: %s", ck)
+	}
+	if got := p.Header.Get("Strict-Transport-Security"); got != "max-age=31536000" {
+		t.Fatalf("Strict-Transport-Security %q under https", got)
+	}
+	if got := newRig(t, false).browser(t).get("/app/sign-in").Header.Get("Strict-Transport-Security"); got != "" {
+		t.Fatalf("Strict-Transport-Security %q over plain http", got)
 	}
 }
 

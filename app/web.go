@@ -50,6 +50,9 @@ func (a *App) serve(h handler) httpserver.Handler {
 		hd.Set("X-Frame-Options", "DENY")
 		hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 		hd.Set("Cache-Control", "no-store")
+		if a.Config.secure() { // served over TLS: browsers keep to it (RFC 6797)
+			hd.Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		c := &call{Request: r, app: a}
 		if err := h(c); err != nil {
 			r.Ctx.Response.ResetBody()

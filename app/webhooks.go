@@ -50,8 +50,15 @@ type endpointView struct {
 	CreatedAt      time.Time
 }
 
-func newEndpointView(ep webhook.Endpoint, now time.Time) endpointView {
-	return endpointView{ID: ids.Format(ids.Endpoint, ep.ID), URL: ep.URL, Kinds: ep.Kinds, Enabled: ep.Enabled(),
+// newEndpointView is ep as c's member sees it: an admin the whole URL; a viewer only its
+// scheme and host, since a receiver's path or query often holds its own token (the
+// audit log keeps only the host for the same reason).
+func newEndpointView(c *call, ep webhook.Endpoint, now time.Time) endpointView {
+	u := ep.URL
+	if c.member.Role != RoleAdmin {
+		u = urlHostOnly(u)
+	}
+	return endpointView{ID: ids.Format(ids.Endpoint, ep.ID), URL: u, Kinds: ep.Kinds, Enabled: ep.Enabled(),
 		DisabledAt: ep.DisabledAt, DisabledReason: ep.DisabledReason, FailingSince: ep.FailingSince,
 		Secrets: len(ep.SigningSecrets(now)), CreatedAt: ep.CreatedAt}
 }
@@ -82,7 +89,7 @@ func (a *App) renderWebhooks(c *call, status int, errText, rawURL string, kinds 
 	}
 	now := a.Now()
 	for _, ep := range eps {
-		d.Endpoints = append(d.Endpoints, newEndpointView(ep, now))
+		d.Endpoints = append(d.Endpoints, newEndpointView(c, ep, now))
 	}
 	return c.render(status, "webhooks", "Webhooks", "webhooks", d)
 }
@@ -137,6 +144,19 @@ func urlHost(raw string) string {
 	return u.Host
 }
 
+// urlHostOnly is raw's scheme and host, "/…" standing for any path or query.
+func urlHostOnly(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(hidden)"
+	}
+	out := u.Scheme + "://" + u.Host
+	if (u.Path != "" && u.Path != "/") || u.RawQuery != "" {
+		out += "/…"
+	}
+	return out
+}
+
 func kindsText(kinds []string) string {
 	if len(kinds) == 0 {
 		return "all"
@@ -152,7 +172,7 @@ type endpointSecretData struct {
 }
 
 func (a *App) renderEndpointSecret(c *call, ep webhook.Endpoint, cutover *time.Time) error {
-	d := endpointSecretData{Endpoint: newEndpointView(ep, a.Now()), Secret: ep.Secrets[0].Secret, Cutover: cutover}
+	d := endpointSecretData{Endpoint: newEndpointView(c, ep, a.Now()), Secret: ep.Secrets[0].Secret, Cutover: cutover}
 	return c.render(201, "webhook-secret", "Your new signing secret", "webhooks", d)
 }
 
@@ -203,7 +223,7 @@ func (a *App) endpointPage(c *call) error {
 }
 
 func (a *App) renderEndpoint(c *call, status int, ep webhook.Endpoint, errText string) error {
-	d := endpointData{Endpoint: newEndpointView(ep, a.Now()), Overlaps: overlaps, Error: errText}
+	d := endpointData{Endpoint: newEndpointView(c, ep, a.Now()), Overlaps: overlaps, Error: errText}
 	dv, err := a.deliveries(c.Context(), ep)
 	if err != nil {
 		a.Log.Warn("webhooks page: delivery log not read", "request_id", c.ID, "err", err.Error())
@@ -266,8 +286,13 @@ func (a *App) disableEndpoint(c *call) error {
 	if ep == nil {
 		return err
 	}
-	if _, err := a.Webhooks.DisableEndpoint(c.Context(), ep.ID, "disabled in the application"); err != nil {
+	changed, err := a.Webhooks.DisableEndpoint(c.Context(), ep.ID, "disabled in the application")
+	if err != nil {
 		return err
+	}
+	if !changed { // disabled already: nothing to audit
+		c.SeeOther("/app/webhooks/" + ids.Format(ids.Endpoint, ep.ID))
+		return nil
 	}
 	return a.endpointChanged(c, "webhook endpoint disable", ep.ID, "")
 }
@@ -276,6 +301,10 @@ func (a *App) enableEndpoint(c *call) error {
 	ep, err := a.endpointOf(c)
 	if ep == nil {
 		return err
+	}
+	if ep.Enabled() { // enabled already: nothing changes, nothing to audit
+		c.SeeOther("/app/webhooks/" + ids.Format(ids.Endpoint, ep.ID))
+		return nil
 	}
 	if err := a.Webhooks.EnableEndpoint(c.Context(), ep.ID); err != nil {
 		return err

@@ -112,14 +112,19 @@ func TestWebhooksScreens(t *testing.T) {
 	if p := adm.post("/app/webhooks/"+eid, "/app/webhooks/"+eid+"/disable", url.Values{}); p.Status != 303 {
 		t.Fatalf("disable: %d", p.Status)
 	}
+	if p := adm.post("/app/webhooks/"+eid, "/app/webhooks/"+eid+"/disable", url.Values{}); p.Status != 303 {
+		t.Fatalf("disable: %d", p.Status)
+	}
 	if e, _ := st.Endpoint(ctx, ep.ID); e.Enabled() {
 		t.Fatal("still enabled")
 	}
 	if p := adm.post("/app/webhooks/"+eid, resend, url.Values{}); p.Status != 409 {
 		t.Fatalf("resend to a disabled endpoint: %d", p.Status)
 	}
-	if p := adm.post("/app/webhooks/"+eid, "/app/webhooks/"+eid+"/enable", url.Values{}); p.Status != 303 {
-		t.Fatalf("enable: %d", p.Status)
+	for i := 0; i < 2; i++ { // the second finds it enabled: no change, no entry in the audit log
+		if p := adm.post("/app/webhooks/"+eid, "/app/webhooks/"+eid+"/enable", url.Values{}); p.Status != 303 {
+			t.Fatalf("enable %d: %d", i+1, p.Status)
+		}
 	}
 	if e, _ := st.Endpoint(ctx, ep.ID); !e.Enabled() {
 		t.Fatal("still disabled")
@@ -160,6 +165,11 @@ func TestWebhooksScreens(t *testing.T) {
 			t.Fatalf("the audit log lacks %q:\n%s", want, all)
 		}
 	}
+	for _, once := range []string{"webhook endpoint disable " + eid, "webhook endpoint enable " + eid} {
+		if n := strings.Count(all, once); n != 1 {
+			t.Fatalf("%q %d times in the audit log, want once", once, n)
+		}
+	}
 	for _, leak := range []string{secret, secret2, inSecret, "t0ken"} {
 		if strings.Contains(all, leak) {
 			t.Fatalf("the audit log holds %q", leak)
@@ -170,6 +180,16 @@ func TestWebhooksScreens(t *testing.T) {
 	viewer := rg.member(t, ws, uniqueEmail("viewer"), RoleViewer)
 	if p := viewer.get("/app/webhooks/" + eid); p.Status != 200 || strings.Contains(p.Body, "rotate-submit") || strings.Contains(p.Body, "resend-") {
 		t.Fatalf("the viewer's page: %d", p.Status)
+	}
+	// A viewer sees where deliveries go, not the receiver's path or token in it; the admin
+	// sees the whole URL.
+	for _, page := range []string{"/app/webhooks/" + eid, "/app/webhooks"} {
+		if p := viewer.get(page); strings.Contains(p.Body, "t0ken") || !strings.Contains(p.Body, "https://hooks.example.com/…") {
+			t.Fatalf("the viewer's %s shows the URL's path or query", page)
+		}
+	}
+	if p := adm.get("/app/webhooks/" + eid); !strings.Contains(p.Body, "t0ken") {
+		t.Fatalf("the admin's page hides the URL: %d", p.Status)
 	}
 	for _, path := range []string{"/app/webhooks", "/app/webhooks/" + eid + "/rotate", "/app/webhooks/" + eid + "/disable", resend, "/app/webhooks/inbound/secret"} {
 		if p := viewer.post("/app/webhooks", path, url.Values{"url": {"https://x.example.com/"}, "overlap": {"0s"}}); p.Status != 403 {

@@ -199,3 +199,17 @@ func TestEgressPolicy(t *testing.T) {
 		}
 	}
 }
+
+// TestKindNamedTwiceSubscribedOnce: an endpoint created with a kind named twice is
+// subscribed to it once (one delivery per event, one entry in its audit detail).
+func TestKindNamedTwiceSubscribedOnce(t *testing.T) {
+	e := newEnv(t)
+	st := e.store()
+	ep, err := st.CreateEndpoint(context.Background(), uuid.New(), "https://hooks.example.com/in", []string{KindKeyExpiring, KindKeyExpiring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ep.Kinds) != 1 || ep.Kinds[0] != KindKeyExpiring {
+		t.Fatalf("kinds %v, want one %s", ep.Kinds, KindKeyExpiring)
+	}
+}

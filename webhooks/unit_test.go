@@ -53,6 +53,9 @@ func TestValidateURL(t *testing.T) {
 		"https://user:pw@example.com/": false,
 		"https://example.com/#frag":    false,
 		"https://":                     false,
+		"https://example.com:99999/":   false,
+		"https://example.com:0/":       false,
+		"https://example.com:443/x":    true,
 	} {
 		if err := ValidateURL(u); (err == nil) != ok {
 			t.Errorf("ValidateURL(%q) = %v", u, err)

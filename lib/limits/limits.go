@@ -244,6 +244,10 @@ func Draft(d *Decision) string {
 		`, "daily";r=` + strconv.Itoa(d.Daily.Remaining) + `;t=` + strconv.Itoa(d.Daily.Reset)
 }
 
+// MaxQuota bounds a window's quota: the windows' arithmetic runs in Lua's doubles, exact
+// far below 2^53 but not near it, and a quota past this is no limit anyone means.
+const MaxQuota = 1_000_000_000
+
 // Windows returns the burst and daily windows of a key with the given quotas.
 func Windows(burst, daily int) (Window, Window) {
 	return Window{"burst", burst, 60}, Window{"daily", daily, 86400}

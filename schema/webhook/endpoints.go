@@ -78,6 +78,11 @@ func ValidateURL(raw string) error {
 	if u.Fragment != "" {
 		return errors.New("the URL must not have a fragment")
 	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("the port %q is not a port: want 1 to 65535, or none", p)
+		}
+	}
 	if len(raw) > 2048 {
 		return errors.New("the URL is longer than 2048 characters")
 	}
@@ -93,11 +98,16 @@ func (s *Store) CreateEndpoint(ctx context.Context, ws uuid.UUID, rawURL string,
 	if err := s.Egress.CheckURL(rawURL); err != nil {
 		return Endpoint{}, err
 	}
+	var unique []string
 	for _, k := range kinds {
 		if !slices.Contains(Kinds, k) {
 			return Endpoint{}, fmt.Errorf("unknown event kind %q (known: %s)", k, strings.Join(Kinds, ", "))
 		}
+		if !slices.Contains(unique, k) { // a kind named twice is subscribed once
+			unique = append(unique, k)
+		}
 	}
+	kinds = unique
 	now := s.Now().UTC().Truncate(time.Second)
 	e := Endpoint{ID: uuid.New(), WorkspaceID: ws, URL: rawURL, Kinds: kinds,
 		Secrets: []EndpointSecret{{Secret: NewSecret(), CreatedAt: now}}, CreatedAt: now}
