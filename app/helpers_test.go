@@ -53,6 +53,8 @@ type browser struct {
 	from string // X-Forwarded-For: the client address the server sees ("" for loopback)
 	// fetchSite is the Sec-Fetch-Site a browser would send ("": none).
 	fetchSite string
+	// origin is the Origin a browser would send ("": none).
+	origin string
 }
 
 func (rg *rig) browser(t *testing.T) *browser {
@@ -85,6 +87,9 @@ func (b *browser) do(method, path string, form url.Values) answer {
 	}
 	if b.fetchSite != "" {
 		req.Header.Set("Sec-Fetch-Site", b.fetchSite)
+	}
+	if b.origin != "" {
+		req.Header.Set("Origin", b.origin)
 	}
 	resp, err := b.http.Do(req)
 	if err != nil {

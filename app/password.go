@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -35,14 +36,53 @@ const (
 var hashSlots = make(chan struct{}, 4)
 
 // ErrBadPassword is a password that fails the length rule.
-var ErrBadPassword = fmt.Errorf("a password has %d to %d characters", MinPassword, MaxPassword)
+var ErrBadPassword = fmt.Errorf("A password has %d to %d characters.", MinPassword, MaxPassword)
 
-// checkPassword applies the length rule (NIST SP 800-63B: length, no composition rules).
-func checkPassword(pw string) error {
+// errGuessable is a password of the right length that is among the first an attacker
+// tries: blank, one character repeated, a short run repeated, a keyboard or alphabet
+// run, or the account's own email.
+var errGuessable = errors.New("This password is among the first an attacker tries (spaces, one character or a few repeated, a keyboard row or a run of digits or letters, or your email address): choose another.")
+
+// sequences are the runs a guessable password follows, forwards or backwards.
+var sequences = []string{"01234567890123456789", "abcdefghijklmnopqrstuvwxyz", "qwertyuiopasdfghjklzxcvbnm", "1qaz2wsx3edc4rfv5tgb6yhn7ujm8ik9ol0p"}
+
+// checkPassword applies NIST SP 800-63B's rules for a new password of the account of
+// email: its length, and none of the guessable ones (errGuessable); no composition rules.
+func checkPassword(pw, email string) error {
 	if n := utf8.RuneCountInString(pw); n < MinPassword || n > MaxPassword {
 		return ErrBadPassword
 	}
+	if guessable(strings.ToLower(pw), strings.ToLower(email)) {
+		return errGuessable
+	}
 	return nil
+}
+
+// guessable reports a lower-cased password that is blank, a unit of at most four
+// characters repeated, part of a sequence (either way), or holds the email or its local
+// part.
+func guessable(pw, email string) bool {
+	if strings.TrimSpace(pw) == "" {
+		return true
+	}
+	for unit := 1; unit <= 4; unit++ {
+		if strings.Repeat(pw[:unit], len(pw)/unit+1)[:len(pw)] == pw {
+			return true
+		}
+	}
+	for _, s := range sequences {
+		if strings.Contains(s+s, pw) || strings.Contains(reverse(s+s), pw) {
+			return true
+		}
+	}
+	local, _, _ := strings.Cut(email, "@")
+	return email != "" && (strings.Contains(pw, email) || len(local) >= 4 && strings.Contains(pw, local))
+}
+
+func reverse(s string) string {
+	b := []byte(s)
+	slices.Reverse(b)
+	return string(b)
 }
 
 // hashPassword returns the PHC string of pw under a fresh salt.

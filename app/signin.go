@@ -236,8 +236,8 @@ func (a *App) acceptInvite(c *call) (err error) {
 			return again("Wrong password.")
 		}
 	} else {
-		if err := checkPassword(pw); err != nil {
-			return again("A password has " + itoa(MinPassword) + " to " + itoa(MaxPassword) + " characters.")
+		if err := checkPassword(pw, inv.Email); err != nil {
+			return again(err.Error())
 		}
 		if pw != c.form.Get("confirm") {
 			return again("The two passwords differ.")

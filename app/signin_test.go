@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -303,5 +304,25 @@ func TestSecurityHeadersAndFetchMetadata(t *testing.T) {
 		if refused && p.Status != 403 || !refused && p.Status != 404 {
 			t.Errorf("Sec-Fetch-Site %s: %d, want refused %v", site, p.Status, refused)
 		}
+	}
+	// An Origin other than the application's is refused too (for browsers without Fetch
+	// Metadata); "null" (our pages' own forms, under no-referrer) and our own pass.
+	b.fetchSite = ""
+	for origin, refused := range map[string]bool{"https://evil.example": true, "http://127.0.0.1.evil.example": true,
+		"null": false, strings.TrimSuffix(rg.URL, "/"): false} {
+		b.origin = ""
+		csrf := csrfOf(t, b.get("/app/api-keys").Body)
+		b.origin = origin
+		p := b.do("POST", "/app/workspace", url.Values{"csrf": {csrf}, "workspace": {"org_" + uuid.NewString()}})
+		if refused && p.Status != 403 || !refused && p.Status != 404 {
+			t.Errorf("Origin %s: %d, want refused %v", origin, p.Status, refused)
+		}
+	}
+	b.origin = ""
+	// A body that is not a form is 400, not the token's 403.
+	req, _ := http.NewRequest("POST", rg.URL+"/app/workspace", strings.NewReader("csrf=x&workspace=%zz"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if resp, err := b.http.Do(req); err != nil || resp.StatusCode != 400 {
+		t.Fatalf("a malformed form: %v %v, want 400", resp, err)
 	}
 }

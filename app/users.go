@@ -162,7 +162,7 @@ func (u *Users) Person(ctx context.Context, email string) (Person, error) {
 // CreatePerson makes the account of email with password pw (checked and hashed);
 // ErrExists when the email has one already.
 func (u *Users) CreatePerson(ctx context.Context, email, pw string) (Person, error) {
-	if err := checkPassword(pw); err != nil {
+	if err := checkPassword(pw, email); err != nil {
 		return Person{}, err
 	}
 	h, err := hashPassword(ctx, pw)

@@ -90,7 +90,10 @@ func (a *App) signedOut(h handler) handler {
 	return func(c *call) error {
 		c.pre = string(c.Ctx.Request.Header.Cookie(a.cookie("svc_pre")))
 		if c.post() {
-			if err := c.parseForm(); err != nil || !c.sameSite() || c.pre == "" || !constantEqual(c.form.Get("csrf"), c.pre) {
+			if err := c.parseForm(); err != nil {
+				return c.unreadableForm()
+			}
+			if !c.sameSite() || c.pre == "" || !constantEqual(c.form.Get("csrf"), c.pre) {
 				c.message(403, "Form refused", "The form's security token is missing or does not match. Reload the page and try again.")
 				return nil
 			}
@@ -132,7 +135,10 @@ func (a *App) signedIn(h handler) handler {
 		}
 		c.session, c.member, c.ws = ss, m, w
 		if c.post() {
-			if err := c.parseForm(); err != nil || !c.sameSite() || !ss.CSRFValid(c.form.Get("csrf")) {
+			if err := c.parseForm(); err != nil {
+				return c.unreadableForm()
+			}
+			if !c.sameSite() || !ss.CSRFValid(c.form.Get("csrf")) {
 				c.message(403, "Form refused", "The form's security token is missing or does not match. Reload the page and try again.")
 				return nil
 			}
@@ -160,11 +166,32 @@ func constantEqual(got, want string) bool {
 
 func (c *call) post() bool { return string(c.Ctx.Method()) == "POST" }
 
-// sameSite refuses a request the browser says comes from another site (Fetch Metadata;
-// browsers without it rely on the CSRF token alone).
+// sameSite refuses a request the browser says comes from another site: Fetch
+// Metadata's Sec-Fetch-Site, and the Origin, which must be the application's own (its
+// public URL's, or the host the request was sent to) when it names one. Our pages' own
+// forms send Origin "null" (their Referrer-Policy is no-referrer) or none; browsers
+// without either rely on the CSRF token alone.
 func (c *call) sameSite() bool {
 	s := string(c.Ctx.Request.Header.Peek("Sec-Fetch-Site"))
-	return s == "" || s == "same-origin" || s == "none"
+	if s != "" && s != "same-origin" && s != "none" {
+		return false
+	}
+	o := string(c.Ctx.Request.Header.Peek("Origin"))
+	if o == "" || o == "null" {
+		return true
+	}
+	if u, err := url.Parse(c.app.Config.PublicURL); err == nil && u.Host != "" && strings.EqualFold(o, u.Scheme+"://"+u.Host) {
+		return true
+	}
+	u, err := url.Parse(o)
+	return err == nil && u.Path == "" && strings.EqualFold(u.Host, string(c.Ctx.Host()))
+}
+
+// unreadableForm answers a POST whose body is not a form the page sent: 400, saying so
+// (not the token's 403, which would send the person reloading for nothing).
+func (c *call) unreadableForm() error {
+	c.message(400, "Form not readable", "The form could not be read: send it as application/x-www-form-urlencoded, as the page's own form does.")
+	return nil
 }
 
 // parseForm reads an application/x-www-form-urlencoded body.
