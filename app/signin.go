@@ -17,24 +17,50 @@ func (a *App) signInPage(c *call) error {
 	return c.render(200, "signin", "Sign in", "", signInData{Next: safeNext(c.Query("next"))})
 }
 
-// attempt is one sign-in attempt counted against the client's address and, when an
-// email is given, against it too (Throttle.Take). A failure leaves it counted; ok gives
-// it back (a success, or an error that decided nothing), so people who sign in right
-// never wait.
+// attempt is one sign-in attempt counted against its counters (attemptCounters). A
+// failure leaves it counted; ok gives it back (a success, or an error that decided
+// nothing), so people who sign in right never wait.
 type attempt struct {
-	c     *call
-	email string
+	c        *call
+	counters []counter
 }
 
-// throttled counts an attempt of the client's address and, when given, of email; it
-// answers 429 and returns stop when one of them is at its bound of failed attempts
-// (nothing is counted then), and stop with the error when the counters failed.
+// counter is one throttle counter an attempt is counted against, with its bound.
+type counter struct {
+	kind, subject string
+	limit         int
+}
+
+// emailSpread is how many times SVC_APP_SIGNIN_ATTEMPTS an email's failures from every
+// address together may reach: one address alone stops at the bound, so that nobody can
+// lock an account out from one address (NIST SP 800-63B §5.2.2: throttling must not let
+// an attacker deny the account's owner), while guessing from many is still bounded.
+const emailSpread = 10
+
+// attemptCounters are the counters of an attempt from addr for email ("" when none was
+// given): the address's; the email's from that address; the email's from all addresses.
+func (a *App) attemptCounters(addr, email string) []counter {
+	cs := []counter{{"addr", addr, a.Config.AddressAttempts}}
+	if email != "" {
+		cs = append(cs, counter{"pair", email + " " + addr, a.Config.SignInAttempts},
+			counter{"email", email, a.Config.SignInAttempts * emailSpread})
+	}
+	return cs
+}
+
+// throttled counts an attempt of the client's address for email against each of its
+// counters; it answers 429 and returns stop when one of them is at its bound of failed
+// attempts (nothing is counted then), and stop with the error when the counters failed.
 func (c *call) throttled(email string) (at *attempt, stop bool, err error) {
-	a, ctx, addr := c.app, c.Context(), c.ClientIP().String()
-	ok, err := a.Throttle.Take(ctx, "addr", addr, a.Config.AddressAttempts)
-	if err == nil && ok && email != "" {
-		if ok, err = a.Throttle.Take(ctx, "email", email, a.Config.SignInAttempts); !ok || err != nil {
-			_ = a.Throttle.Give(ctx, "addr", addr)
+	a, ctx := c.app, c.Context()
+	cs := a.attemptCounters(c.ClientIP().String(), email)
+	taken, ok := 0, true
+	for ; taken < len(cs) && ok && err == nil; taken++ {
+		ok, err = a.Throttle.Take(ctx, cs[taken].kind, cs[taken].subject, cs[taken].limit)
+	}
+	if !ok || err != nil { // the last Take counted nothing; give back those before it
+		for _, ct := range cs[:taken-1] {
+			_ = a.Throttle.Give(ctx, ct.kind, ct.subject)
 		}
 	}
 	if err != nil {
@@ -45,17 +71,14 @@ func (c *call) throttled(email string) (at *attempt, stop bool, err error) {
 		c.message(429, "Too many attempts", "Too many failed sign-in attempts for this address or email. Wait a few minutes and try again.")
 		return nil, true, nil
 	}
-	return &attempt{c: c, email: email}, false, nil
+	return &attempt{c: c, counters: cs}, false, nil
 }
 
 // ok gives the attempt back: it succeeded, or an error decided nothing.
 func (at *attempt) ok() {
 	a, ctx := at.c.app, at.c.Context()
-	for kind, subject := range map[string]string{"addr": at.c.ClientIP().String(), "email": at.email} {
-		if subject == "" {
-			continue
-		}
-		if err := a.Throttle.Give(ctx, kind, subject); err != nil {
+	for _, ct := range at.counters {
+		if err := a.Throttle.Give(ctx, ct.kind, ct.subject); err != nil {
 			a.Log.Warn("sign-in throttle: give back failed", "err", err.Error())
 		}
 	}

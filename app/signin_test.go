@@ -326,3 +326,41 @@ func TestSecurityHeadersAndFetchMetadata(t *testing.T) {
 		t.Fatalf("a malformed form: %v %v, want 400", resp, err)
 	}
 }
+
+// One address's failures for an email stop that address, not the email's owner
+// elsewhere (nobody can lock an account out from one address); failures from many
+// addresses together are bounded too, at emailSpread times the bound.
+func TestThrottleCannotLockTheOwnerOutFromOneAddress(t *testing.T) {
+	rg := newRig(t, false)
+	rg.app.Config.SignInAttempts = 3
+	ws := rg.Workspace(t, false)
+	email := uniqueEmail("owner")
+	rg.member(t, ws, email, RoleViewer)
+	from := func() string { return netip.AddrFrom16([16]byte(randomBytes(16))).String() }
+	signIn := func(addr, pw string) int {
+		b := rg.browser(t)
+		b.from = addr
+		return b.post("/app/sign-in", "/app/sign-in", url.Values{"email": {email}, "password": {pw}}).Status
+	}
+	attacker := from()
+	for i := 0; i < 3; i++ {
+		if st := signIn(attacker, "wrong password!"); st != 401 {
+			t.Fatalf("failure %d: %d", i+1, st)
+		}
+	}
+	if st := signIn(attacker, password); st != 429 {
+		t.Fatalf("the attacker's address past its bound: %d, want 429", st)
+	}
+	if st := signIn(from(), password); st != 303 {
+		t.Fatalf("the owner from another address: %d, want signed in", st)
+	}
+	for i := 0; i < emailSpread; i++ { // 3 failures from each of 10 addresses
+		addr := from()
+		for j := 0; j < 3; j++ {
+			signIn(addr, "wrong password!")
+		}
+	}
+	if st := signIn(from(), password); st != 429 {
+		t.Fatalf("past %d failures from many addresses: %d, want 429", 3*emailSpread, st)
+	}
+}

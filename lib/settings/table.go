@@ -197,7 +197,7 @@ var Table = []Setting{
 	{Name: "SVC_APP_SESSION_TTL", Group: GroupApp, Kind: Duration, Default: "12h",
 		ReadBy: []string{Dev, App}, Meaning: "how long an application session lasts from its sign-in (5m..720h); signing out ends it at once"},
 	{Name: "SVC_APP_SIGNIN_ATTEMPTS", Group: GroupApp, Kind: Int, Default: "10",
-		ReadBy: []string{Dev, App}, Meaning: "failed sign-in attempts (wrong passwords, here and on sign-in links) one email may make per `SVC_APP_THROTTLE_WINDOW` (1..1000); at the bound the application answers 429, whatever the password"},
+		ReadBy: []string{Dev, App}, Meaning: "failed sign-in attempts (wrong passwords, here and on sign-in links) one email may make from one client address per `SVC_APP_THROTTLE_WINDOW` (1..1000), and ten times that from every address together; at a bound the application answers 429, whatever the password"},
 	{Name: "SVC_APP_ADDRESS_ATTEMPTS", Group: GroupApp, Kind: Int, Default: "50",
 		ReadBy: []string{Dev, App}, Meaning: "the same bound per client address, unknown or used sign-in links counted too (1..100000; behind a proxy, the address `SVC_TRUSTED_PROXIES` lets it see)"},
 	{Name: "SVC_APP_THROTTLE_WINDOW", Group: GroupApp, Kind: Duration, Default: "15m",
