@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/valyala/fasthttp"
@@ -66,8 +67,10 @@ func (c *call) throttled(email string) (at *attempt, stop bool, err error) {
 	if err != nil {
 		return nil, true, err
 	}
-	if !ok {
-		c.Ctx.Response.Header.Set("Retry-After", itoa(int(a.Config.ThrottleWindow.Seconds())))
+	if !ok { // wait until the counter at its bound runs out, not a whole window
+		full := cs[taken-1]
+		left := a.Throttle.Left(ctx, full.kind, full.subject)
+		c.Ctx.Response.Header.Set("Retry-After", itoa(int((left+time.Second-1)/time.Second)))
 		c.message(429, "Too many attempts", "Too many failed sign-in attempts for this address or email. Wait a few minutes and try again.")
 		return nil, true, nil
 	}
@@ -138,6 +141,13 @@ func (a *App) firstWorkspace(ctx context.Context, email string) (uuid.UUID, erro
 // and goes to next.
 func (a *App) startSession(c *call, email string, ws uuid.UUID, action, next string) error {
 	ctx := c.Context()
+	// A session this browser held before is ended, not left open beside the new one (its
+	// cookie is replaced, so nothing could sign it out again).
+	if old := string(c.Ctx.Request.Header.Cookie(a.cookie("svc_session"))); old != "" {
+		if err := a.Sessions.Delete(ctx, old); err != nil {
+			return err
+		}
+	}
 	id, _, err := a.Sessions.Create(ctx, email, ws, c.ClientIP().String())
 	if err != nil {
 		return err

@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -351,6 +353,14 @@ func TestThrottleCannotLockTheOwnerOutFromOneAddress(t *testing.T) {
 	if st := signIn(attacker, password); st != 429 {
 		t.Fatalf("the attacker's address past its bound: %d, want 429", st)
 	}
+	// Retry-After is what is left of the counter's window, not a whole window again.
+	time.Sleep(1100 * time.Millisecond)
+	late := rg.browser(t)
+	late.from = attacker
+	p := late.post("/app/sign-in", "/app/sign-in", url.Values{"email": {email}, "password": {password}})
+	if ra, _ := strconv.Atoi(p.Header.Get("Retry-After")); p.Status != 429 || ra < 1 || ra >= int(rg.app.Config.ThrottleWindow.Seconds()) {
+		t.Fatalf("a second later: %d, Retry-After %q of a %s window", p.Status, p.Header.Get("Retry-After"), rg.app.Config.ThrottleWindow)
+	}
 	if st := signIn(from(), password); st != 303 {
 		t.Fatalf("the owner from another address: %d, want signed in", st)
 	}
@@ -362,5 +372,27 @@ func TestThrottleCannotLockTheOwnerOutFromOneAddress(t *testing.T) {
 	}
 	if st := signIn(from(), password); st != 429 {
 		t.Fatalf("past %d failures from many addresses: %d, want 429", 3*emailSpread, st)
+	}
+}
+
+// Signing in again in a browser that holds a session ends that session: its cookie, kept
+// aside, opens nothing afterwards.
+func TestSignInAgainEndsTheSessionBefore(t *testing.T) {
+	rg := newRig(t, false)
+	ws := rg.Workspace(t, false)
+	email := uniqueEmail("again")
+	b := rg.member(t, ws, email, RoleViewer)
+	u, _ := url.Parse(rg.URL)
+	before := b.http.Jar.Cookies(u)
+	if p := b.post("/app/sign-in", "/app/sign-in", url.Values{"email": {email}, "password": {password}}); p.Status != 303 {
+		t.Fatalf("sign in again: %d", p.Status)
+	}
+	if p := b.get("/app/api-keys"); p.Status != 200 {
+		t.Fatalf("the new session: %d", p.Status)
+	}
+	old := rg.browser(t)
+	old.http.Jar.SetCookies(u, before)
+	if p := old.get("/app/api-keys"); p.Status != 303 || !strings.HasPrefix(p.Header.Get("Location"), "/app/sign-in") {
+		t.Fatalf("the session before: %d %s, want sent to sign in", p.Status, p.Header.Get("Location"))
 	}
 }

@@ -49,6 +49,16 @@ func (t *Throttle) Take(ctx context.Context, kind, subject string, limit int) (b
 	return n == 1, err
 }
 
+// Left is how long subject's counter of kind has to run (at least a second; the whole
+// window when it is gone): what a 429 asks the client to wait.
+func (t *Throttle) Left(ctx context.Context, kind, subject string) time.Duration {
+	d, err := t.rdb.PTTL(ctx, throttleKey(kind, subject)).Result()
+	if err != nil || d <= 0 {
+		return t.Window
+	}
+	return max(d, time.Second)
+}
+
 // Give takes back an attempt Take counted: it succeeded.
 func (t *Throttle) Give(ctx context.Context, kind, subject string) error {
 	return throttleLib.Call(ctx, t.rdb, "give", []string{throttleKey(kind, subject)}).Err()
