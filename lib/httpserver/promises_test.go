@@ -167,3 +167,19 @@ func TestIdempotencyKeyBound(t *testing.T) {
 		t.Fatalf("256 characters: errors %v", m["errors"])
 	}
 }
+
+// TestProblemsAreNosniffAndNoStore: a problem document, which may quote what the request
+// sent, is marked never to be sniffed as another type nor kept by a cache.
+func TestProblemsAreNosniffAndNoStore(t *testing.T) {
+	s := apitest.Start(t, testRoutes(), nil)
+	tn := s.Tenant(t, false)
+	for _, r := range []apitest.Response{
+		s.Do(t, "GET", "/nowhere", tn.Secret, ""),
+		s.Do(t, "GET", "/things", "", ""),
+		s.Do(t, "POST", "/things", tn.Secret, `{"name":"x"}`, "Content-Encoding", "gzip"),
+	} {
+		if r.Header.Get("X-Content-Type-Options") != "nosniff" || r.Header.Get("Cache-Control") != "no-store" {
+			t.Fatalf("%d: X-Content-Type-Options %q, Cache-Control %q", r.Status, r.Header.Get("X-Content-Type-Options"), r.Header.Get("Cache-Control"))
+		}
+	}
+}

@@ -14,12 +14,15 @@ import (
 
 func unavailable(what string) *problem.Problem { return problem.Unavailable(what, 1) }
 
-// writeProblem writes p as the response.
+// writeProblem writes p as the response. A problem may quote what the request sent, so
+// it is never to be read as anything but JSON (nosniff), nor kept by a cache (no-store).
 func (s *Server) writeProblem(ctx *fasthttp.RequestCtx, reqID string, dec *limits.Decision, p *problem.Problem) {
 	p.Finish(s.Config.DocsURL(), reqID)
 	b, _ := json.Marshal(p)
 	ctx.SetStatusCode(p.Status)
 	ctx.SetContentType("application/problem+json")
+	ctx.Response.Header.Set("X-Content-Type-Options", "nosniff")
+	ctx.Response.Header.Set("Cache-Control", "no-store")
 	ctx.SetBody(b)
 	if p.RetryAfter > 0 {
 		ctx.Response.Header.Set("Retry-After", strconv.Itoa(p.RetryAfter))
