@@ -26,6 +26,7 @@ var userCommands = Commands{
 	"user invite":   {"--workspace ID --email EMAIL [--role admin|viewer] (prints a one-time sign-in link, valid 24 h)", userInvite},
 	"user set-role": {"--workspace ID --email EMAIL --role admin|viewer (never the workspace's last admin to viewer)", userSetRole},
 	"user remove":   {"--workspace ID --email EMAIL (ends the membership; never the workspace's last admin)", userRemove},
+	"user forget":   {"--email EMAIL (ends every membership and deletes the account, so the address's owner can be invited afresh; never a workspace's last admin)", userForget},
 	"audit list":    {"--workspace ID [--limit N] (newest first; --workspace ops: changes of no workspace)", auditList},
 }
 
@@ -213,6 +214,32 @@ func userRemove(ctx context.Context, e *Env, args []string) (any, error) {
 		return nil, memberErr(err)
 	}
 	return map[string]any{"workspace_id": ids.Format(ids.Org, ws), "email": email, "removed": true, "role": m.Role}, nil
+}
+
+// userForget deletes an account and its memberships (app.Users.Forget), writing the
+// change to the audit log of every workspace it left (runAdmin writes the operator's).
+func userForget(ctx context.Context, e *Env, args []string) (any, error) {
+	fs := flag.NewFlagSet("user forget", flag.ContinueOnError)
+	rawEmail := fs.String("email", "", "the account's email")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	email, err := app.NormalEmail(*rawEmail)
+	if err != nil {
+		return nil, errors.New("--email: an email address")
+	}
+	left, err := app.NewUsers(e.Redis).Forget(ctx, email)
+	var orgs []string
+	for _, ws := range left {
+		orgs = append(orgs, ids.Format(ids.Org, ws))
+		if aerr := e.Audit.Record(ctx, app.Entry{Workspace: ws, Who: e.Who, Address: "local", Action: "user forget", Target: email}); aerr != nil {
+			return nil, auditFailed("user forget", aerr)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return map[string]any{"email": email, "forgotten": true, "workspaces_left": orgs}, nil
 }
 
 func memberErr(err error) error {

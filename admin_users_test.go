@@ -5,9 +5,12 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"svc/app"
 	"svc/lib/ids"
@@ -140,5 +143,66 @@ func TestAdminHelpListsTheFlags(t *testing.T) {
 	_, err := ParseArgs(fs, []string{"--help"}, 0)
 	if err == nil || !strings.Contains(err.Error(), "-burst") || strings.Contains(err.Error(), "help requested") {
 		t.Fatalf("--help: %v", err)
+	}
+}
+
+// svc admin user forget ends every membership of an account and deletes it, so the
+// address can be invited afresh and its owner choose a password; never while the
+// account is a workspace's last admin (then nothing changes); each workspace left has it
+// in its audit log.
+func TestAdminForgetsAnAccount(t *testing.T) {
+	rdb := apitest.Redis(t)
+	ks := workspace.NewStore(rdb)
+	ctx := context.Background()
+	users := app.NewUsers(rdb)
+	email := "forget-" + uuid.NewString()[:8] + "@example.com"
+	var wss []workspace.Workspace
+	for i, role := range []string{app.RoleAdmin, app.RoleViewer, app.RoleAdmin} {
+		w, err := ks.CreateWorkspace(ctx, "forget test "+strconv.Itoa(i), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wss = append(wss, w)
+		if _, err := users.Join(ctx, w.ID, email, role, "test"); err != nil {
+			t.Fatal(err)
+		}
+		if i < 2 { // the third workspace has no other admin
+			if _, err := users.Join(ctx, w.ID, "other-"+email, app.RoleAdmin, "test"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := users.CreatePerson(ctx, email, "a password an admin chose"); err != nil {
+		t.Fatal(err)
+	}
+	e := &Env{Keys: ks, Redis: rdb, Out: &bytes.Buffer{}, Who: "svc admin (test@host)", Audit: app.NewAudit(rdb, time.Hour)}
+	forget := func() (any, error) { return Builtin["user forget"].Run(ctx, e, []string{"--email", email}) }
+	if _, err := forget(); !errors.Is(err, app.ErrLastAdmin) {
+		t.Fatalf("the last admin of a workspace forgotten: %v", err)
+	}
+	if left, _ := users.Workspaces(ctx, email); len(left) != 3 {
+		t.Fatalf("a refused forget changed the memberships: %v", left)
+	}
+	if _, err := users.Join(ctx, wss[2].ID, "other-"+email, app.RoleAdmin, "test"); err != nil {
+		t.Fatal(err)
+	}
+	out, err := forget()
+	if err != nil || len(out.(map[string]any)["workspaces_left"].([]string)) != 3 {
+		t.Fatalf("forget: %v %v", out, err)
+	}
+	if _, err := users.Person(ctx, email); !errors.Is(err, app.ErrNotFound) {
+		t.Fatalf("the account is still there: %v", err)
+	}
+	for _, w := range wss {
+		if _, err := users.Member(ctx, w.ID, email); !errors.Is(err, app.ErrNotFound) {
+			t.Fatalf("still a member of %s: %v", w.ID, err)
+		}
+		es, err := e.Audit.List(ctx, w.ID, 10)
+		if err != nil || len(es) == 0 || es[0].Action != "user forget" || es[0].Target != email {
+			t.Fatalf("%s's audit log: %+v %v", w.ID, es, err)
+		}
+	}
+	if _, _, err := users.Invite(ctx, wss[0].ID, email, app.RoleViewer, "test"); err != nil {
+		t.Fatalf("inviting the address afresh: %v", err)
 	}
 }

@@ -83,3 +83,55 @@ func (u *Users) changeMember(ctx context.Context, ws uuid.UUID, email, member st
 	}
 	return nil
 }
+
+// Forget ends every membership of email and deletes their account, so that the address
+// can be invited afresh and its owner choose their own password: the way back from an
+// account someone else made through a sign-in link (whoever holds a newcomer's link sets
+// the password; the service sends no mail to prove who owns an address). ErrLastAdmin,
+// and nothing changed, when email is a workspace's last admin. It returns the
+// workspaces left. Their sessions end at their next request, which reads the membership.
+func (u *Users) Forget(ctx context.Context, email string) ([]uuid.UUID, error) {
+	wss, err := u.Workspaces(ctx, email)
+	if err != nil {
+		return nil, err
+	}
+	for _, ws := range wss {
+		if last, err := u.lastAdmin(ctx, ws, email); err != nil || last {
+			return nil, cmpErr(err, fmt.Errorf("%w (workspace %s)", ErrLastAdmin, ws))
+		}
+	}
+	var left []uuid.UUID
+	for _, ws := range wss {
+		if _, err := u.Remove(ctx, ws, email); errors.Is(err, ErrNotFound) {
+			continue
+		} else if err != nil {
+			return left, err
+		}
+		left = append(left, ws)
+	}
+	return left, u.rdb.Del(ctx, personKey(email), personWSKey(email)).Err()
+}
+
+// lastAdmin reports whether email is the only admin of ws.
+func (u *Users) lastAdmin(ctx context.Context, ws uuid.UUID, email string) (bool, error) {
+	ms, err := u.Members(ctx, ws)
+	if err != nil {
+		return false, err
+	}
+	admins, is := 0, false
+	for _, m := range ms {
+		if m.Role == RoleAdmin {
+			admins++
+			is = is || m.Email == email
+		}
+	}
+	return is && admins == 1, nil
+}
+
+// cmpErr is err when there is one, else other.
+func cmpErr(err, other error) error {
+	if err != nil {
+		return err
+	}
+	return other
+}
