@@ -38,4 +38,6 @@ func TestPageRoutes(t *testing.T) {
 			t.Fatalf("Routes lists the page %s", rt.Path)
 		}
 	}
+	// A page has no /v1 alias, as API operations do.
+	apitest.Problem(t, s.Do(t, "GET", "/v1/app/page", "", ""), 404, "not_found")
 }

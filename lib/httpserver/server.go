@@ -234,6 +234,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) (r *Request) {
 	}()
 	path := stripVersion(string(ctx.Path()))
 	c, allow := s.rt.match(string(ctx.Method()), path, &r.params)
+	if c != nil && c.Page && path != string(ctx.Path()) {
+		c, allow = nil, nil // an application's pages are not API operations: no /v1 alias
+	}
 	if c != nil {
 		routeName = c.Method + " " + c.Path
 	}
