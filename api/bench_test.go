@@ -11,6 +11,7 @@ import (
 	"github.com/shopspring/decimal"
 
 	"svc/lib/apikey"
+	"svc/lib/limits"
 	"svc/schema"
 	"svc/schema/catalog"
 	"svc/schema/rollups"
@@ -75,7 +76,7 @@ func BenchmarkPixelRollups90Days(b *testing.B) {
 func BenchmarkPlanActuals500Lines30Days(b *testing.B) {
 	e := newEnv(b)
 	w := e.Workspace(b, false)
-	_, sec := e.Key(b, workspace.KeySpec{WorkspaceID: w.ID, Env: apikey.Live, Burst: 1 << 20, Daily: 1 << 30})
+	_, sec := e.Key(b, workspace.KeySpec{WorkspaceID: w.ID, Env: apikey.Live, Burst: 1 << 20, Daily: limits.MaxQuota})
 	plan := uuid.New()
 	ctx := context.Background()
 	batch := catalog.Batch{Plans: []catalog.Plan{{ID: plan, Name: "bench", Objective: "conversion", Status: "live",

@@ -11,6 +11,7 @@ import (
 
 	"svc/api"
 	"svc/lib/apikey"
+	"svc/lib/limits"
 	"svc/schema/apitest"
 	"svc/schema/catalog"
 	"svc/schema/chtest"
@@ -45,7 +46,7 @@ func (e *env) tenant(t testing.TB, showroom bool) tenant {
 	if showroom {
 		envName = apikey.Sandbox
 	}
-	k, sec := e.Key(t, workspace.KeySpec{WorkspaceID: w.ID, Env: envName, Burst: 1 << 20, Daily: 1 << 30})
+	k, sec := e.Key(t, workspace.KeySpec{WorkspaceID: w.ID, Env: envName, Burst: 1 << 20, Daily: limits.MaxQuota})
 	return tenant{apitest.Tenant{Workspace: w, Pixel: e.Pixel(t, w.ID), Key: k, Secret: sec}}
 }
 

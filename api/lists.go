@@ -55,7 +55,7 @@ func parseDay(r *httpserver.Request, name string, errs *[]problem.FieldError) ti
 	t, err := catalog.ParseDay(v)
 	if err != nil {
 		e := queryError(name, "date", v)
-		e.Detail += ": a day YYYY-MM-DD between 1970-01-02 and 2105-12-31"
+		e.Detail += ": " + catalog.DayRule
 		*errs = append(*errs, e)
 	}
 	return t

@@ -96,8 +96,12 @@ func (u *Users) Forget(ctx context.Context, email string) ([]uuid.UUID, error) {
 		return nil, err
 	}
 	for _, ws := range wss {
-		if last, err := u.lastAdmin(ctx, ws, email); err != nil || last {
-			return nil, cmpErr(err, fmt.Errorf("%w (workspace %s)", ErrLastAdmin, ws))
+		last, err := u.lastAdmin(ctx, ws, email)
+		if err != nil {
+			return nil, err
+		}
+		if last {
+			return nil, fmt.Errorf("%w (workspace %s)", ErrLastAdmin, ws)
 		}
 	}
 	var left []uuid.UUID
@@ -126,12 +130,4 @@ func (u *Users) lastAdmin(ctx context.Context, ws uuid.UUID, email string) (bool
 		}
 	}
 	return is && admins == 1, nil
-}
-
-// cmpErr is err when there is one, else other.
-func cmpErr(err, other error) error {
-	if err != nil {
-		return err
-	}
-	return other
 }

@@ -105,16 +105,9 @@ func (p *Parser) Parse(body []byte, b *Batch) bool {
 		for {
 			name := s.member()
 			switch string(name) {
-			case "pixel_id", "events":
-				if seen := string(name) == "pixel_id" && sawPixel || string(name) == "events" && sawEvents; seen {
-					// JSON leaves which copy counts open: the batch is refused whole.
-					envelopeError(b, problem.FieldError{Field: string(name), Rule: RuleDuplicateMember, Value: nil, Pointer: "/" + string(name)})
-					s.skip(0)
-					break
-				}
-				if string(name) == "events" {
-					sawEvents = true
-					p.events(b)
+			case "pixel_id":
+				if sawPixel {
+					p.duplicateEnvelope(b, "pixel_id")
 					break
 				}
 				sawPixel = true
@@ -125,6 +118,13 @@ func (p *Parser) Parse(body []byte, b *Batch) bool {
 					s.skip(0)
 					envelopeError(b, problem.FieldError{Field: "pixel_id", Rule: "type_string", Value: s.raw(from), Pointer: "/pixel_id"})
 				}
+			case "events":
+				if sawEvents {
+					p.duplicateEnvelope(b, "events")
+					break
+				}
+				sawEvents = true
+				p.events(b)
 			default:
 				s.skip(0)
 			}
@@ -148,6 +148,13 @@ func (p *Parser) Parse(body []byte, b *Batch) bool {
 		envelopeError(b, problem.FieldError{Field: "events", Rule: "required", Value: nil, Pointer: "/events"})
 	}
 	return len(b.Envelope) == 0
+}
+
+// duplicateEnvelope refuses the batch for a second copy of its member name (JSON leaves
+// which copy counts open) and skips the copy's value.
+func (p *Parser) duplicateEnvelope(b *Batch, name string) {
+	envelopeError(b, problem.FieldError{Field: name, Rule: RuleDuplicateMember, Value: nil, Pointer: "/" + name})
+	p.sc.skip(0)
 }
 
 // envelopeError adds e to b.Envelope unless an error of the same field and rule is

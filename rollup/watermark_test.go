@@ -16,6 +16,7 @@ import (
 	"svc/ingest"
 	"svc/lib/apikey"
 	"svc/lib/kafkabroker"
+	"svc/lib/limits"
 	"svc/lib/svctest"
 	"svc/schema/apitest"
 	"svc/schema/workspace"
@@ -49,7 +50,7 @@ func TestIngestedThroughHoldsAcrossAConsumerKill(t *testing.T) {
 	a.Keys = s.Keys
 	ws := s.Workspace(t, false)
 	px := s.Pixel(t, ws.ID)
-	_, secret := s.Key(t, workspace.KeySpec{WorkspaceID: ws.ID, Env: apikey.Live, Burst: 1 << 20, Daily: 1 << 30})
+	_, secret := s.Key(t, workspace.KeySpec{WorkspaceID: ws.ID, Env: apikey.Live, Burst: 1 << 20, Daily: limits.MaxQuota})
 	pixelID := "pxl_" + px.ID.String()
 
 	var mu sync.Mutex

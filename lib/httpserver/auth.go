@@ -18,14 +18,15 @@ import (
 // bearer token names whenever one does, also with a refusal (revoked, expired, address
 // not allowed), so that the refusal declares that key's windows.
 func (s *Server) authenticate(r *Request) (*apikey.Key, *problem.Problem) {
-	h := r.Ctx.Request.Header.Peek("Authorization")
+	hs := r.Ctx.Request.Header.PeekAll("Authorization")
 	const bearer = "Bearer "
-	if len(h) == 0 {
+	if len(hs) == 0 || len(hs[0]) == 0 {
 		return nil, problem.New(problem.Unauthorized, "The Authorization header is missing.")
 	}
-	if len(r.Ctx.Request.Header.PeekAll("Authorization")) > 1 {
+	if len(hs) > 1 {
 		return nil, problem.New(problem.Unauthorized, "The Authorization header is sent more than once: send one bearer token.")
 	}
+	h := hs[0]
 	if len(h) <= len(bearer) || !strings.EqualFold(string(h[:len(bearer)]), bearer) {
 		return nil, problem.New(problem.Unauthorized, "The Authorization header is not a bearer token.")
 	}

@@ -103,7 +103,7 @@ func hasHeaderLine(raw []byte, name string) bool {
 		} else {
 			raw = nil
 		}
-		if k, _, ok := bytes.Cut(line, []byte(":")); ok && strings.EqualFold(string(bytes.TrimSpace(k)), name) {
+		if k, _, ok := bytes.Cut(line, []byte(":")); ok && bytes.EqualFold(bytes.TrimSpace(k), []byte(name)) {
 			return true
 		}
 	}

@@ -222,26 +222,31 @@ func decisionOf(res []any, burst, daily limits.Window) (limits.Decision, error) 
 	return limits.DecisionOf(ints, burst, daily), nil
 }
 
-// idempotencyKeyRefused is the 422 of an Idempotency-Key header sent empty or more than
-// once (nil otherwise): a client whose key variable is unset, or that names two keys,
-// would otherwise be served without the protection it asked for, or with one it did not
-// choose. Nothing is spent.
-func (s *Server) idempotencyKeyRefused(r *Request) *problem.Problem {
+// idempotencyKey is the request's Idempotency-Key (nil without one), or the 422 of one
+// sent empty, more than once or too long, which spends nothing: a client whose key
+// variable is unset, or that names two keys, would otherwise be served without the
+// protection it asked for, or with one it did not choose.
+func (s *Server) idempotencyKey(r *Request) ([]byte, *problem.Problem) {
 	vs := r.Ctx.Request.Header.PeekAll("Idempotency-Key")
 	var p *problem.Problem
 	switch {
+	case len(vs) == 0:
+		return nil, nil
 	case len(vs) > 1:
 		p = problem.Invalid("The Idempotency-Key header is sent more than once.",
 			problem.FieldError{Field: "Idempotency-Key", Rule: "single", Value: nil, Detail: "Send one Idempotency-Key header."})
-	case len(vs) == 1 && len(vs[0]) == 0:
+	case len(vs[0]) == 0:
 		p = problem.Invalid("The Idempotency-Key header is empty.",
 			problem.FieldError{Field: "Idempotency-Key", Rule: "min_length", Value: "",
 				Detail: "Send a key of 1 to 255 characters, or no Idempotency-Key header."})
+	case len(vs[0]) > idempotency.MaxKeyLen:
+		p = problem.Invalid("The Idempotency-Key header is too long.",
+			problem.FieldError{Field: "Idempotency-Key", Rule: "max_length", Value: idempotency.MaxKeyLen})
 	default:
-		return nil
+		return vs[0], nil
 	}
 	r.Limits = s.peek(r, r.Key)
-	return p
+	return nil, p
 }
 
 // gate takes one request from the key's windows and, for an Idempotency-Key request,
@@ -250,20 +255,14 @@ func (s *Server) idempotencyKeyRefused(r *Request) *problem.Problem {
 func (s *Server) gate(r *Request) *problem.Problem {
 	var idem *idemState
 	if r.route.Idempotent {
-		if p := s.idempotencyKeyRefused(r); p != nil {
+		k, p := s.idempotencyKey(r)
+		if p != nil {
 			return p
 		}
-		if k := r.Ctx.Request.Header.Peek("Idempotency-Key"); len(k) > 0 {
-			if len(k) > idempotency.MaxKeyLen {
-				r.Limits = s.peek(r, r.Key)
-				return problem.Invalid("The Idempotency-Key header is too long.",
-					problem.FieldError{Field: "Idempotency-Key", Rule: "max_length", Value: idempotency.MaxKeyLen})
-			}
-			// A dry run's key is checked for its shape only: it reserves nothing, stores nothing.
-			if !r.dryRun {
-				idem = &idemState{key: string(k),
-					fp: idempotency.Fingerprint(string(r.Ctx.Method()), stripVersion(string(r.Ctx.Path())), r.Ctx.PostBody())}
-			}
+		// A dry run's key is checked for its shape only: it reserves nothing, stores nothing.
+		if k != nil && !r.dryRun {
+			idem = &idemState{key: string(k),
+				fp: idempotency.Fingerprint(string(r.Ctx.Method()), stripVersion(string(r.Ctx.Path())), r.Ctx.PostBody())}
 		}
 	}
 	b, d := limits.Windows(r.Key.Burst, r.Key.Daily)

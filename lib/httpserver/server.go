@@ -172,12 +172,13 @@ func (s *Server) serverError(ctx *fasthttp.RequestCtx, err error) {
 	var p *problem.Problem
 	if errors.Is(err, fasthttp.ErrBodyTooLarge) {
 		p = problem.New(problem.PayloadTooLarge, "The body is larger than %d bytes.", s.Config.MaxBodyBytes)
-	} else if isTimeout(err) && !partialRequest(err) {
-		// A connection that sent nothing within the read timeout is closed without an
-		// answer: one would be a response to no request.
-		_ = ctx.Conn().Close()
-		return
 	} else if isTimeout(err) {
+		if !partialRequest(err) {
+			// A connection that sent nothing within the read timeout is closed without an
+			// answer: one would be a response to no request.
+			_ = ctx.Conn().Close()
+			return
+		}
 		// Part of a request came, not its end: most often lines ended by a bare LF, which
 		// fasthttp does not take as the headers' end. The client waited the read timeout;
 		// it is told why instead of meeting a closed connection.

@@ -222,11 +222,14 @@ func (r *resolver) date(field, v string) time.Time {
 	return t
 }
 
+// DayRule is what a day of ParseDay must be, as errors say it.
+const DayRule = "a day YYYY-MM-DD between 1970-01-02 and 2105-12-31"
+
 // ParseDay parses a YYYY-MM-DD day within the range of a ClickHouse Date.
 func ParseDay(v string) (time.Time, error) {
 	t, err := time.Parse(time.DateOnly, v)
 	if err != nil || !ValidDay(t) {
-		return time.Time{}, fmt.Errorf("%q is not a day YYYY-MM-DD between 1970-01-02 and 2105-12-31", v)
+		return time.Time{}, fmt.Errorf("%q is not %s", v, DayRule)
 	}
 	return t, nil
 }

@@ -14,6 +14,7 @@ import (
 
 	"svc/lib/apikey"
 	"svc/lib/idset"
+	"svc/lib/limits"
 )
 
 // ErrNotFound is returned for a workspace, pixel or key that does not exist.
@@ -174,8 +175,8 @@ func (s *Store) CreateKey(ctx context.Context, spec KeySpec) (apikey.Key, string
 	if err != nil {
 		return apikey.Key{}, "", err
 	}
-	if spec.Burst < 0 || spec.Daily < 0 {
-		return apikey.Key{}, "", errors.New("limits must be positive")
+	if err := checkQuotas(spec.Burst, spec.Daily); err != nil {
+		return apikey.Key{}, "", err
 	}
 	k := apikey.Key{ID: uuid.New(), WorkspaceID: w.ID, Env: spec.Env, Scopes: spec.Scopes,
 		ExpiresAt: spec.ExpiresAt, Allow: allow, Version: spec.Version,
@@ -236,10 +237,19 @@ func (s *Store) Revoke(ctx context.Context, id uuid.UUID) (apikey.Key, error) {
 	return k, s.putKey(ctx, k)
 }
 
+// checkQuotas refuses a key's quotas below 0 (0: the default, or as it is) or above
+// limits.MaxQuota: every writer of a key's limits passes here.
+func checkQuotas(burst, daily int) error {
+	if burst < 0 || daily < 0 || burst > limits.MaxQuota || daily > limits.MaxQuota {
+		return fmt.Errorf("limits are whole numbers from 1 to %d", limits.MaxQuota)
+	}
+	return nil
+}
+
 // SetLimits changes a key's burst and daily quotas (0 leaves one as it is).
 func (s *Store) SetLimits(ctx context.Context, id uuid.UUID, burst, daily int) (apikey.Key, error) {
-	if burst < 0 || daily < 0 {
-		return apikey.Key{}, errors.New("limits must be positive")
+	if err := checkQuotas(burst, daily); err != nil {
+		return apikey.Key{}, err
 	}
 	k, err := s.Key(ctx, id)
 	if err != nil {
