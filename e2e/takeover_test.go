@@ -106,7 +106,17 @@ func TestRetryAfterEdgeDeathAnsweredWithinTenSeconds(t *testing.T) {
 	if got := chq(t, "SELECT count(), uniqExact(event_id) FROM "+db+".events"); got != "9\t9" {
 		t.Fatalf("events table: %q, want 9 rows, 9 distinct ids", got)
 	}
-	t.Logf("records in the topic: %d (4 when the dead edge's copy landed too)", in.topicRecords())
+	// The topic holds the warm-up, the retry's record, the later batch and, when the
+	// dead edge's bytes reached the broker before the kill, its copy: 3 or 4 records,
+	// stored as 9 events either way. Which one is up to the kernel, so both pass.
+	switch n := in.topicRecords(); n {
+	case 3:
+		t.Log("records in the topic: 3 (the dead edge's copy never landed)")
+	case 4:
+		t.Log("records in the topic: 4 (the dead edge's copy landed and was skipped)")
+	default:
+		t.Fatalf("records in the topic: %d, want 3 or 4", n)
+	}
 }
 
 // postRetryAfter posts body with the Idempotency-Key and returns the status, body and

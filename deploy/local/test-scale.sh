@@ -9,7 +9,9 @@
 #      (ClickHouse: the single server of `make services`), among them one API key's
 #      idempotency records and batch claims found on every master
 #      (TestOneKeysRecordsSpreadOverMasters, TestOneKeysClaimsSpreadOverMasters);
-#   2. over both clusters: TestScaleOnClusters (two edges and two consumers; an edge, a
+#   2. TestIdempotencyFootprint against the Redis Cluster alone: what 30,000 idempotent
+#      requests leave in Redis, at most 120 B a request over the masters;
+#   3. over both clusters: TestScaleOnClusters (two edges and two consumers; an edge, a
 #      consumer, a Redis master and a ClickHouse replica killed under load; exact totals,
 #      each event_id once), TestEventIDCopiesSurviveARedisFailover (the master of an
 #      event-id claim group killed under a load repeating event ids), TestReplicaReadBack
@@ -34,6 +36,12 @@ clickhouse=$(deploy/local/clickhouse-cluster.sh ports)
 echo "test-scale: the Redis-backed suites against the Redis Cluster ($redis)"
 SVC_REDIS_CLUSTER=$redis $GO test -count=1 -timeout 10m -p 2 ./api/... ./ingest/... ./webhooks/... ./rollup/... ./privacy/... \
   ./lib/httpserver/ ./lib/idempotency/ ./lib/limits/ ./lib/redisfn/ ./schema/workspace/
+
+# Nothing else uses the cluster now: what idempotent requests leave in Redis, per request,
+# summed over the masters (at most SVC_FOOTPRINT_MAX, 120 B; e2e/footprint_test.go).
+echo "test-scale: Redis memory per idempotent request on the Redis Cluster"
+SVC_FOOTPRINT_REDIS=$redis SVC_FOOTPRINT_N=30000 $GO test -count=1 -timeout 5m -v -run '^TestIdempotencyFootprint$' ./e2e/ |
+  grep -E '^(--- |ok|FAIL|PASS|    footprint)'
 
 # One package at a time (-p 1): the e2e tests kill a Redis master and a ClickHouse replica,
 # which the other packages' cluster tests must not meet halfway.

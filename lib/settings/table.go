@@ -213,7 +213,7 @@ var Table = []Setting{
 	{Name: "SVC_BENCH_RECORDS", Group: GroupTests, Kind: Int, Default: "20000",
 		ReadBy: []string{Tests}, Meaning: "records of 50 events `BenchmarkConsumerProcess` drains (`rollup/README.md`)"},
 	{Name: "SVC_FOOTPRINT_REDIS", Group: GroupTests, Kind: String,
-		ReadBy: []string{Tests}, Meaning: "a Redis of its own (URL, or a cluster's seeds) for `TestIdempotencyFootprint`, which reads its `used_memory`; empty: the test is skipped (`deploy/README.md`)"},
+		ReadBy: []string{Tests}, Meaning: "a Redis of its own (URL, or a cluster's seeds) for `TestIdempotencyFootprint`, which reads its `used_memory`; empty: the test is skipped (`make test-scale` sets its Redis Cluster, with `SVC_FOOTPRINT_N` 30000; `deploy/README.md`)"},
 	{Name: "SVC_FOOTPRINT_N", Group: GroupTests, Kind: Int, Default: "100000",
 		ReadBy: []string{Tests}, Meaning: "idempotent POST /events requests `TestIdempotencyFootprint` sends"},
 	{Name: "SVC_FOOTPRINT_MAX", Group: GroupTests, Kind: Int, Default: "120",
