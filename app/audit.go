@@ -29,16 +29,21 @@ type Audit struct {
 	rdb       redis.UniversalClient
 	Retention time.Duration
 	Now       func() time.Time
+	ops       string // the operator's stream: opsStream but in tests
 }
+
+// opsStream is the operator's log: changes of no one workspace.
+const opsStream = "svc:app:audit:ops"
 
 // NewAudit returns the audit log over rdb, keeping entries for retention.
 func NewAudit(rdb redis.UniversalClient, retention time.Duration) *Audit {
-	return &Audit{rdb: rdb, Retention: retention, Now: time.Now}
+	return &Audit{rdb: rdb, Retention: retention, Now: time.Now, ops: opsStream}
 }
 
-func auditKey(ws uuid.UUID) string {
+// stream is the Redis stream of workspace ws's log (uuid.Nil: the operator's).
+func (a *Audit) stream(ws uuid.UUID) string {
 	if ws == uuid.Nil {
-		return "svc:app:audit:ops"
+		return a.ops
 	}
 	return "svc:app:audit:" + ws.String()
 }
@@ -50,7 +55,7 @@ const opsCap = 100000
 // Record appends e (its Time is the stream's) and drops entries past Retention (in the
 // operator's log, past opsCap entries).
 func (a *Audit) Record(ctx context.Context, e Entry) error {
-	args := &redis.XAddArgs{Stream: auditKey(e.Workspace),
+	args := &redis.XAddArgs{Stream: a.stream(e.Workspace),
 		Values: []string{"who", e.Who, "address", e.Address, "action", e.Action, "target", e.Target, "detail", e.Detail}}
 	if e.Workspace == uuid.Nil {
 		args.MaxLen = opsCap
@@ -62,7 +67,7 @@ func (a *Audit) Record(ctx context.Context, e Entry) error {
 
 // List returns the newest n entries of workspace ws, newest first.
 func (a *Audit) List(ctx context.Context, ws uuid.UUID, n int64) ([]Entry, error) {
-	msgs, err := a.rdb.XRevRangeN(ctx, auditKey(ws), "+", "-", n).Result()
+	msgs, err := a.rdb.XRevRangeN(ctx, a.stream(ws), "+", "-", n).Result()
 	if err != nil {
 		return nil, err
 	}

@@ -7,13 +7,17 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"svc/lib/ids"
+	"svc/schema/apitest"
 	"svc/schema/erasure"
 )
 
@@ -161,7 +165,7 @@ func TestAuditLogDropsEntriesPastItsRetention(t *testing.T) {
 	if a.Retention != 9600*time.Hour {
 		t.Fatalf("the application's audit retention %s, documented 9600h", a.Retention)
 	}
-	key := auditKey(ws.ID)
+	key := a.stream(ws.ID)
 	t.Cleanup(func() { rg.Redis.Del(context.Background(), key) })
 	// Entries as Record writes them, dated (their stream ids) as written that long ago.
 	now := time.Now()
@@ -186,5 +190,55 @@ func TestAuditLogDropsEntriesPastItsRetention(t *testing.T) {
 	}
 	if len(targets) < 2 || targets[0] != "within" || slices.Contains(targets, "past") {
 		t.Fatalf("the audit stream after a change holds %q: want the entry within the retention first, none past it", targets)
+	}
+}
+
+// The operator's log keeps its newest opsCap (100,000) entries, exactly (audit.go: "past
+// it the oldest entries go, whatever their age"). 100,005 entries through Record, into a
+// stream of the test's own (the shared operator's log is left alone): the stream holds
+// exactly 100,000, the newest, and none of the five first.
+func TestOperatorLogKeepsItsNewestEntries(t *testing.T) {
+	rdb := apitest.Redis(t)
+	a := NewAudit(rdb, time.Hour)
+	if opsStream != "svc:app:audit:ops" || a.ops != opsStream || opsCap != 100000 {
+		t.Fatalf("operator's log %q (%q), cap %d: documented svc:app:audit:ops, 100000", a.ops, opsStream, opsCap)
+	}
+	a.ops = fmt.Sprintf("svc:test:audit:ops:%d", time.Now().UnixNano())
+	ctx := context.Background()
+	t.Cleanup(func() { rdb.Del(context.Background(), a.ops) })
+	const extra = 5
+	record := func(i int) error {
+		return a.Record(ctx, Entry{Who: "svc admin", Address: "local", Action: "test", Target: strconv.Itoa(i)})
+	}
+	for i := 0; i < extra; i++ { // the oldest, in order
+		if err := record(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var next atomic.Int64
+	next.Store(extra)
+	var g errgroup.Group
+	for w := 0; w < 32; w++ {
+		g.Go(func() error {
+			for i := int(next.Add(1)) - 1; i < opsCap+extra; i = int(next.Add(1)) - 1 {
+				if err := record(i); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := rdb.XLen(ctx, a.ops).Result(); err != nil || n != opsCap {
+		t.Fatalf("the operator's log holds %d entries (%v) after %d, want exactly %d", n, err, opsCap+extra, opsCap)
+	}
+	oldest, err := rdb.XRangeN(ctx, a.ops, "-", "+", 1).Result()
+	if err != nil || len(oldest) != 1 {
+		t.Fatalf("oldest entry: %v %v", oldest, err)
+	}
+	if i, _ := strconv.Atoi(fmt.Sprint(oldest[0].Values["target"])); i < extra {
+		t.Fatalf("the oldest entry kept is number %d: the first %d should be gone", i, extra)
 	}
 }
