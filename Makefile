@@ -59,7 +59,7 @@ stop:
 # or `make bench` restores 19.
 test test-scale: export SVC_CLICKHOUSE_NICE ?= 0
 
-test: build services chdb fmt-check
+test: build services chdb fmt-check lint-deploy
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m -p 2 $(PKGS)
 	$(MAKE) --no-print-directory fuzz
@@ -108,7 +108,8 @@ fmt-check:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt: files above need formatting"; exit 1; }
 
 # lint-deploy: every file under deploy/ through real validators (promtool, kubeconform,
-# haproxy -c, go test ./deploy/...); installs them when missing. See deploy/lint.sh.
+# haproxy -c, go test ./deploy/...); installs them when missing (part of test and lint).
+# See deploy/lint.sh.
 .PHONY: lint-deploy
 lint-deploy:
 	GO=$(GO) deploy/lint.sh

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # lint.sh: validate every file under deploy/ with real validators (`make lint-deploy`,
-# part of `make lint`). Installs what is missing:
+# part of `make test` and `make lint`). Installs what is missing:
 #   promtool     Debian's prometheus package: check rules, unit-test rules, check config
 #   haproxy      Debian's haproxy package: haproxy -c on the compose load balancer
 #   kubeconform  go install through the module proxy; its Kubernetes JSON schemas are
