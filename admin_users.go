@@ -53,7 +53,7 @@ func operator() string {
 		name = u.Username
 	}
 	host, _ := os.Hostname()
-	return "svc admin (" + name + "@" + host + ")"
+	return app.OperatorPrefix + name + "@" + host + ")"
 }
 
 func userInvite(ctx context.Context, e *Env, args []string) (any, error) {

@@ -32,6 +32,20 @@ type Audit struct {
 	ops       string // the operator's stream: opsStream but in tests
 }
 
+// OperatorPrefix begins the label `svc admin` signs its changes with: "svc admin
+// (user@host)". The application shows such a label as "svc admin" (shownWho): the
+// operator's account and machine are for the operator (`svc admin audit list`), not for
+// every member of a workspace.
+const OperatorPrefix = "svc admin ("
+
+// shownWho is who made a change as the application's pages show it.
+func shownWho(who string) string {
+	if strings.HasPrefix(who, OperatorPrefix) {
+		return "svc admin"
+	}
+	return who
+}
+
 // opsStream is the operator's log: changes of no one workspace.
 const opsStream = "svc:app:audit:ops"
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -73,5 +74,39 @@ func TestInviteNeverChangesAMembersRole(t *testing.T) {
 	if p := bob.post("/app/members", "/app/members", url.Values{"email": {email}, "role": {RoleViewer}}); p.Status != 422 ||
 		!strings.Contains(p.Body, "member of this workspace already") {
 		t.Fatalf("inviting a member: %d\n%s", p.Status, p.Body)
+	}
+}
+
+// A change `svc admin` made is signed "svc admin (user@host)" in the log; the
+// application's pages show "svc admin", to admins and viewers alike: the operator's
+// account and machine are not a workspace's to read (`svc admin audit list` shows them).
+func TestOperatorShownWithoutAccountOrHost(t *testing.T) {
+	rg := newRig(t, false)
+	ctx := context.Background()
+	ws := rg.Workspace(t, false)
+	const label = "svc admin (opsuser@build-host-7)"
+	token, _, err := rg.app.Users.Invite(ctx, ws.ID, uniqueEmail("carol"), RoleViewer, label)
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol := rg.browser(t)
+	if p := carol.post("/app/invite/"+token, "/app/invite/"+token, url.Values{"password": {password}, "confirm": {password}}); p.Status != 303 {
+		t.Fatalf("carol's link: %d %s", p.Status, p.Body)
+	}
+	if err := rg.app.Audit.Record(ctx, Entry{Workspace: ws.ID, Who: label, Address: "local", Action: "key revoke", Target: "key_x"}); err != nil {
+		t.Fatal(err)
+	}
+	adm := rg.member(t, ws, uniqueEmail("admin"), RoleAdmin)
+	for _, b := range []*browser{carol, adm} {
+		members, audit := b.get("/app/members"), b.get("/app/audit")
+		if !strings.Contains(members.Body, "<td>svc admin</td>") || !strings.Contains(audit.Body, "<td>svc admin</td>") {
+			t.Fatalf("the operator is not shown as svc admin:\n%s\n%s", members.Body, audit.Body)
+		}
+		if strings.Contains(members.Body+audit.Body, "opsuser") || strings.Contains(members.Body+audit.Body, "build-host-7") {
+			t.Fatal("a page shows the operator's account or machine")
+		}
+	}
+	if got, err := rg.app.Audit.List(ctx, ws.ID, 10); err != nil || !slices.ContainsFunc(got, func(e Entry) bool { return e.Who == label }) {
+		t.Fatalf("the log keeps the operator's full label: %v %v", got, err)
 	}
 }

@@ -34,6 +34,7 @@ var pages = func() map[string]*template.Template {
 			return when(*t)
 		},
 		"join": strings.Join,
+		"who":  shownWho,
 	}
 	names, err := fs.Glob(templateFS, "templates/*.html")
 	if err != nil {
