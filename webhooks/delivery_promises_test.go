@@ -1,12 +1,16 @@
 package webhooks
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -321,5 +325,66 @@ func TestOutboundEventRowQueuedWhileClickHouseRefusesIt(t *testing.T) {
 	if err != nil || string(se.Body) != string(hits[0].Body) || se.Kind != ev.Kind || se.WorkspaceID != ws ||
 		!se.CreatedAt.Equal(e.clock.Now().Truncate(time.Second)) {
 		t.Fatalf("webhook_events holds %+v (%v); want the body delivered %q, kind %s, workspace %s", se, err, hits[0].Body, ev.Kind, ws)
+	}
+}
+
+// The delivery log, which every member of the workspace reads, holds no more than a
+// short, printable account of a failed request (sendError): an endpoint that answers a
+// 60,000-byte malformed header line is logged "malformed response", without the line; a
+// host that does not resolve is logged without our resolver's address.
+func TestOutboundErrorTextBounded(t *testing.T) {
+	e := newEnv(t)
+	ctx := context.Background()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				_, _ = bufio.NewReader(c).ReadString('\n') // the request line is enough
+				_, _ = io.WriteString(c, "HTTP/1.1 500 Oops\r\nX-Foo"+strings.Repeat("B", 60000)+"\r\n\r\n")
+			}()
+		}
+	}()
+	st := e.store()
+	ws := uuid.New()
+	bad, err := st.CreateEndpoint(ctx, ws, "http://"+ln.Addr().String()+"/hook", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nowhere, err := st.CreateEndpoint(ctx, ws, "http://no-such-host.invalid/hook", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := keyEvent(ws)
+	if n, err := e.emitter().Emit(ctx, ev); err != nil || n != 2 {
+		t.Fatalf("Emit = %d, %v", n, err)
+	}
+	if n, err := e.worker("w").RunOnce(ctx); err != nil || n != 2 {
+		t.Fatalf("RunOnce = %d, %v", n, err)
+	}
+	if r := lastRow(t, e, bad.ID, ev.ID); r.Outcome != "retry" || !strings.HasPrefix(r.Error, "malformed response") ||
+		len(r.Error) > maxErrorText || strings.Contains(r.Error, "BBB") {
+		t.Fatalf("malformed answer logged as %q (%d bytes), outcome %s; want a short \"malformed response\"", r.Error[:min(len(r.Error), 120)], len(r.Error), r.Outcome)
+	}
+	if r := lastRow(t, e, nowhere.ID, ev.ID); !strings.HasPrefix(r.Error, "dns: no-such-host.invalid: ") || strings.Contains(r.Error, ":53") {
+		t.Fatalf("unresolvable host logged as %q; want \"dns: no-such-host.invalid: …\" without the resolver", r.Error)
+	}
+	for in, want := range map[string]string{
+		"ok":                            "ok",
+		"a\x00b\nc":                     "a?b?c",
+		strings.Repeat("é", 150):        strings.Repeat("é", 100) + "…",
+		"\xff" + strings.Repeat("x", 5): "?xxxxx",
+	} {
+		if got := boundText(in); got != want {
+			t.Errorf("boundText(%q) = %q, want %q", in[:min(len(in), 20)], got, want)
+		}
 	}
 }

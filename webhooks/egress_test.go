@@ -149,7 +149,14 @@ func TestEgressPolicy(t *testing.T) {
 	none := Egress{}
 	for a, why := range map[string]string{
 		"8.8.8.8": "", "2001:4860:4860::8888": "", "172.32.0.1": "", "100.128.0.1": "", "::ffff:8.8.8.8": "",
-		"64:ff9b::8.8.8.8": "", "192.0.2.1": "", "223.255.255.255": "",
+		"64:ff9b::8.8.8.8": "", "223.255.255.255": "", "2002:808:808::1": "", "2001:4860::1": "",
+		"192.0.2.1": "192.0.2.1 is documentation", "198.51.100.7": "198.51.100.7 is documentation",
+		"203.0.113.9": "203.0.113.9 is documentation", "2001:db8::1": "2001:db8::1 is documentation",
+		"168.63.129.16": "168.63.129.16 is cloud metadata",
+		"::7f00:1":      "::7f00:1 is reserved", "::ffff:0:7f00:1": "::ffff:0:7f00:1 is reserved",
+		"64:ff9b:1::7f00:1": "64:ff9b:1::7f00:1 is reserved", "64:ff9b:1::a00:1": "64:ff9b:1::a00:1 is reserved",
+		"100::1": "100::1 is reserved", "2001:0:4136:e378::1": "2001:0:4136:e378::1 is reserved",
+		"2002:7f00:1::1": "127.0.0.1 is loopback", "2002:a9fe:a9fe::": "169.254.169.254 is cloud metadata",
 		"127.0.0.1": "127.0.0.1 is loopback", "127.255.255.254": "127.255.255.254 is loopback", "::1": "::1 is loopback",
 		"10.0.0.1": "10.0.0.1 is private", "172.16.0.1": "172.16.0.1 is private", "172.31.255.255": "172.31.255.255 is private",
 		"192.168.0.1": "192.168.0.1 is private", "fc00::1": "fc00::1 is private", "fd12:3456::1": "fd12:3456::1 is private",
@@ -186,7 +193,8 @@ func TestEgressPolicy(t *testing.T) {
 		}
 	}
 	for u, why := range map[string]string{
-		"https://hooks.example.com/x": "", "http://8.8.8.8:80/": "", "http://[2001:db8::1]/": "", "http://x.example/a.1": "",
+		"https://hooks.example.com/x": "", "http://8.8.8.8:80/": "", "http://[2001:4860::8888]/": "", "http://x.example/a.1": "",
+		"http://[2001:db8::1]/": "2001:db8::1 is documentation", "http://[::127.0.0.1]/": "::7f00:1 is reserved",
 		"http://127.1/": "127.0.0.1 is loopback", "http://0177.0.0.1/": "127.0.0.1 is loopback",
 		"http://0x7f000001/": "127.0.0.1 is loopback", "http://LOCALHOST./": "127.0.0.1 is loopback",
 		"http://a.localhost:9/": "127.0.0.1 is loopback", "http://10.0.0.1./": "10.0.0.1 is private",

@@ -10,11 +10,16 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/textproto"
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
@@ -40,6 +45,10 @@ type Worker struct {
 	Now func() time.Time
 	// Rand returns a number in [0, 1) for the jitter (tests may fix it).
 	Rand func() float64
+
+	inFlight atomic.Int32   // attempts Run has started and not finished (pool.go)
+	freed    chan struct{}  // a signal that one of them finished
+	running  sync.WaitGroup // every attempt Run started, waited for when it returns
 }
 
 // NewWorker returns a worker with an HTTP client of its own (cfg.Egress().Transport: no
@@ -47,6 +56,7 @@ type Worker struct {
 // times out after cfg.Timeout and does not follow redirects (a 3xx is a failed attempt).
 func NewWorker(cfg Config, st *Store, logs *Logs, m *Metrics, log *slog.Logger) *Worker {
 	return &Worker{Config: cfg, Store: st, Logs: logs, Metrics: m, Log: log, Now: time.Now, Rand: rand.Float64,
+		freed: make(chan struct{}, 1),
 		Client: &http.Client{Timeout: cfg.Timeout, Transport: cfg.Egress().Transport(cfg.Timeout),
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
@@ -60,7 +70,8 @@ func defaultWorker() string {
 }
 
 // Run moves what the legacy schedule still holds (see MoveLegacySchedule), then makes
-// due attempts every Config.Poll until ctx is done.
+// due attempts every Config.Poll until ctx is done, at most Config.Concurrency at once
+// (pool.go), and returns once the attempts it started have finished.
 func (w *Worker) Run(ctx context.Context) error {
 	if n, err := w.Store.MoveLegacySchedule(ctx); err != nil {
 		w.Log.Warn("webhook worker: moving the legacy schedule", "err", err.Error())
@@ -68,48 +79,44 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.Log.Info("webhook worker: moved deliveries from the legacy schedule", "deliveries", n)
 	}
 	process.Every(ctx, w.Config.Poll, w.drain, nil)
+	w.running.Wait()
 	return nil
 }
 
-// drain runs batches until one comes back short of Config.Concurrency (the schedule has
-// nothing more due), logging each failed batch.
-func (w *Worker) drain(ctx context.Context) error {
-	for {
-		n, err := w.RunOnce(ctx)
-		if err != nil && ctx.Err() == nil {
-			w.Log.Warn("webhook worker", "err", err.Error())
-		}
-		if n < w.Config.Concurrency || ctx.Err() != nil {
-			return nil
-		}
-	}
-}
-
 // RunOnce claims up to Config.Concurrency due attempts, makes them in parallel, and
-// returns how many it made. It also flushes the delivery-log and event rows queued while
-// ClickHouse was unavailable.
+// returns how many it made once all of them are made (tests, and a one-off run).
 func (w *Worker) RunOnce(ctx context.Context) (int, error) {
-	w.flushQueuedLogs(ctx)
-	w.flushQueuedEvents(ctx)
-	claims, err := w.Store.ClaimDue(ctx, w.Now(), w.Config.Lease, w.Config.Concurrency)
+	claims, err := w.claim(ctx, w.Config.Concurrency)
 	if err != nil {
 		return 0, err
 	}
-	// Claimed attempts finish even when ctx is cancelled (shutdown): each is bounded by
-	// Config.Timeout, and abandoning them would only waste an attempt of the schedule.
-	actx := context.WithoutCancel(ctx)
 	var wg sync.WaitGroup
 	for _, c := range claims {
 		wg.Add(1)
 		go func(c Claim) {
 			defer wg.Done()
-			cctx, cancel := context.WithTimeout(actx, w.Config.Lease) // the claim's life
-			defer cancel()
-			w.attempt(cctx, c)
+			w.make(ctx, c)
 		}(c)
 	}
 	wg.Wait()
 	return len(claims), nil
+}
+
+// claim claims up to n due attempts. It first flushes the delivery-log and event rows
+// queued while ClickHouse was unavailable.
+func (w *Worker) claim(ctx context.Context, n int) ([]Claim, error) {
+	w.flushQueuedLogs(ctx)
+	w.flushQueuedEvents(ctx)
+	return w.Store.ClaimDue(ctx, w.Now(), w.Config.Lease, n)
+}
+
+// make makes claimed attempt c. It finishes even when ctx is cancelled (shutdown): the
+// attempt is bounded by Config.Timeout, and abandoning it would only waste an attempt of
+// the schedule; the claim's lease bounds the rest.
+func (w *Worker) make(ctx context.Context, c Claim) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.Config.Lease)
+	defer cancel()
+	w.attempt(cctx, c)
 }
 
 // attempt makes one claimed attempt and records it. On a store failure before the
@@ -229,6 +236,10 @@ func (w *Worker) send(ctx context.Context, ep Endpoint, c Claim, body []byte, no
 	return resp.StatusCode, parseRetryAfter(resp.Header.Get("Retry-After"), now), latency, nil
 }
 
+// sendError names a failed request for the delivery log, which the workspace's members
+// read: never the URL, never our resolver's address, never more than maxErrorText bytes
+// of text the endpoint chose (Go's transport quotes a malformed status or header line
+// in its error, and an endpoint could make that line 64 KiB).
 func sendError(err error, timeout time.Duration) error {
 	if ae := refused(err); ae != nil {
 		return ae // "address_not_allowed: 127.0.0.1 is loopback"
@@ -241,11 +252,42 @@ func sendError(err error, timeout time.Duration) error {
 	if errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
 		return fmt.Errorf("no answer within %s", timeout)
 	}
+	var de *net.DNSError
+	if errors.As(err, &de) {
+		if de.IsNotFound {
+			return fmt.Errorf("dns: %s: no such host", boundText(de.Name))
+		}
+		return fmt.Errorf("dns: %s: lookup failed", boundText(de.Name))
+	}
+	var pe textproto.ProtocolError
+	if errors.As(err, &pe) || strings.Contains(err.Error(), "malformed HTTP") {
+		return errors.New("malformed response: the status line or a header is not HTTP/1.1")
+	}
 	var oe *net.OpError
 	if errors.As(err, &oe) {
-		return fmt.Errorf("%s: %v", oe.Op, oe.Err)
+		return fmt.Errorf("%s: %s", oe.Op, boundText(oe.Err.Error()))
 	}
-	return errors.New(err.Error())
+	return errors.New(boundText(err.Error()))
+}
+
+// maxErrorText bounds the text of a delivery-log error taken from an error's message.
+const maxErrorText = 200
+
+// boundText is s with its control characters and invalid bytes replaced by "?", cut at
+// maxErrorText bytes on a character boundary, "…" marking the cut.
+func boundText(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if b.Len() >= maxErrorText {
+			b.WriteString("…")
+			break
+		}
+		if r == utf8.RuneError || unicode.IsControl(r) {
+			r = '?'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // parseRetryAfter reads delay-seconds or an HTTP date; 0 when absent or unreadable.

@@ -44,6 +44,7 @@ var metadata = map[netip.Addr]bool{
 	netip.MustParseAddr("169.254.169.254"): true, // AWS, GCP, Azure, OpenStack, Oracle, DigitalOcean
 	netip.MustParseAddr("169.254.170.2"):   true, // AWS ECS task metadata
 	netip.MustParseAddr("100.100.100.200"): true, // Alibaba Cloud
+	netip.MustParseAddr("168.63.129.16"):   true, // Azure's WireServer (a public address)
 	netip.MustParseAddr("fd00:ec2::254"):   true, // AWS over IPv6
 }
 
@@ -62,12 +63,21 @@ var internal = []struct {
 	{netip.MustParsePrefix("100.64.0.0/10"), "shared address space (CGNAT)"},
 	{netip.MustParsePrefix("169.254.0.0/16"), "link-local"},
 	{netip.MustParsePrefix("192.0.0.0/24"), "reserved"},
+	{netip.MustParsePrefix("192.0.2.0/24"), "documentation"},
+	{netip.MustParsePrefix("198.51.100.0/24"), "documentation"},
+	{netip.MustParsePrefix("203.0.113.0/24"), "documentation"},
 	{netip.MustParsePrefix("198.18.0.0/15"), "reserved"},
 	{netip.MustParsePrefix("224.0.0.0/4"), "multicast"},
 	{netip.MustParsePrefix("255.255.255.255/32"), "broadcast"},
 	{netip.MustParsePrefix("240.0.0.0/4"), "reserved"},
 	{netip.MustParsePrefix("::/128"), "unspecified"},
 	{netip.MustParsePrefix("::1/128"), "loopback"},
+	{netip.MustParsePrefix("::/96"), "reserved"},           // IPv4-compatible (deprecated)
+	{netip.MustParsePrefix("::ffff:0:0:0/96"), "reserved"}, // SIIT
+	{netip.MustParsePrefix("64:ff9b:1::/48"), "reserved"},  // local-use NAT64 (RFC 8215)
+	{netip.MustParsePrefix("100::/64"), "reserved"},        // discard-only
+	{netip.MustParsePrefix("2001::/32"), "reserved"},       // Teredo
+	{netip.MustParsePrefix("2001:db8::/32"), "documentation"},
 	{netip.MustParsePrefix("fc00::/7"), "private"},  // unique local
 	{netip.MustParsePrefix("fec0::/10"), "private"}, // site-local (deprecated)
 	{netip.MustParsePrefix("fe80::/10"), "link-local"},
@@ -75,19 +85,26 @@ var internal = []struct {
 }
 
 // nat64 is the well-known NAT64 prefix: its last 32 bits are an IPv4 address that a
-// NAT64 gateway reaches for us, so that address is what is checked.
-var nat64 = netip.MustParsePrefix("64:ff9b::/96")
+// NAT64 gateway reaches for us, so that address is what is checked. sixToFour (6to4)
+// carries the IPv4 address of its relay in bits 16–47, judged the same way.
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
 
 // Check returns nil when deliveries may connect to a, an *AddressError otherwise.
-// IPv4-mapped (::ffff:a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) forms are judged, and
-// named, by their IPv4 address.
+// IPv4-mapped (::ffff:a.b.c.d), NAT64 (64:ff9b::a.b.c.d) and 6to4 (2002:aabb:ccdd::)
+// forms are judged, and named, by their IPv4 address.
 func (p Egress) Check(a netip.Addr) error {
 	a = a.WithZone("")
-	if a.Is4In6() {
+	b := a.As16()
+	switch {
+	case a.Is4In6():
 		a = a.Unmap()
-	} else if nat64.Contains(a) {
-		b := a.As16()
+	case nat64.Contains(a):
 		a = netip.AddrFrom4([4]byte(b[12:]))
+	case sixToFour.Contains(a):
+		a = netip.AddrFrom4([4]byte(b[2:6]))
 	}
 	if metadata[a] {
 		return &AddressError{Addr: a, Why: "cloud metadata"}
