@@ -159,8 +159,10 @@ func (c *call) verify(body []byte) (signature.Parsed, error) {
 		keysB[i] = []byte(s.Secret)
 	}
 	if len(keysB) == 0 {
-		p := problem.New(problem.InvalidSignature, "Workspace %s has no inbound signing secret; issue one with svc admin webhook inbound-secret.", ids.Format(ids.Org, ws))
-		return signature.Parsed{}, c.fail(reasonNoSecret, "no inbound secret", p)
+		// Answered as a mismatch: the caller is not authenticated, and whether a
+		// workspace has a secret is its admins' to read (the inbound log says so).
+		p := problem.New(problem.InvalidSignature, "%s.", capitalize(signature.ErrMismatch.Error()))
+		return signature.Parsed{}, c.fail(reasonNoSecret, "no inbound secret: issue one at /app/webhooks/inbound", p)
 	}
 	sig, err := signature.Parse(string(c.r.Ctx.Request.Header.Peek(signature.Header)))
 	if err == nil {

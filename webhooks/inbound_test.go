@@ -131,9 +131,20 @@ func TestInboundSignatures(t *testing.T) {
 	// Unknown workspace: 404; a workspace without a secret: 401.
 	apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/org_"+uuid.NewString(), "", body), 404, "not_found")
 	apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/not-an-id", "", body), 404, "not_found")
+	// The caller of a workspace without a secret is told what a wrong secret is told,
+	// not that the workspace has none; its admins read why in its inbound log.
 	other := ie.srv.Workspace(t, false)
-	apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/"+ids.Format(ids.Org, other.ID), "", body,
+	noSecret := apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/"+ids.Format(ids.Org, other.ID), "", body,
 		signature.Header, signature.Value(now.Unix(), []byte(body), []byte(next)), signature.MessageIDHeader, "x"), 401, "invalid_signature")
+	wrong := apitest.Problem(t, ie.send(t, body, "msg-wrong-again", now, "whsec_wrong"), 401, "invalid_signature")
+	if noSecret["detail"] != wrong["detail"] {
+		t.Fatalf("no secret answered %q, a wrong secret %q: want the same words", noSecret["detail"], wrong["detail"])
+	}
+	ie.flush(t)
+	if rows, err := ie.logs.Inbound(context.Background(), other.ID, Failed, 10); err != nil || len(rows) != 1 ||
+		!strings.HasPrefix(rows[0].Reason, "no inbound secret") {
+		t.Fatalf("the secretless workspace's inbound log: %+v, %v; want one row saying it has no inbound secret", rows, err)
+	}
 
 	// Every refusal is recorded as failed, with a reason that names no secret.
 	ie.flush(t)
@@ -141,8 +152,8 @@ func TestInboundSignatures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rows) != 7 {
-		t.Fatalf("%d failed rows, want 7: %+v", len(rows), rows)
+	if len(rows) != 8 {
+		t.Fatalf("%d failed rows, want 8: %+v", len(rows), rows)
 	}
 	for _, r := range rows {
 		if strings.Contains(r.Reason, "whsec") || r.Reason == "" || r.Status != 401 {

@@ -87,7 +87,9 @@ func Parse(h string) (Parsed, error) {
 		}
 		switch k {
 		case "t":
-			if haveT || v == "" || len(v) > 12 {
+			// Decimal digits as the sender wrote them into what it signed: a leading
+			// zero or sign would be signed as sent but checked as the number's own digits.
+			if haveT || v == "" || len(v) > 12 || v[0] < '1' || v[0] > '9' {
 				return p, ErrMalformed
 			}
 			n, err := strconv.ParseInt(v, 10, 64)

@@ -68,6 +68,8 @@ func TestVerifyVectors(t *testing.T) {
 		{"not hex", "t=1700000000,v1=" + strings.Repeat("g", 64), vecBody, [][]byte{old}, at, ErrMalformed},
 		{"t not a number", "t=soon,v1=" + vecOld, vecBody, [][]byte{old}, at, ErrMalformed},
 		{"two t", "t=1700000000,t=1700000000,v1=" + vecOld, vecBody, [][]byte{old}, at, ErrMalformed},
+		{"t with a leading zero", "t=01700000000,v1=" + vecOld, vecBody, [][]byte{old}, at, ErrMalformed},
+		{"t with a sign", "t=+1700000000,v1=" + vecOld, vecBody, [][]byte{old}, at, ErrMalformed},
 		{"no secrets", "t=1700000000,v1=" + vecOld, vecBody, nil, at, ErrMismatch},
 		{"garbage", "Bearer xyz", vecBody, [][]byte{old}, at, ErrMalformed},
 	}
