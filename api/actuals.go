@@ -14,6 +14,7 @@ import (
 
 	"svc/lib/httpserver"
 	"svc/lib/ids"
+	"svc/lib/jsondoc"
 	"svc/lib/paging"
 	"svc/lib/problem"
 	"svc/schema/catalog"
@@ -156,6 +157,9 @@ func parseImport(body []byte) ([]importRow, *problem.Problem) {
 	if err := json.Unmarshal(body, &doc); err != nil || doc == nil {
 		return nil, problem.Invalid("The body must be a JSON object {\"rows\": [...]}.",
 			problem.FieldError{Field: "body", Rule: "json_object", Value: nil, Pointer: ""})
+	}
+	if p := jsondoc.Check(body); p != nil {
+		return nil, p
 	}
 	var raws []json.RawMessage
 	if err := json.Unmarshal(doc["rows"], &raws); err != nil || doc["rows"] == nil {

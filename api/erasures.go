@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	json "github.com/goccy/go-json"
 	"github.com/google/uuid"
@@ -12,6 +13,7 @@ import (
 	"svc/lib/apikey"
 	"svc/lib/httpserver"
 	"svc/lib/ids"
+	"svc/lib/jsondoc"
 	"svc/lib/paging"
 	"svc/lib/problem"
 	"svc/schema"
@@ -78,10 +80,11 @@ const erasureRetryWindow = 24 * time.Hour
 
 // freshErasureID keeps e's id, derived from the Idempotency-Key, for a retry of the
 // request that made it (the same identity and suppress within erasureRetryWindow: the
-// record is written again, which the table collapses); a key used again for another
-// request after its record expired gets a random id instead. Under the derived id, that
-// request's pending record would rank below the earlier request's completed one and never
-// run.
+// record is written again, which the table collapses, with the first request's time, so
+// a retry never widens what the first request erases in flight); a key used again for
+// another request after its record expired gets a random id instead. Under the derived
+// id, that request's pending record would rank below the earlier request's completed one
+// and never run.
 func (a *API) freshErasureID(ctx context.Context, e *erasure.Erasure, now time.Time) error {
 	old, err := erasure.Get(ctx, a.Conn, e.Workspace, e.ID)
 	switch {
@@ -90,6 +93,7 @@ func (a *API) freshErasureID(ctx context.Context, e *erasure.Erasure, now time.T
 	case err != nil:
 		return err
 	case old.Email == e.Email && old.Suppress == e.Suppress && now.Sub(old.RequestedAt) < erasureRetryWindow:
+		e.RequestedAt = old.RequestedAt
 		return nil
 	}
 	e.ID = uuid.New()
@@ -105,13 +109,16 @@ func parseErasure(body []byte) (erasureRequest, *problem.Problem) {
 		return out, problem.Invalid(`The body must be a JSON object {"identity": {"email": "…"}}.`,
 			problem.FieldError{Field: "body", Rule: "json_object", Value: nil, Pointer: ""})
 	}
+	if p := jsondoc.Check(body); p != nil {
+		return out, p
+	}
 	var errs []problem.FieldError
 	for k := range doc {
 		if k != "identity" && k != "suppress" {
 			errs = append(errs, problem.FieldError{Field: k, Rule: "unknown_field", Value: k, Pointer: "/" + k})
 		}
 	}
-	if raw, ok := doc["suppress"]; ok && json.Unmarshal(raw, &out.suppress) != nil {
+	if raw, ok := doc["suppress"]; ok && (string(raw) == "null" || json.Unmarshal(raw, &out.suppress) != nil) {
 		errs = append(errs, problem.FieldError{Field: "suppress", Rule: "type_boolean", Value: string(raw), Pointer: "/suppress"})
 	}
 	email, ferrs := parseIdentity(doc["identity"])
@@ -165,6 +172,9 @@ func parseIdentity(raw json.RawMessage) ([32]byte, []problem.FieldError) {
 		var s string
 		if json.Unmarshal(rawEmail, &s) != nil {
 			return none, append(errs, fe("identity.email", "type_string", withheld)...)
+		}
+		if !utf8.Valid(rawEmail) { // the decoder replaced the bytes; no event carries them
+			return none, append(errs, fe("identity.email", "email", withheld)...)
 		}
 		digest, rule := schema.EmailDigest([]byte(s))
 		if rule != "" {

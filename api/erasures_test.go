@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,13 @@ func TestPostErasureRefusesBadBodies(t *testing.T) {
 		{`{"identity": {"email": "secret@example.com", "email_sha256": "` + strings.Repeat("a", 64) + `"}}`, "identity", "exactly_one_of_email_email_sha256"},
 		{`{"identity": {"email": "Secret@Example.com"}}`, "identity.email", "normalised"},
 		{`{"identity": {"email": " secret@example.com"}}`, "identity.email", "normalised"},
+		{`{"identity": {"email": "Sécret@example.com"}}`, "identity.email", "normalised"},
+		{`{"identity": {"email": "secret@example.com\u00a0"}}`, "identity.email", "normalised"},
+		{"{\"identity\": {\"email\": \"se\xffcret@example.com\"}}", "identity.email", "email"},
+		{`{"identity": {"email": "a@example.com", "email": "b@example.com"}}`, "identity.email", "duplicate_member"},
+		{`{"identity": {"email": "a@example.com"}, "identity": {"email": "b@example.com"}}`, "identity", "duplicate_member"},
+		{`{"identity": {"email": "a@example.com"}, "suppress": null}`, "suppress", "type_boolean"},
+		{`{"identity": {"email": "a@example.com"}, "secret@example.com": 1}`, "(withheld)", "unknown_field"},
 		{`{"identity": {"email": "secret-at-example.com"}}`, "identity.email", "email"},
 		{`{"identity": {"email": 42}}`, "identity.email", "type_string"},
 		// "at most 254 bytes" (events.md), as POST /events requires (privacy.md): 255 are refused.
@@ -258,5 +266,33 @@ func TestErasureIdempotencyKeyReusedLater(t *testing.T) {
 		if got["identity"].(map[string]any)["email_sha256"] != hex.EncodeToString(sum[:]) {
 			t.Fatalf("%s: the record is of another identity: %v", email, got)
 		}
+	}
+}
+
+// A retry that reaches the handler (its Idempotency-Key's stored answer lost: a crash
+// before it was stored) is the same erasure at the first request's time: the pipeline
+// registers the identity as requested then, so a retry never widens which events in
+// flight lose it.
+func TestErasureRetryKeepsTheFirstRequestTime(t *testing.T) {
+	e := newEnv(t)
+	tn := e.tenant(t, false)
+	ctx := context.Background()
+	sum := sha256.Sum256([]byte("ada@example.com"))
+	field := tn.Workspace.ID.String() + ":" + hex.EncodeToString(sum[:])
+	t.Cleanup(func() { _ = e.Redis.HDel(context.Background(), "svc:privacy:{ids}", field).Err() })
+	first := time.Now().UTC().Add(-2 * time.Hour).Truncate(time.Second)
+	derived := erasure.NewID(tn.Key.ID, []byte("ticket-9"))
+	done := &erasure.Erasure{ID: derived, Workspace: tn.Workspace.ID, Email: sum, Stage: erasure.StageCompleted,
+		RequestedAt: first, StartedAt: first, CompletedAt: first, KeyID: tn.Key.ID, RequestID: "req_0123456789abcdef01234567"}
+	if err := erasure.Write(ctx, e.Conn, first, done); err != nil {
+		t.Fatal(err)
+	}
+	r := e.Do(t, "POST", "/erasures", tn.Secret, `{"identity": {"email": "ada@example.com"}}`, "Idempotency-Key", "ticket-9")
+	if r.Status != 202 || r.JSON(t)["id"] != ids.Format(ids.Erasure, derived) {
+		t.Fatalf("the retry: %d %s, want 202 for %s", r.Status, r.Body, ids.Format(ids.Erasure, derived))
+	}
+	got, err := e.Redis.HGet(ctx, "svc:privacy:{ids}", field).Result()
+	if want := strconv.FormatInt(first.Unix(), 10) + ":0"; err != nil || got != want {
+		t.Fatalf("the pipeline's entry %q (%v), want %q: registered at the first request's time", got, err, want)
 	}
 }

@@ -122,6 +122,14 @@ func TestImportValidation(t *testing.T) {
 		}
 	}
 
+	// A member named twice: which copy counts, JSON does not say.
+	twice := strings.Replace(row(plan, lines[0], "2026-01-01", 1, "1"), `"spend":`, `"spend":"9.00","spend":`, 1)
+	p = apitest.Problem(t, e.Do(t, "POST", "/imports/actuals", tn.Secret, `{"rows":[`+twice+`]}`), 422, "invalid_request")
+	if errs := p["errors"].([]any); len(errs) != 1 || errs[0].(map[string]any)["field"] != "rows[0].spend" ||
+		errs[0].(map[string]any)["rule"] != "duplicate_member" || errs[0].(map[string]any)["pointer"] != "/rows/0/spend" {
+		t.Fatalf("a member named twice: %v", p["errors"])
+	}
+
 	// A line of another plan, of another workspace, or unknown: the same answer.
 	wrong := `{"rows":[` + row(plan, lines2[0], "2026-01-01", 1, "1") + "," + row(plan2, foreign[0], "2026-01-01", 1, "1") +
 		"," + row(plan, uuid.New(), "2026-01-01", 1, "1") + `]}`

@@ -135,8 +135,14 @@ func (a *App) requestErasure(c *call) error {
 	now := a.Now().UTC().Truncate(time.Second)
 	e := &erasure.Erasure{ID: uuid.New(), Workspace: c.ws.ID, Sandbox: c.ws.Showroom, Email: digest, Suppress: c.form.Get("suppress") == "yes",
 		Stage: erasure.StagePending, RequestedAt: now, RequestID: c.ID}
-	if err := erasure.Submit(ctx, conn, erasure.NewRegistry(a.Keys.Redis()), e, now); err != nil {
-		return err
+	switch err := erasure.Submit(ctx, conn, erasure.NewRegistry(a.Keys.Redis()), e, now); {
+	case errors.Is(err, erasure.ErrNotRegistered):
+		// Recorded: the worker registers the identity with the pipeline when it starts
+		// the erasure (privacy/worker.go), so it runs; another request would be a second.
+		a.Log.Warn("erasure request: identity not registered yet; the worker will", "request_id", c.ID, "err", err.Error())
+	case err != nil:
+		a.Log.Warn("erasure request: not recorded", "request_id", c.ID, "err", err.Error())
+		return a.renderWorkspace(c, 503, workspaceData{Error: "The erasure cannot be recorded right now (the analytics store does not answer); nothing was changed. Try again shortly."})
 	}
 	if err := c.audit("erasure request", ids.Format(ids.Erasure, e.ID), "suppress="+strconv.FormatBool(e.Suppress)); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unsafe"
 
+	"svc/lib/jsondoc"
 	"svc/lib/problem"
 	"svc/schema"
 )
@@ -224,7 +225,7 @@ type eventState struct {
 // one of its objects: "consent":{"measurement":false,"measurement":true}): JSON leaves
 // which copy counts open, and an event whose consent is unclear must not be counted as
 // consented.
-const RuleDuplicateMember = "duplicate_member"
+const RuleDuplicateMember = jsondoc.RuleDuplicate
 
 // duplicate rejects an event for a second copy of its member at JSON path field (met
 // before: eventState.met), and skips the copy's value.

@@ -1,6 +1,10 @@
 package schema
 
-import "crypto/sha256"
+import (
+	"crypto/sha256"
+	"unicode"
+	"unicode/utf8"
+)
 
 // EmailDigest checks an address the way POST /events does (trimmed, lower-cased, of
 // plausible shape: see emailRule) and returns its SHA-256, the only form in which the
@@ -15,14 +19,18 @@ func EmailDigest(v []byte) (digest [32]byte, rule string) {
 	return sha256.Sum256(v), ""
 }
 
-// emailRule returns "" for a trimmed, lowercased address of plausible shape.
+// emailRule returns "" for a trimmed, lowercased address of plausible shape. Lower-cased
+// and trimmed as Unicode says (strings.ToLower, strings.TrimSpace): "Ädä@…" and an
+// address ending in a no-break space are not normalised either (nonASCIIRule).
 func emailRule(v []byte) string {
 	if len(v) == 0 || len(v) > MaxEmailLen {
 		return "email"
 	}
-	at := -1
+	at, high := -1, false
 	for i, c := range v {
 		switch {
+		case c >= utf8.RuneSelf:
+			high = true
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			if i == 0 || i == len(v)-1 {
 				return "normalised"
@@ -41,6 +49,31 @@ func emailRule(v []byte) string {
 	}
 	if at <= 0 || at == len(v)-1 {
 		return "email"
+	}
+	if high {
+		return nonASCIIRule(v)
+	}
+	return ""
+}
+
+// nonASCIIRule judges the characters of an address that holds a byte past ASCII: not
+// UTF-8, a control or a space inside it: "email"; a character strings.ToLower changes,
+// or a space at either end: "normalised".
+func nonASCIIRule(v []byte) string {
+	if !utf8.Valid(v) {
+		return "email"
+	}
+	for i := 0; i < len(v); {
+		r, n := utf8.DecodeRune(v[i:])
+		switch {
+		case unicode.IsSpace(r) && (i == 0 || i+n == len(v)):
+			return "normalised"
+		case unicode.IsSpace(r) || unicode.IsControl(r):
+			return "email"
+		case unicode.ToLower(r) != r:
+			return "normalised"
+		}
+		i += n
 	}
 	return ""
 }

@@ -16,6 +16,7 @@ import (
 
 	"svc/lib/httpserver"
 	"svc/lib/ids"
+	"svc/lib/jsondoc"
 	"svc/lib/problem"
 	"svc/lib/signature"
 	"svc/schema/catalog"
@@ -364,6 +365,9 @@ type envelope struct {
 // message is ignored); a known type with a bad payload is, with one errors[] entry per
 // field problem.
 func ParseMessage(body []byte) (Message, *problem.Problem) {
+	if p := jsondoc.Check(body); p != nil {
+		return Message{}, p
+	}
 	var env envelope
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&env); err != nil {

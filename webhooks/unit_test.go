@@ -145,3 +145,17 @@ func TestFailureAddr(t *testing.T) {
 		}
 	}
 }
+
+// A message naming a member twice (its type, or a member of its data) is malformed:
+// which copy counts, JSON does not say.
+func TestParseMessageRefusesAMemberNamedTwice(t *testing.T) {
+	for body, field := range map[string]string{
+		`{"type":"partner.ping","type":"actuals.reported","data":{}}`:                                         "type",
+		`{"type":"actuals.reported","data":{"campaign_id":"x","campaign_id":"y","currency":"EUR","days":[]}}`: "data.campaign_id",
+	} {
+		_, p := ParseMessage([]byte(body))
+		if p == nil || len(p.Errors) != 1 || p.Errors[0].Field != field || p.Errors[0].Rule != "duplicate_member" {
+			t.Errorf("ParseMessage(%s) = %+v, want 422 %s duplicate_member", body, p, field)
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"unicode/utf8"
 )
 
 // Code is a stable machine-readable error code.
@@ -198,8 +199,18 @@ func (p *Problem) Finish(docsURL, requestID string) {
 	p.DocURL = p.Type
 	p.RequestID = requestID
 	for i := range p.Errors {
-		if v, ok := p.Errors[i].Value.(string); ok {
-			p.Errors[i].Value = Echo(v, EchoLen+len("…"), "…")
+		e := &p.Errors[i]
+		if v, ok := e.Value.(string); ok {
+			e.Value = Echo(v, EchoLen+len("…"), "…")
+		}
+		e.Pointer = withholdParts(e.Pointer, "/")
+		switch {
+		case !HoldsContact(e.Field) && !HoldsSecret(e.Field):
+			e.Field = withholdParts(e.Field, ".")
+		case e.Pointer != "": // a member name may hold dots: the pointer's parts are exact
+			e.Field = strings.ReplaceAll(strings.TrimPrefix(e.Pointer, "/"), "/", ".")
+		default:
+			e.Field = "(withheld)"
 		}
 	}
 	p.Detail = withholdWords(p.Detail)
@@ -218,6 +229,29 @@ func withholdWords(text string) string {
 		}
 	}
 	return strings.Join(words, " ")
+}
+
+// withholdParts is a field name or JSON Pointer (parts joined by sep) with each part that
+// holds an '@' or a secret replaced by "(withheld)" and each longer than EchoLen cut: a
+// member name the client sent is echoed there (unknown_field), and may be anything.
+func withholdParts(s, sep string) string {
+	if len(s) <= EchoLen && !HoldsContact(s) && !HoldsSecret(s) {
+		return s
+	}
+	parts := strings.Split(s, sep)
+	for i, w := range parts {
+		switch {
+		case HoldsContact(w) || HoldsSecret(w):
+			parts[i] = "(withheld)"
+		case len(w) > EchoLen:
+			n := EchoLen
+			for n > 0 && !utf8.RuneStart(w[n]) {
+				n--
+			}
+			parts[i] = w[:n] + "…"
+		}
+	}
+	return strings.Join(parts, sep)
 }
 
 // HoldsContact reports whether v holds an '@', written or JSON-escaped as \u0040: an

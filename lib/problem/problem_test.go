@@ -33,8 +33,17 @@ func TestFinishWithholdsWhatIsNeverEchoed(t *testing.T) {
 		FieldError{Field: "a", Rule: "r", Value: "ada@example.com"},
 		FieldError{Field: "b", Rule: "r", Value: "x svc_sandbox_0a1b"},
 		FieldError{Field: "c", Rule: "r", Value: "plain"},
-		FieldError{Field: "d", Rule: "r", Value: 7})
+		FieldError{Field: "d", Rule: "r", Value: 7},
+		FieldError{Field: "rows.2.ada@example.com", Rule: "unknown_field", Pointer: "/rows/2/ada@example.com"},
+		FieldError{Field: "whsec_x.ok", Rule: "unknown_field", Pointer: "/whsec_x/ok"},
+		FieldError{Field: strings.Repeat("k", 100), Rule: "unknown_field", Pointer: "/" + strings.Repeat("k", 100)})
 	p.Finish("https://docs", "req_1")
+	for i, w := range [][2]string{{"rows.2.(withheld)", "/rows/2/(withheld)"}, {"(withheld).ok", "/(withheld)/ok"},
+		{strings.Repeat("k", 64) + "…", "/" + strings.Repeat("k", 64) + "…"}} {
+		if e := p.Errors[4+i]; e.Field != w[0] || e.Pointer != w[1] {
+			t.Fatalf("errors[%d] field %q pointer %q, want %q %q", 4+i, e.Field, e.Pointer, w[0], w[1])
+		}
+	}
 	if p.Detail != `No plan (withheld) and no version (withheld) here.` {
 		t.Fatalf("detail %q", p.Detail)
 	}
