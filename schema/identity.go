@@ -26,11 +26,10 @@ func emailRule(v []byte) string {
 	if len(v) == 0 || len(v) > MaxEmailLen {
 		return "email"
 	}
-	at, high := -1, false
+	at, all := -1, byte(0)
 	for i, c := range v {
+		all |= c
 		switch {
-		case c >= utf8.RuneSelf:
-			high = true
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
 			if i == 0 || i == len(v)-1 {
 				return "normalised"
@@ -50,7 +49,7 @@ func emailRule(v []byte) string {
 	if at <= 0 || at == len(v)-1 {
 		return "email"
 	}
-	if high {
+	if all >= utf8.RuneSelf { // a byte past ASCII
 		return nonASCIIRule(v)
 	}
 	return ""
