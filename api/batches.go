@@ -104,7 +104,10 @@ func (a *API) batch(r *httpserver.Request) error {
 // requestNotFound is the 404 of a well-formed request id with nothing on record: its
 // detail names the cases a client holding that id can meet (pipeline.md).
 func requestNotFound(raw string) error {
-	return problem.New(problem.NotFound, "No request %q of this key's workspace and environment is on record for the last %d days. "+
+	p := problem.New(problem.NotFound, "No request %q of this key's workspace and environment is on record for the last %d days. "+
+		"A batch answered 202 is on record once the pipeline has stored it, usually a second or two after its answer: poll. "+
 		"A batch refused whole past the cap of stored rejections of its pixel and minute is only counted (GET /rejections, meta.not_stored), "+
 		"not kept by its request id.", raw, int(trace.LookBack.Hours()/24))
+	p.SuggestedAction = "Within seconds of the request's answer, poll again; later, check the request id (from the answer's request_id or Request-Id)."
+	return p
 }

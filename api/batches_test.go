@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,7 +109,10 @@ func TestBatchLifeThroughThePipeline(t *testing.T) {
 
 	// 404: another workspace's key, an unknown request id, a malformed one, another kind.
 	other := p.tenant(t, false)
-	apitest.Problem(t, p.Do(t, "GET", "/batches/"+reqID, other.Secret, ""), 404, "not_found")
+	if nf := apitest.Problem(t, p.Do(t, "GET", "/batches/"+reqID, other.Secret, ""), 404, "not_found"); !strings.Contains(fmt.Sprint(nf["detail"]), "poll") ||
+		!strings.Contains(fmt.Sprint(nf["suggested_action"]), "poll again") {
+		t.Fatalf("a request not on record: %v; want the detail and advice to say a fresh one may not be stored yet", nf)
+	}
 	for _, id := range []string{"req_0123456789abcdef01234567", "req_zz", "pxl_" + tn.Pixel.ID.String(), reqID + "0"} {
 		apitest.Problem(t, p.Do(t, "GET", "/batches/"+id, tn.Secret, ""), 404, "not_found")
 	}

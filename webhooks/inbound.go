@@ -137,15 +137,21 @@ func (in *Inbound) handle(r *httpserver.Request) error {
 func (c *call) workspace() error {
 	ws, err := ids.Parse(ids.Org, c.r.Param("workspace"))
 	if err != nil {
-		return c.fail(reasonNoWorkspace, "", problem.New(problem.NotFound, "No workspace %q: want org_<uuid> or a UUID.", c.r.Param("workspace")))
+		return c.fail(reasonNoWorkspace, "", noWorkspace(problem.New(problem.NotFound, "No workspace %q: want org_<uuid> or a UUID.", c.r.Param("workspace"))))
 	}
 	if _, err := c.in.Keys.Workspace(c.ctx, ws); errors.Is(err, workspace.ErrNotFound) {
-		return c.fail(reasonNoWorkspace, "", problem.New(problem.NotFound, "No workspace %s.", ids.Format(ids.Org, ws)))
+		return c.fail(reasonNoWorkspace, "", noWorkspace(problem.New(problem.NotFound, "No workspace %s.", ids.Format(ids.Org, ws))))
 	} else if err != nil {
 		return c.unavailable("workspace lookup", err, "the workspace store", 1)
 	}
 	c.rec.WorkspaceID, c.known = ws, true
 	return nil
+}
+
+// noWorkspace is p with the receiver's advice: the route takes no key.
+func noWorkspace(p *problem.Problem) *problem.Problem {
+	p.SuggestedAction = "Check the workspace id in the URL: the org_… of the workspace whose administrators issued your inbound secret."
+	return p
 }
 
 // verify checks the signature against the workspace's valid secrets.

@@ -129,7 +129,9 @@ func TestInboundSignatures(t *testing.T) {
 	}
 
 	// Unknown workspace: 404; a workspace without a secret: 401.
-	apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/org_"+uuid.NewString(), "", body), 404, "not_found")
+	if p := apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/org_"+uuid.NewString(), "", body), 404, "not_found"); !strings.Contains(fmt.Sprint(p["suggested_action"]), "workspace id in the URL") {
+		t.Fatalf("an unknown workspace's advice %q: the route takes no key", p["suggested_action"])
+	}
 	apitest.Problem(t, ie.srv.Do(t, "POST", "/webhooks/inbound/not-an-id", "", body), 404, "not_found")
 	// The caller of a workspace without a secret is told what a wrong secret is told,
 	// not that the workspace has none; its admins read why in its inbound log.

@@ -257,7 +257,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) (r *Request) {
 			s.writeProblem(ctx, r.ID, nil, p)
 			return
 		}
-		s.writeProblem(ctx, r.ID, nil, problem.New(problem.NotFound, "No operation at %s.", path))
+		p := problem.New(problem.NotFound, "No operation at %s.", path)
+		p.SuggestedAction = "Check the path: the discovery document, GET /.well-known/svc, lists every operation."
+		s.writeProblem(ctx, r.ID, nil, p)
 		return
 	}
 	r.route = c

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -211,7 +212,9 @@ func TestRevocationReachesAnotherProcess(t *testing.T) {
 func TestRoutingProblems(t *testing.T) {
 	s := apitest.Start(t, testRoutes(), nil)
 	tn := s.Tenant(t, false)
-	apitest.Problem(t, s.Do(t, "GET", "/nowhere", tn.Secret, ""), 404, "not_found")
+	if p := apitest.Problem(t, s.Do(t, "GET", "/nowhere", tn.Secret, ""), 404, "not_found"); !strings.Contains(fmt.Sprint(p["suggested_action"]), "/.well-known/svc") {
+		t.Fatalf("an unknown path's advice %q: want the discovery document named", p["suggested_action"])
+	}
 	apitest.Problem(t, s.Do(t, "GET", "/v1/things/missing", tn.Secret, ""), 404, "not_found")
 	r := s.Do(t, "DELETE", "/things", tn.Secret, "")
 	apitest.Problem(t, r, 405, "method_not_allowed")
