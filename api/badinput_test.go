@@ -116,3 +116,18 @@ func TestDayParameterSaysItsRange(t *testing.T) {
 		}
 	}
 }
+
+// An id holding an encoded slash or a dot segment names nothing (404): the server
+// decodes and resolves them before routing, and "/pixels/..%2Fme" would otherwise be
+// served as GET /me (an id a client puts in a path must never steer it elsewhere).
+func TestPathIDsDoNotSteer(t *testing.T) {
+	e := newEnv(t)
+	tn := e.tenant(t, false)
+	for _, path := range []string{"/v1/pixels/..%2Fme", "/v1/pixels/..%2fme", "/v1/batches/..%2F..%2Faccount",
+		"/v1/pixels/%2e%2e/me", "/v1/pixels/../me", "/v1/plans/.%2E/account", "/v1/pixels/x%5C..%5Cme"} {
+		apitest.Problem(t, e.Do(t, "GET", path, tn.Secret, ""), 404, "not_found")
+	}
+	if r := e.Do(t, "GET", "/v1/me", tn.Secret, ""); r.Status != 200 {
+		t.Fatalf("GET /v1/me: %d", r.Status)
+	}
+}

@@ -1,5 +1,6 @@
-// Package client is a Go client of the svc API for customers' backends. It depends only
-// on the standard library.
+// Package client is a Go client of the svc API for customers' backends. Beside the
+// standard library it uses only svc/lib/problem and svc/lib/signature, which use only
+// the standard library.
 //
 //   - Writes (SendEvents, ImportActuals) carry one Idempotency-Key per logical call,
 //     generated unless given, and send that same key on every retry: a retry never
@@ -48,7 +49,8 @@ type Client struct {
 	BaseURL string
 	// HTTP sends the requests (http.DefaultClient with a 30 s timeout when nil).
 	HTTP *http.Client
-	// MaxAttempts bounds the attempts of one call, the first included (default 5).
+	// MaxAttempts bounds the attempts of one call, the first included (default 5). For
+	// it and the three delays below, 0 or less means the default.
 	MaxAttempts int
 	// BaseDelay is the first backoff delay without Retry-After (default 500 ms); each
 	// further retry doubles it, up to MaxDelay (default 30 s), with full jitter.
@@ -94,6 +96,15 @@ var defaultHTTP = &http.Client{Timeout: 30 * time.Second}
 
 func orDefault[T int | float64 | time.Duration](v, d T) T {
 	if v == 0 {
+		return d
+	}
+	return v
+}
+
+// positiveOr is v, or d when v is unset or negative (a count or a delay below zero
+// means nothing).
+func positiveOr[T int | time.Duration](v, d T) T {
+	if v <= 0 {
 		return d
 	}
 	return v
@@ -146,7 +157,7 @@ func (c *Client) Do(ctx context.Context, method, path string, body any, idempote
 		}
 		payload = b
 	}
-	attempts := orDefault(c.MaxAttempts, 5)
+	attempts := positiveOr(c.MaxAttempts, 5)
 	var lastErr error
 	for attempt := 1; attempt <= attempts; attempt++ {
 		if err := c.pace(ctx); err != nil {
@@ -180,13 +191,13 @@ func (c *Client) retryDelay(err error, attempt int) (time.Duration, bool) {
 			return 0, false
 		}
 		if p.RetryAfter > 0 {
-			if p.RetryAfter > orDefault(c.MaxRetryAfter, 2*time.Minute) {
+			if p.RetryAfter > positiveOr(c.MaxRetryAfter, 2*time.Minute) {
 				return 0, false
 			}
 			return p.RetryAfter, true
 		}
 	}
-	base, maxD := orDefault(c.BaseDelay, 500*time.Millisecond), orDefault(c.MaxDelay, 30*time.Second)
+	base, maxD := positiveOr(c.BaseDelay, 500*time.Millisecond), positiveOr(c.MaxDelay, 30*time.Second)
 	d := time.Duration(float64(base) * math.Pow(2, float64(attempt-1)))
 	if d > maxD || d <= 0 {
 		d = maxD
@@ -305,10 +316,20 @@ func (c *Client) once(ctx context.Context, method, path string, payload []byte, 
 	if p.Status == 0 {
 		p.Status = resp.StatusCode
 	}
-	if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
-		p.RetryAfter = time.Duration(s) * time.Second
-	}
+	p.RetryAfter = retryAfter(resp.Header.Get("Retry-After"), time.Now())
 	return nil, p
+}
+
+// retryAfter reads Retry-After: delay-seconds, as the service sends it, or an HTTP date,
+// as a proxy in between may (RFC 9110 §10.2.3); 0 when absent, past or unreadable.
+func retryAfter(v string, now time.Time) time.Duration {
+	if s, err := strconv.Atoi(v); err == nil && s > 0 {
+		return time.Duration(s) * time.Second
+	}
+	if t, err := http.ParseTime(v); err == nil && t.After(now) {
+		return t.Sub(now).Round(time.Second)
+	}
+	return 0
 }
 
 // NewIdempotencyKey returns a random key for one logical write.

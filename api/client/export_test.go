@@ -11,3 +11,6 @@ type WireEvent = wireEvent
 // SetSleep makes c call sleep for every wait (retries and pacing) instead of sleeping,
 // so a test sees how long the client would wait without waiting.
 func SetSleep(c *Client, sleep func(ctx context.Context, d time.Duration) error) { c.sleep = sleep }
+
+// RetryAfter is retryAfter, for the tests of package client_test.
+var RetryAfter = retryAfter

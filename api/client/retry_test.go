@@ -107,17 +107,20 @@ func TestRetriesStopAtMaxAttempts(t *testing.T) {
 	tn := rg.Tenant(t, false)
 	ctx := context.Background()
 
-	for _, maxAttempts := range []int{0, 2} {
+	for _, maxAttempts := range []int{0, 2, -1} { // 0 or less: the default
 		w := &wire{next: &recorder{lose: func(int, *http.Request) bool { return true }}}
 		c, waits := retryClient(rg, tn.Secret, w)
 		c.MaxAttempts = maxAttempts
+		if maxAttempts < 0 {
+			c.BaseDelay, c.MaxDelay = -time.Second, -time.Second // no panic: the defaults
+		}
 		err := c.Get(ctx, "/me", nil, nil)
 		var p *client.Problem
 		if err == nil || errors.As(err, &p) {
 			t.Fatalf("MaxAttempts %d, every response lost: %v, want the network error", maxAttempts, err)
 		}
 		want := maxAttempts
-		if want == 0 {
+		if want <= 0 {
 			want = 5
 		}
 		if n := len(w.log()); n != want {
@@ -296,6 +299,22 @@ func TestBackoffIsFullJitterUpToMaxDelay(t *testing.T) {
 	for i, d := range top {
 		if bound := min(10*time.Millisecond<<i, 40*time.Millisecond); d <= bound/2 {
 			t.Fatalf("wait %d: at most %s in 40 runs, bound %s: not drawn up to the bound", i+1, d, bound)
+		}
+	}
+}
+
+// Retry-After in either form RFC 9110 allows: the service sends seconds, a proxy in
+// between may send an HTTP date.
+func TestRetryAfterForms(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for v, want := range map[string]time.Duration{
+		"7": 7 * time.Second, "0": 0, "-3": 0, "": 0, "soon": 0,
+		now.Add(time.Hour).Format(http.TimeFormat):    time.Hour,
+		now.Add(-time.Hour).Format(http.TimeFormat):   0,
+		now.Add(90 * time.Second).Format(time.RFC850): 90 * time.Second,
+	} {
+		if got := client.RetryAfter(v, now); got != want {
+			t.Errorf("Retry-After %q: %s, want %s", v, got, want)
 		}
 	}
 }

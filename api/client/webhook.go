@@ -17,12 +17,14 @@ var (
 	ErrSignatureMalformed = errors.New("svc: the SVC-Signature header is not t=<unix>,v1=<hex>")
 	ErrSignatureTimestamp = errors.New("svc: the signature timestamp is outside the tolerance")
 	ErrSignatureMismatch  = errors.New("svc: no v1 signature matches the secret")
+	ErrSignatureNoSecret  = errors.New("svc: no secret to verify with (an empty secret verifies nothing)")
 )
 
 // clientErrors names the scheme's errors as this package's.
 var clientErrors = map[error]error{
 	signature.ErrMissing: ErrSignatureMissing, signature.ErrMalformed: ErrSignatureMalformed,
 	signature.ErrStale: ErrSignatureTimestamp, signature.ErrMismatch: ErrSignatureMismatch,
+	signature.ErrNoSecret: ErrSignatureNoSecret,
 }
 
 // VerifyWebhook checks an SVC-Signature header (t=<unix>,v1=<hex>[,v1=…]) against the

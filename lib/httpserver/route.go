@@ -1,6 +1,7 @@
 package httpserver
 
 import (
+	"bytes"
 	"strings"
 	"time"
 
@@ -109,6 +110,28 @@ func newRouter(routes []Route) *router {
 		rt.all = append(rt.all, c)
 	}
 	return rt
+}
+
+// steersPath reports whether a request's path as sent holds an encoded slash or
+// backslash, or a dot segment ("." or "..", also percent-encoded). fasthttp decodes and
+// resolves them before routing, so "/pixels/..%2Fme" would be served as "/me": an id
+// taken from elsewhere and put in a path (a client's, an MCP tool's) must name an object
+// of its route or nothing (404), never steer the request to another operation.
+func steersPath(raw []byte) bool {
+	if bytes.IndexByte(raw, '%') < 0 && bytes.IndexByte(raw, '.') < 0 {
+		return false
+	}
+	lower := bytes.ToLower(raw)
+	if bytes.Contains(lower, []byte("%2f")) || bytes.Contains(lower, []byte("%5c")) {
+		return true
+	}
+	for _, seg := range bytes.Split(lower, []byte("/")) {
+		seg = bytes.ReplaceAll(seg, []byte("%2e"), []byte("."))
+		if string(seg) == "." || string(seg) == ".." {
+			return true
+		}
+	}
+	return false
 }
 
 // stripVersion removes a leading /v1 segment.

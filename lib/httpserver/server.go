@@ -238,6 +238,9 @@ func (s *Server) handle(ctx *fasthttp.RequestCtx) (r *Request) {
 	if c != nil && c.Page && path != string(ctx.Path()) {
 		c, allow = nil, nil // an application's pages are not API operations: no /v1 alias
 	}
+	if c != nil && steersPath(ctx.URI().PathOriginal()) {
+		c, allow = nil, nil // an id holding a slash or a dot segment names no operation's object
+	}
 	if c != nil {
 		routeName = c.Method + " " + c.Path
 	}

@@ -203,6 +203,7 @@ func (p *Problem) Finish(docsURL, requestID string) {
 		if v, ok := e.Value.(string); ok {
 			e.Value = Echo(v, EchoLen+len("…"), "…")
 		}
+		e.Detail = withholdWords(e.Detail)
 		e.Pointer = withholdParts(e.Pointer, "/")
 		switch {
 		case !HoldsContact(e.Field) && !HoldsSecret(e.Field):
@@ -216,19 +217,46 @@ func (p *Problem) Finish(docsURL, requestID string) {
 	p.Detail = withholdWords(p.Detail)
 }
 
+// longWord is the longest word a detail keeps whole: longer ones are a value received
+// (an id, a URL or a sentence of ours is shorter), cut to EchoLen bytes and "…".
+// maxDetail bounds a whole detail, which may quote values received.
+const (
+	longWord  = 200
+	maxDetail = 2048
+)
+
 // withholdWords is text with each space-separated word that holds an '@' or a secret
-// replaced by "(withheld)".
+// replaced by "(withheld)", each longer than longWord cut, and the whole cut at
+// maxDetail bytes.
 func withholdWords(text string) string {
-	if !HoldsContact(text) && !HoldsSecret(text) {
+	if len(text) <= longWord && !HoldsContact(text) && !HoldsSecret(text) {
 		return text
 	}
-	words := strings.Split(text, " ")
+	words := strings.Split(cutAt(text, maxDetail+longWord), " ") // none past the cut is kept
 	for i, w := range words {
-		if HoldsContact(w) || HoldsSecret(w) {
+		switch {
+		case HoldsContact(w) || HoldsSecret(w):
 			words[i] = "(withheld)"
+		case len(w) > longWord:
+			words[i] = cutAt(w, EchoLen) + "…"
 		}
 	}
-	return strings.Join(words, " ")
+	out := strings.Join(words, " ")
+	if len(out) > maxDetail {
+		out = cutAt(out, maxDetail) + "…"
+	}
+	return out
+}
+
+// cutAt is s cut to at most n bytes, on a character boundary.
+func cutAt(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // withholdParts is a field name or JSON Pointer (parts joined by sep) with each part that
@@ -244,11 +272,7 @@ func withholdParts(s, sep string) string {
 		case HoldsContact(w) || HoldsSecret(w):
 			parts[i] = "(withheld)"
 		case len(w) > EchoLen:
-			n := EchoLen
-			for n > 0 && !utf8.RuneStart(w[n]) {
-				n--
-			}
-			parts[i] = w[:n] + "…"
+			parts[i] = cutAt(w, EchoLen) + "…"
 		}
 	}
 	return strings.Join(parts, sep)

@@ -36,8 +36,17 @@ func TestFinishWithholdsWhatIsNeverEchoed(t *testing.T) {
 		FieldError{Field: "d", Rule: "r", Value: 7},
 		FieldError{Field: "rows.2.ada@example.com", Rule: "unknown_field", Pointer: "/rows/2/ada@example.com"},
 		FieldError{Field: "whsec_x.ok", Rule: "unknown_field", Pointer: "/whsec_x/ok"},
-		FieldError{Field: strings.Repeat("k", 100), Rule: "unknown_field", Pointer: "/" + strings.Repeat("k", 100)})
+		FieldError{Field: strings.Repeat("k", 100), Rule: "unknown_field", Pointer: "/" + strings.Repeat("k", 100)},
+		FieldError{Field: "from", Rule: "date", Detail: `property "ada@example.com" is not allowed; got ` + strings.Repeat("9", 300)})
 	p.Finish("https://docs", "req_1")
+	if d := p.Errors[7].Detail; d != "property (withheld) is not allowed; got "+strings.Repeat("9", 64)+"…" {
+		t.Fatalf("errors[7].detail %q", d)
+	}
+	long := New(NotFound, "No plan %q.", strings.Repeat("word ", 30000))
+	long.Finish("https://docs", "req_3")
+	if len(long.Detail) > maxDetail+len("…") || !strings.HasPrefix(long.Detail, `No plan "word word`) || !strings.HasSuffix(long.Detail, "…") {
+		t.Fatalf("a 150,000-byte detail kept %d bytes: %q…", len(long.Detail), long.Detail[:min(len(long.Detail), 40)])
+	}
 	for i, w := range [][2]string{{"rows.2.(withheld)", "/rows/2/(withheld)"}, {"(withheld).ok", "/(withheld)/ok"},
 		{strings.Repeat("k", 64) + "…", "/" + strings.Repeat("k", 64) + "…"}} {
 		if e := p.Errors[4+i]; e.Field != w[0] || e.Pointer != w[1] {

@@ -38,6 +38,10 @@ var (
 	ErrMalformed = errors.New("the SVC-Signature header is not t=<unix>,v1=<hex>")
 	ErrMismatch  = errors.New("no v1 signature matches a valid secret")
 	ErrStale     = errors.New("the signature timestamp is outside the tolerance")
+	// ErrNoSecret: no secret, or only empty ones, to verify with. An empty secret would
+	// accept anything signed with an empty key: a receiver whose secret setting is unset
+	// must refuse every message, not take forgeries.
+	ErrNoSecret = errors.New("no secret to verify with")
 )
 
 // Sign returns hex(HMAC-SHA256(secret, "<t>.<body>")).
@@ -133,8 +137,12 @@ func VerifyParsed(p Parsed, body []byte, secrets [][]byte, now time.Time, tolera
 	if skew > int64(tolerance/time.Second) {
 		return ErrStale
 	}
-	ok := false
+	ok, some := false, false
 	for _, s := range secrets {
+		if len(s) == 0 {
+			continue
+		}
+		some = true
 		m := hmac.New(sha256.New, s)
 		m.Write(strconv.AppendInt(nil, p.T, 10))
 		m.Write([]byte{'.'})
@@ -148,7 +156,10 @@ func VerifyParsed(p Parsed, body []byte, secrets [][]byte, now time.Time, tolera
 			}
 		}
 	}
-	if !ok {
+	switch {
+	case !some:
+		return ErrNoSecret
+	case !ok:
 		return ErrMismatch
 	}
 	return nil

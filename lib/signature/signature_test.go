@@ -70,7 +70,9 @@ func TestVerifyVectors(t *testing.T) {
 		{"two t", "t=1700000000,t=1700000000,v1=" + vecOld, vecBody, [][]byte{old}, at, ErrMalformed},
 		{"t with a leading zero", "t=01700000000,v1=" + vecOld, vecBody, [][]byte{old}, at, ErrMalformed},
 		{"t with a sign", "t=+1700000000,v1=" + vecOld, vecBody, [][]byte{old}, at, ErrMalformed},
-		{"no secrets", "t=1700000000,v1=" + vecOld, vecBody, nil, at, ErrMismatch},
+		{"no secrets", "t=1700000000,v1=" + vecOld, vecBody, nil, at, ErrNoSecret},
+		{"an empty secret verifies nothing", "t=1700000000,v1=" + Sign(nil, 1700000000, []byte(vecBody)), vecBody, [][]byte{{}}, at, ErrNoSecret},
+		{"an empty secret beside a real one", "t=1700000000,v1=" + Sign(nil, 1700000000, []byte(vecBody)), vecBody, [][]byte{{}, old}, at, ErrMismatch},
 		{"garbage", "Bearer xyz", vecBody, [][]byte{old}, at, ErrMalformed},
 	}
 	for _, c := range cases {
