@@ -233,15 +233,7 @@ func withholdWords(text string) string {
 		return text
 	}
 	words := strings.Split(cutAt(text, maxDetail+longWord), " ") // none past the cut is kept
-	for i, w := range words {
-		switch {
-		case HoldsContact(w) || HoldsSecret(w):
-			words[i] = "(withheld)"
-		case len(w) > longWord:
-			words[i] = cutAt(w, EchoLen) + "…"
-		}
-	}
-	out := strings.Join(words, " ")
+	out := strings.Join(withholdEach(words, longWord), " ")
 	if len(out) > maxDetail {
 		out = cutAt(out, maxDetail) + "…"
 	}
@@ -266,16 +258,21 @@ func withholdParts(s, sep string) string {
 	if len(s) <= EchoLen && !HoldsContact(s) && !HoldsSecret(s) {
 		return s
 	}
-	parts := strings.Split(s, sep)
+	return strings.Join(withholdEach(strings.Split(s, sep), EchoLen), sep)
+}
+
+// withholdEach replaces each of parts that holds an '@' or a secret by "(withheld)", and
+// cuts each longer than keep bytes to EchoLen and "…".
+func withholdEach(parts []string, keep int) []string {
 	for i, w := range parts {
 		switch {
 		case HoldsContact(w) || HoldsSecret(w):
 			parts[i] = "(withheld)"
-		case len(w) > EchoLen:
+		case len(w) > keep:
 			parts[i] = cutAt(w, EchoLen) + "…"
 		}
 	}
-	return strings.Join(parts, sep)
+	return parts
 }
 
 // HoldsContact reports whether v holds an '@', written or JSON-escaped as \u0040: an
