@@ -250,6 +250,25 @@ func (c *Client) pace(ctx context.Context) error {
 
 var policyEntry = regexp.MustCompile(`"([a-z]+)";q=(\d+);w=(\d+)`)
 
+// refillInterval is w/q of the policy entry that RateLimit-Limit (limit) and
+// RateLimit-Reset (reset, seconds) describe: of the entries with that quota, one whose
+// window is at least reset long, the shortest (two windows may share a quota: a burst
+// and a daily of 100 each; a reset under a minute is then the burst's), else 0.
+func refillInterval(policy string, limit, reset int) time.Duration {
+	best := time.Duration(0)
+	for _, m := range policyEntry.FindAllStringSubmatch(policy, -1) {
+		q, _ := strconv.Atoi(m[2])
+		w, _ := strconv.Atoi(m[3])
+		if q != limit || q <= 0 || w < reset {
+			continue
+		}
+		if d := time.Duration(float64(w) / float64(q) * float64(time.Second)); best == 0 || d < best {
+			best = d
+		}
+	}
+	return best
+}
+
 // observe remembers what a response's RateLimit headers say.
 func (c *Client) observe(h http.Header) {
 	limit, err1 := strconv.Atoi(h.Get("RateLimit-Limit"))
@@ -259,15 +278,7 @@ func (c *Client) observe(h http.Header) {
 		return
 	}
 	st := rateState{known: true, at: time.Now(), limit: limit, remaining: remaining, reset: time.Duration(reset) * time.Second}
-	// The refill interval of the window described: the policy entry with that quota.
-	for _, m := range policyEntry.FindAllStringSubmatch(h.Get("RateLimit-Policy"), -1) {
-		q, _ := strconv.Atoi(m[2])
-		w, _ := strconv.Atoi(m[3])
-		if q == limit && q > 0 {
-			st.interval = time.Duration(float64(w) / float64(q) * float64(time.Second))
-			break
-		}
-	}
+	st.interval = refillInterval(h.Get("RateLimit-Policy"), limit, reset)
 	c.mu.Lock()
 	c.state = st
 	c.mu.Unlock()

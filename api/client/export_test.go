@@ -14,3 +14,6 @@ func SetSleep(c *Client, sleep func(ctx context.Context, d time.Duration) error)
 
 // RetryAfter is retryAfter, for the tests of package client_test.
 var RetryAfter = retryAfter
+
+// RefillInterval is refillInterval, for the tests of package client_test.
+var RefillInterval = refillInterval

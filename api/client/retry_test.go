@@ -318,3 +318,24 @@ func TestRetryAfterForms(t *testing.T) {
 		}
 	}
 }
+
+// The pacing's refill interval is the window RateLimit-Limit and RateLimit-Reset
+// describe, also when two windows share a quota.
+func TestRefillIntervalOfTheWindowDescribed(t *testing.T) {
+	const both = `"burst";q=100;w=60, "daily";q=100;w=86400`
+	for _, c := range []struct {
+		policy       string
+		limit, reset int
+		want         time.Duration
+	}{
+		{both, 100, 30, 600 * time.Millisecond}, // a reset under a minute: the burst's
+		{both, 100, 5000, 864 * time.Second},    // only the daily window is that long
+		{`"burst";q=120;w=60, "daily";q=10000;w=86400`, 10000, 20, 8640 * time.Millisecond},
+		{`"burst";q=120;w=60, "daily";q=10000;w=86400`, 120, 20, 500 * time.Millisecond},
+		{`"burst";q=120;w=60`, 50, 10, 0},
+	} {
+		if got := client.RefillInterval(c.policy, c.limit, c.reset); got != c.want {
+			t.Errorf("%s, limit %d, reset %d: %s, want %s", c.policy, c.limit, c.reset, got, c.want)
+		}
+	}
+}
