@@ -96,10 +96,10 @@ func (a *App) createKey(c *call) error {
 	}
 	var errs []string
 	var err error
-	if spec.Burst, err = strconv.Atoi(f.Get("burst")); err != nil || spec.Burst < 1 || spec.Burst > limits.MaxQuota {
+	if spec.Burst, err = strconv.Atoi(f.Get("burst")); err != nil || !quotaOK(spec.Burst) {
 		errs = append(errs, "The burst limit is a whole number from 1 to 1,000,000,000.")
 	}
-	if spec.Daily, err = strconv.Atoi(f.Get("daily")); err != nil || spec.Daily < 1 || spec.Daily > limits.MaxQuota {
+	if spec.Daily, err = strconv.Atoi(f.Get("daily")); err != nil || !quotaOK(spec.Daily) {
 		errs = append(errs, "The daily limit is a whole number from 1 to 1,000,000,000.")
 	}
 	if e := f.Get("expires"); e != "" {
@@ -252,7 +252,7 @@ func (a *App) keyLimits(c *call) error {
 	}
 	burst, err1 := strconv.Atoi(c.form.Get("burst"))
 	daily, err2 := strconv.Atoi(c.form.Get("daily"))
-	if err1 != nil || err2 != nil || burst < 1 || daily < 1 || burst > limits.MaxQuota || daily > limits.MaxQuota {
+	if err1 != nil || err2 != nil || !quotaOK(burst) || !quotaOK(daily) {
 		return c.render(422, "key", "Limits", "keys", keyData{Key: c.keyView(*k, a.Now()), Overlaps: overlaps,
 			Error: "Both limits are whole numbers from 1 to 1,000,000,000."})
 	}
@@ -282,3 +282,6 @@ func splitList(s string) []string {
 	}
 	return out
 }
+
+// quotaOK is a quota the form may set: 1 to limits.MaxQuota (the store refuses more).
+func quotaOK(n int) bool { return n >= 1 && n <= limits.MaxQuota }

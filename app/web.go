@@ -90,11 +90,7 @@ func (a *App) signedOut(h handler) handler {
 	return func(c *call) error {
 		c.pre = string(c.Ctx.Request.Header.Cookie(a.cookie("svc_pre")))
 		if c.post() {
-			if err := c.parseForm(); err != nil {
-				return c.unreadableForm()
-			}
-			if !c.sameSite() || c.pre == "" || !constantEqual(c.form.Get("csrf"), c.pre) {
-				c.message(403, "Form refused", "The form's security token is missing or does not match. Reload the page and try again.")
+			if !c.formAccepted(func(token string) bool { return c.pre != "" && constantEqual(token, c.pre) }) {
 				return nil
 			}
 			return h(c)
@@ -134,14 +130,8 @@ func (a *App) signedIn(h handler) handler {
 			return err
 		}
 		c.session, c.member, c.ws = ss, m, w
-		if c.post() {
-			if err := c.parseForm(); err != nil {
-				return c.unreadableForm()
-			}
-			if !c.sameSite() || !ss.CSRFValid(c.form.Get("csrf")) {
-				c.message(403, "Form refused", "The form's security token is missing or does not match. Reload the page and try again.")
-				return nil
-			}
+		if c.post() && !c.formAccepted(ss.CSRFValid) {
+			return nil
 		}
 		return h(c)
 	}
@@ -187,11 +177,20 @@ func (c *call) sameSite() bool {
 	return err == nil && u.Path == "" && strings.EqualFold(u.Host, string(c.Ctx.Host()))
 }
 
-// unreadableForm answers a POST whose body is not a form the page sent: 400, saying so
-// (not the token's 403, which would send the person reloading for nothing).
-func (c *call) unreadableForm() error {
-	c.message(400, "Form not readable", "The form could not be read: send it as application/x-www-form-urlencoded, as the page's own form does.")
-	return nil
+// formAccepted reads a POST's form and checks it came from our own page: same site, and
+// its csrf token valid by tokenOK. Otherwise it answers and returns false: 400 for a
+// body that is not a form (not the token's 403, which would send the person reloading
+// for nothing), 403 for another site or a token that does not match.
+func (c *call) formAccepted(tokenOK func(string) bool) bool {
+	if err := c.parseForm(); err != nil {
+		c.message(400, "Form not readable", "The form could not be read: send it as application/x-www-form-urlencoded, as the page's own form does.")
+		return false
+	}
+	if !c.sameSite() || !tokenOK(c.form.Get("csrf")) {
+		c.message(403, "Form refused", "The form's security token is missing or does not match. Reload the page and try again.")
+		return false
+	}
+	return true
 }
 
 // parseForm reads an application/x-www-form-urlencoded body.
